@@ -1,0 +1,51 @@
+"""The reviewer-app command: serve, worker and admin commands over the same database."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from reviewer_app.config import ConfigError, load_config
+from reviewer_app.logs import setup_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reviewer-app", description="Review pull requests with Claude.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="receive webhooks and run reviews")
+    serve.add_argument("--host", help="bind address (env HOST, default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="port (env PORT, default 8080)")
+    serve.add_argument("--no-worker", action="store_true", help="receive only; run no reviews here")
+    sub.add_parser("config", help="print the effective configuration, secrets masked")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        overrides = {}
+        if args.command == "serve":
+            overrides = {"host": args.host, "port": args.port}
+        cfg = load_config(**overrides)
+    except ConfigError as exc:
+        print(f"reviewer-app: configuration error: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(cfg.log_level, cfg.log_format)
+    if args.command == "config":
+        for key, value in cfg.masked().items():
+            print(f"{key}={value}")
+        return 0
+    if args.command == "serve":
+        from reviewer_app.service import serve
+
+        try:
+            asyncio.run(serve(cfg, worker=not args.no_worker))
+        except KeyboardInterrupt:
+            pass
+        return 0
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

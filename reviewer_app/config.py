@@ -1,0 +1,237 @@
+"""Every setting of reviewer-app, read once at start from the environment and validated with one-line errors."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+class ConfigError(ValueError):
+    """A setting is missing or wrong; the message is one line that says what to fix."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    env: str
+    attr: str
+    kind: type
+    default: object
+    help: str
+    secret: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("HOST", "host", str, "0.0.0.0", "address the HTTP server binds"),
+    Setting("PORT", "port", int, 8080, "port the HTTP server binds", minimum=0, maximum=65535),
+    Setting("DATABASE_URL", "database_url", str, "sqlite:///reviewer.db", "sqlite:///path or postgresql://..."),
+    Setting("GITHUB_WEBHOOK_SECRET", "webhook_secret", str, "", "secret GitHub signs webhooks with", secret=True),
+    Setting("GITHUB_APP_ID", "app_id", str, "", "the GitHub App's id"),
+    Setting("GITHUB_PRIVATE_KEY", "private_key", str, "", "the App's private key as PEM text", secret=True),
+    Setting("GITHUB_PRIVATE_KEY_PATH", "private_key_path", str, "", "file holding the App's private key (PEM)"),
+    Setting("GITHUB_API_URL", "github_api_url", str, "https://api.github.com", "REST API base URL (GHES: https://HOST/api/v3)"),
+    Setting("ANTHROPIC_API_KEY", "anthropic_api_key", str, "", "Claude API key", secret=True),
+    Setting("ANTHROPIC_BASE_URL", "anthropic_base_url", str, "", "Messages API base URL (read by the SDK too)"),
+    Setting("REVIEWER_MODEL", "model", str, "claude-sonnet-4-5", "Claude model that writes the reviews"),
+    Setting("REVIEWER_MAX_INPUT_TOKENS", "max_input_tokens", int, 60000, "token budget of one model request", minimum=2000),
+    Setting("REVIEWER_MAX_OUTPUT_TOKENS", "max_output_tokens", int, 4096, "max tokens of the model's answer", minimum=256),
+    Setting("REVIEWER_MAX_PARTS", "max_parts", int, 3, "model requests one review may use for a large PR", minimum=1, maximum=20),
+    Setting("REVIEWER_MODEL_TIMEOUT_SECONDS", "model_timeout_seconds", float, 300.0, "timeout of one model request", minimum=1),
+    Setting("REVIEWER_MALFORMED_RETRIES", "malformed_retries", int, 2, "re-asks after a malformed model answer", minimum=0, maximum=5),
+    Setting("REVIEWER_CONCURRENCY", "concurrency", int, 4, "worker slots: reviews running at once", minimum=1, maximum=256),
+    Setting("REVIEWER_MAX_ATTEMPTS", "max_attempts", int, 5, "attempts before a job ends failed", minimum=1, maximum=100),
+    Setting("REVIEWER_LEASE_SECONDS", "lease_seconds", float, 120.0, "lease length; an expired lease is rescued", minimum=0.2),
+    Setting("REVIEWER_RENEW_SECONDS", "renew_seconds", float, 0.0, "renewal interval (0: a third of the lease)", minimum=0),
+    Setting("REVIEWER_RETRY_BASE_SECONDS", "retry_base_seconds", float, 10.0, "first retry delay (doubles each time)", minimum=0),
+    Setting("REVIEWER_RETRY_MAX_SECONDS", "retry_max_seconds", float, 600.0, "cap of the retry delay", minimum=0),
+    Setting("REVIEWER_SCAN_SECONDS", "scan_seconds", float, 5.0, "interval of scans for due retries and expired leases", minimum=0.05),
+    Setting("REVIEWER_SHUTDOWN_GRACE_SECONDS", "shutdown_grace_seconds", float, 20.0, "time in-flight jobs get on SIGTERM", minimum=0),
+    Setting("REVIEWER_MAX_BODY_BYTES", "max_body_bytes", int, 25 * 1024 * 1024, "largest webhook body accepted", minimum=1024),
+    Setting("REVIEWER_DB_BUSY_TIMEOUT_MS", "db_busy_timeout_ms", int, 5000, "how long a write waits for a locked database", minimum=1),
+    Setting("REVIEWER_RUNNER", "runner", str, "review", "what a job does: review (default) or noop (smoke tests, benchmarks)"),
+    Setting("REVIEWER_NOOP_SECONDS", "noop_seconds", float, 0.0, "how long the noop runner works", minimum=0),
+    Setting("REVIEWER_INSECURE_NO_SIGNATURE", "insecure_no_signature", bool, False, "DEVELOPMENT ONLY: accept unsigned webhooks"),
+    Setting("REVIEWER_GITHUB_RETRY_SECONDS", "github_retry_seconds", float, 0.3, "backoff of in-place retries of GitHub reads", minimum=0),
+    Setting("REVIEWER_CHECK_SYNC_SECONDS", "check_sync_seconds", float, 2.0, "interval of the check-run sync pass", minimum=0.05),
+    Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
+    Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
+)  # fmt: skip
+
+KNOWN_ENV = frozenset(s.env for s in SETTINGS)
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "0.0.0.0"
+    port: int = 8080
+    database_url: str = "sqlite:///reviewer.db"
+    webhook_secret: str = field(default="", repr=False)
+    app_id: str = ""
+    private_key: str = field(default="", repr=False)
+    private_key_path: str = ""
+    github_api_url: str = "https://api.github.com"
+    anthropic_api_key: str = field(default="", repr=False)
+    anthropic_base_url: str = ""
+    model: str = "claude-sonnet-4-5"
+    max_input_tokens: int = 60000
+    max_output_tokens: int = 4096
+    max_parts: int = 3
+    model_timeout_seconds: float = 300.0
+    malformed_retries: int = 2
+    concurrency: int = 4
+    max_attempts: int = 5
+    lease_seconds: float = 120.0
+    renew_seconds: float = 0.0
+    retry_base_seconds: float = 10.0
+    retry_max_seconds: float = 600.0
+    scan_seconds: float = 5.0
+    shutdown_grace_seconds: float = 20.0
+    max_body_bytes: int = 25 * 1024 * 1024
+    db_busy_timeout_ms: int = 5000
+    runner: str = "review"
+    noop_seconds: float = 0.0
+    insecure_no_signature: bool = False
+    github_retry_seconds: float = 0.3
+    check_sync_seconds: float = 2.0
+    log_level: str = "INFO"
+    log_format: str = "text"
+
+    @property
+    def renew_interval(self) -> float:
+        return self.renew_seconds or self.lease_seconds / 3
+
+    @property
+    def sqlite_path(self) -> str | None:
+        return sqlite_path(self.database_url)
+
+    @property
+    def github_configured(self) -> bool:
+        return bool(self.app_id)
+
+    def masked(self) -> dict[str, str]:
+        """The effective configuration, secrets masked, for `reviewer-app config`."""
+        out = {}
+        for s in SETTINGS:
+            value = getattr(self, s.attr)
+            out[s.env] = ("***" if value else "") if s.secret else str(value)
+        return out
+
+
+def sqlite_path(url: str) -> str | None:
+    if url.startswith("sqlite:///"):
+        return url[len("sqlite:///") :]
+    return None
+
+
+def _parse(setting: Setting, raw: str) -> object:
+    raw = raw.strip()
+    if setting.kind is bool:
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{setting.env}={raw!r} is not a boolean: use 1 or 0")
+    if setting.kind in (int, float):
+        try:
+            value = setting.kind(raw)
+        except ValueError:
+            raise ConfigError(f"{setting.env}={raw!r} is not a {setting.kind.__name__}") from None
+        if setting.minimum is not None and value < setting.minimum:
+            raise ConfigError(f"{setting.env}={raw} is below its minimum {setting.minimum:g}")
+        if setting.maximum is not None and value > setting.maximum:
+            raise ConfigError(f"{setting.env}={raw} is above its maximum {setting.maximum:g}")
+        return value
+    return raw
+
+
+def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Config:
+    """Read and validate the configuration; raises ConfigError with a one-line message."""
+    env = dict(os.environ if env is None else env)
+    for name in env:
+        if name.startswith("REVIEWER_") and name not in KNOWN_ENV and not name.startswith("REVIEWER_TEST_"):
+            close = [k for k in KNOWN_ENV if k.startswith("REVIEWER_") and _similar(k, name)]
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown setting {name}{hint}; see docs/configuration.md")
+    values: dict[str, object] = {}
+    for s in SETTINGS:
+        if s.env in env and env[s.env] != "":
+            values[s.attr] = _parse(s, env[s.env])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    known = {f.name for f in fields(Config)}
+    cfg = Config(**{k: v for k, v in values.items() if k in known})
+    return _validate(cfg)
+
+
+def _similar(a: str, b: str) -> bool:
+    import difflib
+
+    return difflib.SequenceMatcher(None, a, b).ratio() > 0.8
+
+
+def _validate(cfg: Config) -> Config:
+    url = cfg.database_url
+    if not (url.startswith("sqlite:///") or url.startswith(("postgresql://", "postgres://"))):
+        raise ConfigError(
+            f"DATABASE_URL={url!r} is not supported: use sqlite:///path/to/file.db or postgresql://..."
+        )
+    if url.startswith("sqlite:///") and not sqlite_path(url):
+        raise ConfigError("DATABASE_URL names no file: use sqlite:///reviewer.db")
+    if url.startswith(("postgresql://", "postgres://")) and not urlparse(url).hostname and "host=" not in url:
+        raise ConfigError(f"DATABASE_URL={url!r} names no host")
+    if cfg.runner not in ("review", "noop"):
+        raise ConfigError(f"REVIEWER_RUNNER={cfg.runner!r} is not one of: review, noop")
+    if cfg.log_format not in ("text", "json"):
+        raise ConfigError(f"LOG_FORMAT={cfg.log_format!r} is not one of: text, json")
+    if cfg.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ConfigError(f"LOG_LEVEL={cfg.log_level!r} is not a log level")
+    if cfg.retry_max_seconds < cfg.retry_base_seconds:
+        raise ConfigError("REVIEWER_RETRY_MAX_SECONDS is below REVIEWER_RETRY_BASE_SECONDS")
+    if cfg.renew_seconds and cfg.renew_seconds >= cfg.lease_seconds:
+        raise ConfigError("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
+    if not cfg.webhook_secret and not cfg.insecure_no_signature:
+        raise ConfigError(
+            "GITHUB_WEBHOOK_SECRET is not set: set it to the App's webhook secret"
+            " (or REVIEWER_INSECURE_NO_SIGNATURE=1 for local development only)"
+        )
+    if cfg.private_key and cfg.private_key_path:
+        raise ConfigError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
+    has_key = bool(cfg.private_key or cfg.private_key_path)
+    if cfg.app_id and not has_key:
+        raise ConfigError(
+            "GITHUB_APP_ID is set but no private key: set GITHUB_PRIVATE_KEY_PATH or GITHUB_PRIVATE_KEY"
+        )
+    if has_key and not cfg.app_id:
+        raise ConfigError("a private key is set but GITHUB_APP_ID is not: set the App's id")
+    if cfg.app_id and not cfg.app_id.isdigit():
+        raise ConfigError(f"GITHUB_APP_ID={cfg.app_id!r} is not a number")
+    if cfg.private_key_path:
+        path = Path(cfg.private_key_path)
+        if not path.is_file():
+            raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH={cfg.private_key_path!r}: no such file")
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH: cannot read the key file ({exc.strerror})") from None
+        cfg = _replace(cfg, private_key=text)
+    if cfg.private_key:
+        _check_key(cfg.private_key)
+    return cfg
+
+
+def _replace(cfg: Config, **changes: object) -> Config:
+    from dataclasses import replace
+
+    return replace(cfg, **changes)
+
+
+def _check_key(pem: str) -> None:
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError):
+        raise ConfigError("the GitHub App private key is not a valid unencrypted PEM key") from None

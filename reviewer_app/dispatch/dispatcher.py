@@ -1,0 +1,233 @@
+"""The dispatcher: free slots claim work under a lease, renew it while running, and write results fenced."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+
+from reviewer_app.core.errors import JobError, LeaseLost, PermanentError, Superseded, TransientError
+from reviewer_app.core.retry import GiveUp, RetryPolicy, decide_retry
+from reviewer_app.dispatch.context import Clock, JobContext, Runner
+from reviewer_app.dispatch.rescuer import Rescuer
+from reviewer_app.store.base import Lease, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: Store,
+        runner: Runner,
+        *,
+        owner: str,
+        concurrency: int,
+        lease_seconds: float,
+        renew_interval: float,
+        scan_interval: float,
+        retry_policy: RetryPolicy,
+        job_timeout: float = 900.0,
+        clock: Clock,
+        rand: Callable[[], float] = random.random,
+        on_finished: Callable[[int], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.owner = owner
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.renew_interval = renew_interval
+        self.scan_interval = scan_interval
+        self.retry_policy = retry_policy
+        self.job_timeout = job_timeout
+        self.clock = clock
+        self.rand = rand
+        self.on_finished = on_finished
+        self.rescuer = Rescuer(store, clock=clock)
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._loop_task: asyncio.Task[None] | None = None
+        self.running = False
+        self.stale_writes_refused = 0
+
+    # -- public ---------------------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Admission calls this after a commit, so a free slot starts the job without a polling delay."""
+        self._wake.set()
+
+    @property
+    def free_slots(self) -> int:
+        return self.concurrency - len(self.tasks)
+
+    async def run_once(self) -> list[Lease]:
+        """Claim as many jobs as there are free slots and start them."""
+        if self._stopping or self.free_slots <= 0:
+            return []
+        leases = await self.store.claim(
+            owner=self.owner, limit=self.free_slots, now=self.clock(), lease_seconds=self.lease_seconds
+        )
+        for lease in leases:
+            self.tasks[lease.job_id] = asyncio.create_task(self._execute(lease), name=f"job-{lease.job_id}")
+        return leases
+
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self.run(), name="dispatcher")
+
+    async def run(self) -> None:
+        self.running = True
+        last_rescue = 0.0
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                try:
+                    now = self.clock()
+                    if now - last_rescue >= self.scan_interval:
+                        last_rescue = now
+                        await self.rescuer.run_once()
+                    await self.run_once()
+                    timeout = await self._idle_timeout()
+                except StoreUnavailable as exc:
+                    log.error("dispatcher: database unavailable, retrying: %s", exc)
+                    timeout = self.scan_interval
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+        finally:
+            self.running = False
+
+    async def stop(self, grace: float) -> None:
+        """Stop claiming; give in-flight work ``grace`` seconds; hand back what is still running."""
+        self._stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        if self.tasks:
+            _, pending = await asyncio.wait(list(self.tasks.values()), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- one attempt ----------------------------------------------------------------------------------
+
+    async def _idle_timeout(self) -> float:
+        if self.free_slots <= 0:
+            return self.scan_interval
+        nxt = await self.store.next_wakeup(now=self.clock())
+        if nxt is None:
+            return self.scan_interval
+        return max(0.0, min(self.scan_interval, nxt - self.clock() + 0.001))
+
+    async def _execute(self, lease: Lease) -> None:
+        try:
+            job = await self.store.get_job(lease.job_id)
+            if job is None:
+                return
+            ctx = JobContext(job=job, lease=lease, store=self.store, clock=self.clock)
+            extra = {"job_id": job.id, "repo": job.repo_full_name, "pr": job.pr_number,
+                     "head_sha": job.head_sha, "attempt": lease.attempt}  # fmt: skip
+            log.info("job %s attempt %s started", job.id, lease.attempt, extra=extra)
+            work = asyncio.create_task(self.runner(ctx), name=f"run-{job.id}")
+            renewer = asyncio.create_task(self._renew(ctx, work), name=f"renew-{job.id}")
+            try:
+                outcome = await asyncio.wait_for(work, timeout=self.job_timeout)
+            except TimeoutError:
+                await self._settle(ctx, TransientError(f"timed out after {self.job_timeout:g} s"))
+            except asyncio.CancelledError:
+                if ctx.lost.is_set() and not self._is_cancelling():
+                    self._refused(ctx, "runner stopped: lease lost")
+                    return
+                # Shutdown: hand the job back without burning the attempt.
+                await self._hand_back(ctx)
+                raise
+            except BaseException as exc:  # noqa: BLE001 - every runner error has a defined outcome
+                await self._settle(ctx, exc)
+            else:
+                await self._succeed(ctx, outcome)
+            finally:
+                renewer.cancel()
+                await asyncio.gather(renewer, return_exceptions=True)
+        except StoreUnavailable as exc:
+            log.error("job %s: could not record the outcome (%s); the lease will expire and be rescued",
+                      lease.job_id, exc)  # fmt: skip
+        finally:
+            self.tasks.pop(lease.job_id, None)
+            self._wake.set()
+            if self.on_finished is not None:
+                self.on_finished(lease.job_id)
+
+    async def _renew(self, ctx: JobContext, work: asyncio.Task[str]) -> None:
+        expires = ctx.lease.expires_at
+        while True:
+            await asyncio.sleep(self.renew_interval)
+            try:
+                new = await self.store.renew_lease(ctx.lease, now=self.clock(), lease_seconds=self.lease_seconds)
+            except StoreUnavailable:
+                if self.clock() < expires:
+                    continue
+                new = None
+            if new is None:
+                ctx.lost.set()
+                log.warning("job %s attempt %s: lease lost; stopping the runner", ctx.job.id, ctx.attempt)
+                work.cancel()
+                return
+            expires = new
+
+    @staticmethod
+    def _is_cancelling() -> bool:
+        task = asyncio.current_task()
+        return bool(task and task.cancelling())
+
+    def _refused(self, ctx: JobContext, what: str) -> None:
+        self.stale_writes_refused += 1
+        log.warning("job %s attempt %s: %s; the write was refused (a newer attempt owns the job)",
+                    ctx.job.id, ctx.attempt, what)  # fmt: skip
+
+    async def _succeed(self, ctx: JobContext, outcome: str) -> None:
+        if not await self.store.complete_if_lease_held(ctx.lease, now=self.clock(), outcome=outcome, usage=None):
+            self._refused(ctx, "completion")
+        else:
+            log.info("job %s succeeded: %s", ctx.job.id, outcome)
+
+    async def _settle(self, ctx: JobContext, exc: BaseException) -> None:
+        now = self.clock()
+        if isinstance(exc, LeaseLost):
+            self._refused(ctx, str(exc))
+            return
+        if isinstance(exc, Superseded):
+            ok = await self.store.supersede_if_lease_held(ctx.lease, now=now, outcome=exc.reason, usage=None)
+            log.info("job %s superseded: %s", ctx.job.id, exc.reason) if ok else self._refused(ctx, "supersede")
+            return
+        if not isinstance(exc, JobError):
+            log.error("job %s attempt %s: unexpected error", ctx.job.id, ctx.attempt, exc_info=exc)
+        decision = decide_retry(exc, attempt=ctx.attempt, policy=self.retry_policy, now=now, rand=self.rand())
+        if isinstance(decision, GiveUp):
+            ok = await self.store.fail_if_lease_held(ctx.lease, now=now, error=decision.reason, usage=None)
+            if ok:
+                log.warning("job %s failed: %s", ctx.job.id, decision.reason)
+            else:
+                self._refused(ctx, "failure")
+            return
+        ok = await self.store.retry_if_lease_held(
+            ctx.lease, now=now, at=decision.at, error=decision.reason, counts_attempt=decision.counts_attempt,
+            usage=None,
+        )  # fmt: skip
+        if ok:
+            log.info("job %s attempt %s: %s; next try in %.1f s", ctx.job.id, ctx.attempt, decision.reason,
+                     decision.at - now)  # fmt: skip
+        else:
+            self._refused(ctx, "retry")
+
+    async def _hand_back(self, ctx: JobContext) -> None:
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.retry_if_lease_held(
+                ctx.lease, now=self.clock(), at=self.clock(), error="interrupted by shutdown", counts_attempt=False,
+                usage=None,
+            )  # fmt: skip
+
+
+__all__ = ["Dispatcher", "PermanentError"]

@@ -1,0 +1,232 @@
+"""The Store protocol: every durable thing the app does to its jobs, independent of the database engine."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
+from reviewer_app.core.states import JobState
+
+
+class StoreUnavailable(Exception):
+    """The database refused or could not take the write (locked past its timeout, disk full, unreachable)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    revision_key: str
+    repo_id: int
+    repo_full_name: str
+    installation_id: int | None
+    pr_number: int
+    head_sha: str
+    trigger: str
+    priority: int
+    state: JobState
+    details: dict[str, Any]
+    attempts: int
+    max_attempts: int
+    next_attempt_at: float
+    lease_owner: str | None
+    lease_token: str | None
+    lease_expires_at: float | None
+    last_error: str | None
+    superseded_by: int | None
+    outcome: str | None
+    check_run_id: int | None
+    check_run_status: str | None
+    review_id: int | None
+    publish_intent_at: float | None
+    answer: dict[str, Any] | None
+    event_at: float | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: Any) -> Job:
+        r = dict(row)
+        return cls(
+            id=r["id"],
+            revision_key=r["revision_key"],
+            repo_id=r["repo_id"],
+            repo_full_name=r["repo_full_name"],
+            installation_id=r["installation_id"],
+            pr_number=r["pr_number"],
+            head_sha=r["head_sha"],
+            trigger=r["trigger"],
+            priority=r["priority"],
+            state=JobState(r["state"]),
+            details=json.loads(r["details"]) if r["details"] else {},
+            attempts=r["attempts"],
+            max_attempts=r["max_attempts"],
+            next_attempt_at=r["next_attempt_at"],
+            lease_owner=r["lease_owner"],
+            lease_token=r["lease_token"],
+            lease_expires_at=r["lease_expires_at"],
+            last_error=r["last_error"],
+            superseded_by=r["superseded_by"],
+            outcome=r["outcome"],
+            check_run_id=r["check_run_id"],
+            check_run_status=r["check_run_status"],
+            review_id=r["review_id"],
+            publish_intent_at=r["publish_intent_at"],
+            answer=json.loads(r["answer"]) if r["answer"] else None,
+            event_at=r["event_at"],
+            created_at=r["created_at"],
+            started_at=r["started_at"],
+            finished_at=r["finished_at"],
+            updated_at=r["updated_at"],
+        )
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a worker holds while it runs a job; every write it makes names this token."""
+
+    job_id: int
+    token: str
+    owner: str
+    attempt: int
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Attempt:
+    job_id: int
+    attempt: int
+    lease_owner: str
+    started_at: float
+    finished_at: float | None
+    outcome: str | None
+    error: str | None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One webhook delivery as it arrived: the key that makes a redelivery a no-op."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    outcome: str  # "enqueued", "duplicate-delivery", "duplicate-revision", "cancelled", "ignored"
+    job_id: int | None = None
+    superseded: tuple[int, ...] = ()
+    cancelled: tuple[int, ...] = ()
+    reason: str = ""
+
+    @property
+    def created(self) -> bool:
+        return self.outcome == "enqueued"
+
+
+@dataclass(frozen=True)
+class Usage:
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
+@dataclass
+class QueueStats:
+    by_state: dict[str, int] = field(default_factory=dict)
+    oldest_pending_created_at: float | None = None
+    expired_leases: int = 0
+    awaiting_reconciliation: int = 0
+
+
+# Columns a worker may set on its own job while it holds the lease (progress checkpoints).
+PROGRESS_COLUMNS = frozenset(
+    {"check_run_id", "check_run_status", "review_id", "publish_intent_at", "answer", "details", "outcome"}
+)
+
+
+class Store(Protocol):
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def ping(self) -> None: ...
+
+    async def admit(
+        self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int
+    ) -> AdmitResult:
+        """Apply an admission decision in one transaction; return only after it is committed."""
+        ...
+
+    async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
+        """Atomically lease up to ``limit`` eligible queued jobs to ``owner``, counting the attempt."""
+        ...
+
+    async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
+        """Extend a held lease; the new expiry, or None when the lease is lost."""
+        ...
+
+    async def complete_if_lease_held(
+        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None
+    ) -> bool: ...
+    async def retry_if_lease_held(
+        self, lease: Lease, *, now: float, at: float, error: str, counts_attempt: bool, usage: Usage | None
+    ) -> bool: ...
+    async def fail_if_lease_held(
+        self, lease: Lease, *, now: float, error: str, usage: Usage | None
+    ) -> bool: ...
+    async def supersede_if_lease_held(
+        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None
+    ) -> bool: ...
+    async def save_progress_if_lease_held(self, lease: Lease, *, now: float, **fields: Any) -> bool: ...
+    async def record_usage_if_lease_held(self, lease: Lease, usage: Usage) -> bool: ...
+
+    async def rescue_expired(self, *, now: float) -> list[int]:
+        """Make jobs whose lease expired claimable again (or failed, when no attempt is left)."""
+        ...
+
+    async def next_wakeup(self, *, now: float) -> float | None:
+        """When the earliest queued job becomes eligible, or None when nothing is queued."""
+        ...
+
+    async def get_job(self, job_id: int) -> Job | None: ...
+    async def list_jobs(
+        self,
+        *,
+        states: Sequence[str] = (),
+        repo: str | None = None,
+        pr_number: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]: ...
+    async def attempts_of(self, job_id: int) -> list[Attempt]: ...
+    async def stats(self, *, now: float) -> QueueStats: ...
+    async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool: ...
+    async def retry_job(self, job_id: int, *, now: float) -> bool: ...
+
+
+__all__ = [
+    "AdmitResult",
+    "Attempt",
+    "CancelPR",
+    "Decision",
+    "Delivery",
+    "Enqueue",
+    "Ignore",
+    "Job",
+    "Lease",
+    "PROGRESS_COLUMNS",
+    "QueueStats",
+    "Store",
+    "StoreUnavailable",
+    "Usage",
+]

@@ -1,0 +1,17 @@
+"""Open the store a DATABASE_URL names."""
+
+from __future__ import annotations
+
+from reviewer_app.config import Config, sqlite_path
+from reviewer_app.store.base import Store
+
+
+def make_store(cfg: Config) -> Store:
+    path = sqlite_path(cfg.database_url)
+    if path is not None:
+        from reviewer_app.store.sqlite import SqliteStore
+
+        return SqliteStore(path, busy_timeout_ms=cfg.db_busy_timeout_ms)
+    from reviewer_app.store.postgres import PostgresStore  # type: ignore[import-not-found]
+
+    return PostgresStore(cfg.database_url)

@@ -1,0 +1,105 @@
+"""Named SQL statements shared by the store backends; each name says the guard it applies."""
+
+from __future__ import annotations
+
+from reviewer_app.core.states import JobEvent, JobState, sources_of
+
+
+def _states(event: JobEvent) -> str:
+    return ", ".join(f"'{s.value}'" for s in sorted(sources_of(event)))
+
+
+JOB_COLUMNS = (
+    "id, revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority, state,"
+    " details, attempts, max_attempts, next_attempt_at, lease_owner, lease_token, lease_expires_at, last_error,"
+    " superseded_by, outcome, check_run_id, check_run_status, review_id, publish_intent_at, answer, event_at,"
+    " created_at, started_at, finished_at, updated_at"
+)
+
+# Supersede the PR's pending jobs for other heads whose event is not newer than the new job's.
+SUPERSEDE_OLDER_HEADS = f"""
+UPDATE jobs SET state = '{JobState.SUPERSEDED.value}', superseded_by = ?, outcome = ?, finished_at = ?,
+       updated_at = ?, lease_token = NULL, lease_expires_at = NULL
+ WHERE repo_id = ? AND pr_number = ? AND head_sha <> ? AND id <> ?
+   AND state IN ({_states(JobEvent.SUPERSEDE)})
+   AND (event_at IS NULL OR ? IS NULL OR event_at <= ?)
+RETURNING id
+"""
+
+# Cancel every pending job of one PR (closed, uninstalled).
+CANCEL_PR_PENDING = f"""
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE repo_id = ? AND pr_number = ? AND state IN ({_states(JobEvent.CANCEL)})
+RETURNING id
+"""
+
+# Renew only while this attempt still holds the lease.
+RENEW_IF_LEASE_HELD = f"""
+UPDATE jobs SET lease_expires_at = ?, updated_at = ?
+ WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}'
+"""
+
+# Leave `running` for a terminal state, only while this attempt holds the lease.
+FINISH_IF_LEASE_HELD = f"""
+UPDATE jobs SET state = ?, outcome = ?, last_error = COALESCE(?, last_error), finished_at = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}'
+"""
+
+# Back to the queue at a later time; a deferral gives the attempt back.
+REQUEUE_IF_LEASE_HELD = f"""
+UPDATE jobs SET state = '{JobState.QUEUED.value}', next_attempt_at = ?, last_error = ?,
+       attempts = attempts - ?, updated_at = ?, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}'
+"""
+
+# Close the attempt's history row (its token is unique per attempt).
+FINISH_ATTEMPT = """
+UPDATE attempts SET finished_at = ?, outcome = ?, error = ?,
+       model = COALESCE(?, model),
+       input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+       cache_creation_tokens = cache_creation_tokens + ?, cache_read_tokens = cache_read_tokens + ?
+ WHERE lease_token = ? AND finished_at IS NULL
+"""
+
+ADD_ATTEMPT_USAGE = """
+UPDATE attempts SET model = COALESCE(?, model),
+       input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+       cache_creation_tokens = cache_creation_tokens + ?, cache_read_tokens = cache_read_tokens + ?
+ WHERE lease_token = ?
+"""
+
+INSERT_ATTEMPT = """
+INSERT INTO attempts (job_id, attempt, lease_owner, lease_token, started_at) VALUES (?, ?, ?, ?, ?)
+"""
+
+# Expired leases: the rows to rescue, read inside the rescuing transaction.
+SELECT_EXPIRED = f"""
+SELECT id, lease_token, attempts, max_attempts FROM jobs
+ WHERE state = '{JobState.RUNNING.value}' AND lease_expires_at < ?
+"""
+
+EXPIRE_TO_QUEUE = f"""
+UPDATE jobs SET state = '{JobState.QUEUED.value}', next_attempt_at = ?, last_error = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}'
+"""
+
+EXPIRE_TO_FAILED = f"""
+UPDATE jobs SET state = '{JobState.FAILED.value}', last_error = ?, outcome = ?, finished_at = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}'
+"""
+
+OPERATOR_CANCEL = f"""
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE id = ? AND state IN ({_states(JobEvent.CANCEL)})
+"""
+
+OPERATOR_RETRY = f"""
+UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at = ?, updated_at = ?,
+       finished_at = NULL, outcome = NULL, check_run_status = NULL
+ WHERE id = ? AND state IN ({_states(JobEvent.RETRY_BY_OPERATOR)})
+"""

@@ -1,0 +1,100 @@
+"""POST /api/github/webhooks: verify, decide, commit, then answer; nothing slow happens in the request."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from gidgethub import BadRequest, ValidationFailure, routing, sansio
+
+from reviewer_app.core.admission import Ignore, MalformedPayload
+from reviewer_app.store.base import AdmitResult, Delivery, Store, StoreUnavailable
+from reviewer_app.web.events import Decisions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Receiver:
+    store: Store
+    router: routing.Router
+    secret: str | None  # None only with the explicit insecure development flag
+    max_body_bytes: int
+    max_attempts: int
+    debounce_seconds: float = 0.0
+    clock: Callable[[], float] = time.time
+    on_admitted: Callable[[AdmitResult], None] | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return _answer(413, error=f"body larger than {self.max_body_bytes} bytes")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _answer(413, error=f"body larger than {self.max_body_bytes} bytes")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        headers.pop("x-hub-signature", None)  # SHA-1 signatures are not accepted
+        if self.secret is not None:
+            signature = headers.get("x-hub-signature-256")
+            if not signature:
+                return _answer(401, error="missing X-Hub-Signature-256")
+            try:
+                sansio.validate_event(body, signature=signature, secret=self.secret)
+            except ValidationFailure:
+                return _answer(401, error="signature does not match")
+        event_name = headers.get("x-github-event")
+        delivery_id = headers.get("x-github-delivery")
+        if not event_name or not delivery_id:
+            return _answer(400, error="missing X-GitHub-Event or X-GitHub-Delivery header")
+        if len(delivery_id) > 200:
+            return _answer(400, error="X-GitHub-Delivery is too long")
+        headers.setdefault("content-type", "application/json")
+        try:
+            # The signature was checked above; from_http only parses here.
+            headers.pop("x-hub-signature-256", None)
+            event = sansio.Event.from_http(headers, body, secret=None)
+        except (BadRequest, ValueError, UnicodeDecodeError):
+            return _answer(400, error="body is not a JSON object")
+        if not isinstance(event.data, dict):
+            return _answer(400, error="body is not a JSON object")
+
+        decisions = Decisions(debounce_seconds=self.debounce_seconds)
+        try:
+            await self.router.dispatch(event, decisions)
+        except MalformedPayload as exc:
+            return _answer(400, error=str(exc))
+        action = event.data.get("action") if isinstance(event.data.get("action"), str) else None
+        if not decisions.items:
+            decisions.items.append(Ignore(f"event {event_name!r} action {action!r} is not handled"))
+        decision = decisions.items[0]
+        delivery = Delivery(delivery_id=delivery_id, event=event_name, action=action)
+        extra = {"delivery": delivery_id, "event": event_name, "action": action}
+        if isinstance(decision, Ignore):
+            log.info("delivery %s ignored: %s", delivery_id, decision.reason, extra=extra)
+            return _answer(200, outcome="ignored", reason=decision.reason)
+        try:
+            result = await self.store.admit(delivery, decision, now=self.clock(), max_attempts=self.max_attempts)
+        except StoreUnavailable as exc:
+            log.error("delivery %s not admitted, answering 503: %s", delivery_id, exc, extra=extra)
+            return _answer(503, error="the job could not be stored; GitHub may redeliver this event")
+        log.info("delivery %s: %s job=%s superseded=%s cancelled=%s", delivery_id, result.outcome, result.job_id,
+                 list(result.superseded), list(result.cancelled), extra={**extra, "job_id": result.job_id})  # fmt: skip
+        if self.on_admitted is not None:
+            self.on_admitted(result)
+        return _answer(
+            202,
+            outcome=result.outcome,
+            job_id=result.job_id,
+            superseded=list(result.superseded),
+            cancelled=list(result.cancelled),
+            reason=result.reason or None,
+        )
+
+
+def _answer(status: int, **fields: object) -> web.Response:
+    body = {k: v for k, v in fields.items() if v is not None and v != []}
+    return web.Response(status=status, text=json.dumps(body), content_type="application/json")
