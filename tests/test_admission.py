@@ -1,0 +1,45 @@
+"""Admission decisions over pull_request payloads (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reviewer_app.core.admission import CancelPR, Enqueue, Ignore, MalformedPayload, decide_pull_request
+from tests.helpers import pr_payload, sha
+
+
+@pytest.mark.parametrize("action", ["opened", "reopened", "synchronize", "ready_for_review"])
+def test_review_actions_enqueue_the_head(action: str) -> None:
+    d = decide_pull_request(action, pr_payload(action=action, head=sha(1)))
+    assert isinstance(d, Enqueue)
+    assert d.job.head_sha == sha(1) and d.job.pr_number == 1 and d.job.installation_id == 77
+    assert d.job.revision_key == f"1001:1:{sha(1)}:auto"
+
+
+def test_draft_waits() -> None:
+    d = decide_pull_request("opened", pr_payload(draft=True))
+    assert isinstance(d, Ignore) and "draft" in d.reason
+
+
+def test_closed_cancels() -> None:
+    assert decide_pull_request("closed", pr_payload(action="closed")) == CancelPR(1001, 1, "pull request closed")
+
+
+@pytest.mark.parametrize("action", ["edited", "labeled", "assigned"])
+def test_other_actions_are_ignored_with_a_reason(action: str) -> None:
+    d = decide_pull_request(action, pr_payload(action=action))
+    assert isinstance(d, Ignore) and action in d.reason
+
+
+def test_missing_head_is_malformed() -> None:
+    p = pr_payload()
+    del p["pull_request"]["head"]
+    with pytest.raises(MalformedPayload):
+        decide_pull_request("opened", p)
+
+
+def test_debounce_applies_to_pushes_only() -> None:
+    d1 = decide_pull_request("synchronize", pr_payload(), debounce_seconds=30)
+    d2 = decide_pull_request("opened", pr_payload(), debounce_seconds=30)
+    assert isinstance(d1, Enqueue) and d1.job.delay_seconds == 30
+    assert isinstance(d2, Enqueue) and d2.job.delay_seconds == 0

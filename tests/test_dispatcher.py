@@ -1,0 +1,282 @@
+"""The dispatcher: slots, leases, renewal, fencing, retries, shutdown, with runners that misbehave."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+from reviewer_app.core.admission import Enqueue, JobSpec
+from reviewer_app.core.errors import PermanentError, RateLimited, TransientError
+from reviewer_app.core.retry import RetryPolicy
+from reviewer_app.core.states import JobState
+from reviewer_app.dispatch.context import JobContext
+from reviewer_app.dispatch.dispatcher import Dispatcher
+from reviewer_app.store.base import Delivery
+from reviewer_app.store.sqlite import SqliteStore
+from tests.helpers import eventually, sha
+
+_n = 0
+
+
+async def admit(store, pr: int = 1, head: int = 1, max_attempts: int = 5) -> int:
+    global _n
+    _n += 1
+    spec = JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=pr, head_sha=sha(head))
+    r = await store.admit(Delivery(f"d{_n}", "pull_request", "opened"), Enqueue(spec), now=time.time(),
+                          max_attempts=max_attempts)  # fmt: skip
+    return r.job_id
+
+
+def dispatcher(store, runner, *, concurrency: int = 2, lease: float = 5.0, renew: float = 1.0,
+               base: float = 0.01, max_attempts: int = 5, job_timeout: float = 60.0, owner: str = "w") -> Dispatcher:  # fmt: skip
+    return Dispatcher(store, runner, owner=owner, concurrency=concurrency, lease_seconds=lease, renew_interval=renew,
+                      scan_interval=0.05, retry_policy=RetryPolicy(max_attempts=max_attempts, base_seconds=base,
+                      max_seconds=1.0, jitter=0.0), job_timeout=job_timeout, clock=time.time)  # fmt: skip
+
+
+async def state_of(store, job_id: int) -> JobState:
+    return (await store.get_job(job_id)).state
+
+
+class Gate:
+    """A runner that blocks each job until released, counting runs."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[int] = Counter()
+        self.release = asyncio.Event()
+        self.started: list[int] = []
+
+    async def __call__(self, ctx: JobContext) -> str:
+        self.runs[ctx.job.id] += 1
+        self.started.append(ctx.job.id)
+        await self.release.wait()
+        return "done"
+
+
+async def test_busy_slots_delay_work_but_never_drop_it(sqlite_store) -> None:
+    gate = Gate()
+    d = dispatcher(sqlite_store, gate, concurrency=2)
+    d.start()
+    ids = [await admit(sqlite_store, pr=i) for i in range(6)]
+    d.wake()
+    await eventually(lambda: asyncio.sleep(0, len(gate.started) == 2))
+    assert len(d.tasks) == 2
+    states = Counter([await state_of(sqlite_store, i) for i in ids])
+    assert states == {JobState.RUNNING: 2, JobState.QUEUED: 4}
+    gate.release.set()
+
+    async def all_done() -> bool:
+        return all([await state_of(sqlite_store, i) == JobState.SUCCEEDED for i in ids])
+
+    await eventually(all_done)
+    assert gate.runs == Counter({i: 1 for i in ids})
+    await d.stop(1)
+
+
+async def test_abandoned_lease_runs_again_exactly_once_more(sqlite_store) -> None:
+    job_id = await admit(sqlite_store)
+    [ghost] = await sqlite_store.claim(owner="crashed", limit=1, now=time.time(), lease_seconds=0.3)
+    gate = Gate()
+    gate.release.set()
+    d = dispatcher(sqlite_store, gate)
+    d.start()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED))
+    assert gate.runs[job_id] == 1
+    attempts = await sqlite_store.attempts_of(job_id)
+    assert [(a.lease_owner, a.outcome) for a in attempts] == [("crashed", "lease_expired"), ("w", "succeeded")]
+    await d.stop(1)
+
+
+async def _is(store, job_id: int, state: JobState) -> bool:
+    return await state_of(store, job_id) == state
+
+
+async def test_stale_worker_cannot_overwrite_the_newer_attempt(sqlite_store) -> None:
+    job_id = await admit(sqlite_store)
+    stale_may_finish = asyncio.Event()
+    stale_started = asyncio.Event()
+
+    async def stale_runner(ctx: JobContext) -> str:
+        stale_started.set()
+        await stale_may_finish.wait()
+        return "stale result"
+
+    async def fresh_runner(ctx: JobContext) -> str:
+        return "fresh result"
+
+    # The stale worker never renews in time (hung event loop, paused VM): its lease runs out.
+    stale = dispatcher(sqlite_store, stale_runner, lease=0.3, renew=30, owner="stale")
+    await stale.run_once()
+    await stale_started.wait()
+    fresh = dispatcher(sqlite_store, fresh_runner, owner="fresh")
+    fresh.start()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED))
+    stale_may_finish.set()
+    await eventually(lambda: asyncio.sleep(0, not stale.tasks))
+    job = await sqlite_store.get_job(job_id)
+    assert job.outcome == "fresh result" and job.lease_owner == "fresh"
+    assert stale.stale_writes_refused == 1
+    outcomes = [(a.lease_owner, a.outcome) for a in await sqlite_store.attempts_of(job_id)]
+    assert outcomes == [("stale", "lease_expired"), ("fresh", "succeeded")]
+    await fresh.stop(1)
+
+
+async def test_transient_failures_retry_with_growing_delays(sqlite_store) -> None:
+    job_id = await admit(sqlite_store)
+    calls: list[float] = []
+
+    async def flaky(ctx: JobContext) -> str:
+        calls.append(time.time())
+        if len(calls) <= 3:
+            raise TransientError("GitHub answered 502")
+        return "reviewed"
+
+    d = dispatcher(sqlite_store, flaky, base=0.1)
+    d.start()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED))
+    gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
+    assert gaps[0] >= 0.1 and gaps[1] >= 0.2 and gaps[2] >= 0.4
+    attempts = await sqlite_store.attempts_of(job_id)
+    assert [a.outcome for a in attempts] == ["retry", "retry", "retry", "succeeded"]
+    assert attempts[0].error == "GitHub answered 502"
+    await d.stop(1)
+
+
+async def test_permanent_failure_ends_failed_at_once(sqlite_store) -> None:
+    job_id = await admit(sqlite_store)
+
+    async def gone(ctx: JobContext) -> str:
+        raise PermanentError("pull request not found (deleted?)")
+
+    d = dispatcher(sqlite_store, gone)
+    d.start()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.FAILED))
+    job = await sqlite_store.get_job(job_id)
+    assert job.attempts == 1 and job.last_error == "pull request not found (deleted?)"
+    await d.stop(1)
+
+
+async def test_exhausted_attempts_end_failed_with_the_last_error(sqlite_store) -> None:
+    job_id = await admit(sqlite_store, max_attempts=3)
+    calls = 0
+
+    async def always_failing(ctx: JobContext) -> str:
+        nonlocal calls
+        calls += 1
+        raise ValueError("bug")  # an unexpected error is retried like a transient one
+
+    d = dispatcher(sqlite_store, always_failing, max_attempts=3)
+    d.start()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.FAILED))
+    job = await sqlite_store.get_job(job_id)
+    assert calls == 3 and job.attempts == 3 and "ValueError" in job.last_error and "3 attempts" in job.last_error
+    await d.stop(1)
+
+
+async def test_rate_limit_waits_without_burning_attempts(sqlite_store) -> None:
+    job_id = await admit(sqlite_store, max_attempts=2)
+    calls: list[float] = []
+
+    async def limited(ctx: JobContext) -> str:
+        calls.append(time.time())
+        if len(calls) <= 3:
+            raise RateLimited("secondary rate limit", retry_at=time.time() + 0.2)
+        return "reviewed"
+
+    d = dispatcher(sqlite_store, limited, max_attempts=2)
+    d.start()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED))
+    assert len(calls) == 4 and all(b - a >= 0.19 for a, b in zip(calls, calls[1:], strict=False))
+    assert (await sqlite_store.get_job(job_id)).attempts == 1
+    await d.stop(1)
+
+
+async def test_hung_runner_times_out_and_is_retried(sqlite_store) -> None:
+    job_id = await admit(sqlite_store)
+    calls = 0
+
+    async def hangs_once(ctx: JobContext) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await asyncio.Event().wait()
+        return "reviewed"
+
+    d = dispatcher(sqlite_store, hangs_once, job_timeout=0.3)
+    d.start()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED))
+    [first, second] = await sqlite_store.attempts_of(job_id)
+    assert first.outcome == "retry" and "timed out" in first.error and second.outcome == "succeeded"
+    await d.stop(1)
+
+
+async def test_lease_lost_mid_run_stops_the_runner(sqlite_store) -> None:
+    job_id = await admit(sqlite_store, head=1)
+    cancelled = asyncio.Event()
+    started = asyncio.Event()
+
+    async def long_review(ctx: JobContext) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    d = dispatcher(sqlite_store, long_review, lease=2, renew=0.05)
+    d.start()
+    await started.wait()
+    await admit(sqlite_store, head=2)  # a newer push supersedes the running job
+    await asyncio.wait_for(cancelled.wait(), 5)
+    job = await sqlite_store.get_job(job_id)
+    assert job.state == JobState.SUPERSEDED
+    await d.stop(1)
+
+
+async def test_shutdown_hands_running_work_back_without_burning_the_attempt(sqlite_store) -> None:
+    job_id = await admit(sqlite_store)
+    gate = Gate()
+    d = dispatcher(sqlite_store, gate)
+    d.start()
+    await eventually(lambda: asyncio.sleep(0, bool(gate.started)))
+    await d.stop(grace=0.1)
+    job = await sqlite_store.get_job(job_id)
+    assert job.state == JobState.QUEUED and job.attempts == 0 and job.lease_token is None
+    assert job.last_error == "interrupted by shutdown"
+
+
+async def test_restart_runs_what_was_pending(tmp_path) -> None:
+    path = str(tmp_path / "r.db")
+    first = SqliteStore(path)
+    await first.open()
+    ids = [await admit(first, pr=i) for i in range(3)]
+    await first.close()
+
+    second = SqliteStore(path)
+    await second.open()
+    gate = Gate()
+    gate.release.set()
+    d = dispatcher(second, gate)
+    d.start()
+
+    async def all_done() -> bool:
+        return all([await _is(second, i, JobState.SUCCEEDED) for i in ids])
+
+    await eventually(all_done)
+    await d.stop(1)
+    await second.close()
+
+
+async def test_admission_wakes_the_dispatcher_without_waiting_for_a_scan(sqlite_store) -> None:
+    gate = Gate()
+    gate.release.set()
+    d = dispatcher(sqlite_store, gate)
+    d.scan_interval = 30  # only a wake-up can start the job quickly
+    d.start()
+    await asyncio.sleep(0)
+    job_id = await admit(sqlite_store)
+    d.wake()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED), timeout=3)
+    await d.stop(1)

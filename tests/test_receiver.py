@@ -1,0 +1,211 @@
+"""The webhook receiver: verify, decide, commit, then answer; every bad input has a defined answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+
+import pytest
+from reviewer_app.core.retry import RetryPolicy
+from reviewer_app.core.states import JobState
+from reviewer_app.dispatch.context import JobContext
+from reviewer_app.dispatch.dispatcher import Dispatcher
+from reviewer_app.store.sqlite import SqliteStore
+from reviewer_app.web.app import WEBHOOK_PATH, make_app
+from reviewer_app.web.events import make_router
+from reviewer_app.web.webhooks import Receiver
+from tests.helpers import SECRET, encode, eventually, pr_payload, sha, webhook_headers
+
+
+def receiver(store, *, secret: str | None = SECRET, max_body: int = 1024 * 1024, on_admitted=None) -> Receiver:
+    return Receiver(store=store, router=make_router(), secret=secret, max_body_bytes=max_body, max_attempts=5,
+                    on_admitted=on_admitted)  # fmt: skip
+
+
+@pytest.fixture
+async def client(aiohttp_client, sqlite_store):
+    return await aiohttp_client(make_app(receiver(sqlite_store)))
+
+
+async def post(client, payload, **kw):
+    body = payload if isinstance(payload, bytes) else encode(payload)
+    headers = kw.pop("headers", None) or webhook_headers(body, **kw)
+    resp = await client.post(WEBHOOK_PATH, data=body, headers=headers)
+    return resp.status, await resp.json()
+
+
+async def test_signed_pull_request_is_committed_then_answered_202(client, sqlite_store) -> None:
+    status, body = await post(client, pr_payload(head=sha(1)))
+    assert status == 202 and body["outcome"] == "enqueued"
+    job = await sqlite_store.get_job(body["job_id"])
+    assert job.state == JobState.QUEUED and job.head_sha == sha(1) and job.installation_id == 77
+
+
+async def test_same_delivery_and_same_revision_create_nothing_new(client, sqlite_store) -> None:
+    body = encode(pr_payload(head=sha(1)))
+    s1, b1 = await post(client, body, delivery="abc")
+    s2, b2 = await post(client, body, delivery="abc")
+    s3, b3 = await post(client, encode(pr_payload(action="reopened", head=sha(1))))
+    assert (s1, s2, s3) == (202, 202, 202)
+    assert b2["outcome"] == "duplicate-delivery" and b3["outcome"] == "duplicate-revision"
+    assert b1["job_id"] == b2["job_id"] == b3["job_id"]
+    assert len(await sqlite_store.list_jobs()) == 1
+
+
+async def test_draft_waits_for_ready_for_review(client, sqlite_store) -> None:
+    status, body = await post(client, pr_payload(draft=True))
+    assert status == 200 and "draft" in body["reason"]
+    assert await sqlite_store.list_jobs() == []
+    status, body = await post(client, pr_payload(action="ready_for_review"))
+    assert status == 202 and body["outcome"] == "enqueued"
+
+
+async def test_closed_cancels_pending_jobs(client, sqlite_store) -> None:
+    _, b = await post(client, pr_payload(head=sha(1)))
+    status, body = await post(client, pr_payload(action="closed", state="closed"))
+    assert status == 202 and body["cancelled"] == [b["job_id"]]
+    assert (await sqlite_store.get_job(b["job_id"])).state == JobState.CANCELLED
+
+
+async def test_newer_head_supersedes_and_names_the_new_job(client, sqlite_store) -> None:
+    _, b1 = await post(client, pr_payload(head=sha(1), updated_at="2026-12-01T10:00:00Z"))
+    _, b2 = await post(client, pr_payload(action="synchronize", head=sha(2), updated_at="2026-12-01T10:01:00Z"))
+    assert b2["superseded"] == [b1["job_id"]]
+    old = await sqlite_store.get_job(b1["job_id"])
+    assert old.state == JobState.SUPERSEDED and old.superseded_by == b2["job_id"]
+
+
+@pytest.mark.parametrize("signature", [None, "sha256=" + "0" * 64, "sha1=abc", "garbage"])
+async def test_missing_or_wrong_signature_is_401_and_stores_nothing(client, sqlite_store, signature) -> None:
+    body = encode(pr_payload())
+    headers = webhook_headers(body, secret=None)
+    if signature:
+        headers["X-Hub-Signature-256"] = signature
+    status, _ = await post(client, body, headers=headers)
+    assert status == 401
+    assert await sqlite_store.list_jobs() == []
+
+
+async def test_sha1_signature_alone_is_not_accepted(client) -> None:
+    body = encode(pr_payload())
+    headers = webhook_headers(body, secret=None)
+    import hashlib
+    import hmac
+
+    headers["X-Hub-Signature"] = "sha1=" + hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    status, _ = await post(client, body, headers=headers)
+    assert status == 401
+
+
+@pytest.mark.parametrize("missing", ["X-GitHub-Event", "X-GitHub-Delivery"])
+async def test_missing_event_headers_are_400(client, sqlite_store, missing) -> None:
+    body = encode(pr_payload())
+    headers = webhook_headers(body)
+    del headers[missing]
+    status, body = await post(client, body, headers=headers)
+    assert status == 400 and missing in body["error"]
+    assert await sqlite_store.list_jobs() == []
+
+
+@pytest.mark.parametrize("raw", [b"[1, 2, 3]", b"not json", b'"a string"', b"", b"\xff\xfe"])
+async def test_body_that_is_not_a_json_object_is_400(client, sqlite_store, raw) -> None:
+    status, body = await post(client, raw)
+    assert status == 400 and "JSON object" in body["error"]
+
+
+async def test_payload_missing_required_fields_is_400(client, sqlite_store) -> None:
+    p = pr_payload()
+    del p["pull_request"]["head"]
+    status, body = await post(client, p)
+    assert status == 400 and "head" in body["error"]
+    assert await sqlite_store.list_jobs() == []
+
+
+async def test_unhandled_event_or_action_is_2xx_with_reason_and_nothing_queued(client, sqlite_store) -> None:
+    s1, b1 = await post(client, {"zen": "hi"}, event="star")
+    s2, b2 = await post(client, pr_payload(action="labeled"))
+    assert s1 == 200 and "not handled" in b1["reason"]
+    assert s2 == 200 and "labeled" in b2["reason"]
+    assert await sqlite_store.list_jobs() == []
+
+
+async def test_body_over_the_limit_is_413_without_reading_it(aiohttp_client, sqlite_store) -> None:
+    client = await aiohttp_client(make_app(receiver(sqlite_store, max_body=4096)))
+    big = encode(pr_payload(padding=1000))
+    status, body = await post(client, big)
+    assert status == 413
+
+    async def chunks():
+        for _ in range(100):
+            yield b"x" * 1024
+
+    headers = webhook_headers(b"", delivery="chunked")
+    resp = await client.post(WEBHOOK_PATH, data=chunks(), headers=headers)
+    assert resp.status == 413
+    assert await sqlite_store.list_jobs() == []
+
+
+async def test_database_refusing_the_write_is_503_and_the_app_stays_up(aiohttp_client, tmp_path) -> None:
+    path = str(tmp_path / "locked.db")
+    store = SqliteStore(path, busy_timeout_ms=100)
+    await store.open()
+    client = await aiohttp_client(make_app(receiver(store)))
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        status, body = await post(client, pr_payload(head=sha(1)))
+        assert status == 503 and "could not be stored" in body["error"]
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert await store.list_jobs() == []
+    status, body = await post(client, pr_payload(head=sha(1)))
+    assert status == 202 and body["outcome"] == "enqueued"
+    resp = await client.get("/healthz")
+    assert resp.status == 200
+    await store.close()
+
+
+async def test_insecure_development_mode_accepts_unsigned(aiohttp_client, sqlite_store) -> None:
+    client = await aiohttp_client(make_app(receiver(sqlite_store, secret=None)))
+    status, body = await post(client, pr_payload(), secret=None)
+    assert status == 202
+
+
+async def test_three_pushes_while_slots_are_busy_only_newest_runs(aiohttp_client, sqlite_store) -> None:
+    ran: list[str] = []
+    release = asyncio.Event()
+
+    async def runner(ctx: JobContext) -> str:
+        ran.append(ctx.job.head_sha)
+        await release.wait()
+        return "reviewed"
+
+    d = Dispatcher(sqlite_store, runner, owner="w", concurrency=1, lease_seconds=5, renew_interval=1,
+                   scan_interval=0.05, retry_policy=RetryPolicy(), clock=time.time)  # fmt: skip
+    client = await aiohttp_client(make_app(receiver(sqlite_store, on_admitted=lambda r: d.wake())))
+    d.start()
+    _, busy = await post(client, pr_payload(number=99, head=sha("busy")))
+    await eventually(lambda: asyncio.sleep(0, bool(ran)))
+    bodies = []
+    for i, minute in zip(range(1, 4), ("01", "02", "03"), strict=True):
+        _, b = await post(client, pr_payload(action="synchronize", head=sha(i),
+                                             updated_at=f"2026-12-01T10:{minute}:00Z"))  # fmt: skip
+        bodies.append(b)
+    release.set()
+    await eventually(lambda: _state(sqlite_store, bodies[2]["job_id"], JobState.SUCCEEDED))
+    assert ran == [sha("busy"), sha(3)]
+    for b in bodies[:2]:
+        assert (await sqlite_store.get_job(b["job_id"])).state == JobState.SUPERSEDED
+    await d.stop(1)
+
+
+async def _state(store, job_id, state) -> bool:
+    return (await store.get_job(job_id)).state == state
+
+
+async def test_health(client) -> None:
+    resp = await client.get("/healthz")
+    assert resp.status == 200 and json.loads(await resp.text()) == {"status": "ok"}

@@ -1,0 +1,98 @@
+"""End to end: `reviewer-app serve` as a process, signed webhooks over HTTP, kill -9 mid-job, restart."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+
+from tests.helpers import SECRET, encode, pr_payload, sha, webhook_headers
+from tests.serve_process import ServeProcess
+
+
+def wait_until(cond, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def job_row(db: str, job_id: int):
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        return conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+
+
+def test_kill_9_mid_job_then_restart_finishes_the_job(tmp_path) -> None:
+    db = str(tmp_path / "reviewer.db")
+    env = {
+        "DATABASE_URL": f"sqlite:///{db}",
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "REVIEWER_RUNNER": "noop",
+        "REVIEWER_NOOP_SECONDS": "60",
+        "REVIEWER_LEASE_SECONDS": "1",
+        "REVIEWER_RENEW_SECONDS": "0.3",
+        "REVIEWER_SCAN_SECONDS": "0.2",
+    }
+    first = ServeProcess(env, tmp_path / "serve1.log").start()
+    try:
+        body = encode(pr_payload(head=sha(1)))
+        status, answer = first.post("/api/github/webhooks", body, webhook_headers(body))
+        assert status == 202
+        job_id = json.loads(answer)["job_id"]
+        wait_until(lambda: job_row(db, job_id)["state"] == "running")
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
+    finally:
+        first.kill()
+    assert job_row(db, job_id)["state"] == "running"  # abandoned: only its lease's expiry can free it
+
+    second = ServeProcess({**env, "REVIEWER_NOOP_SECONDS": "0"}, tmp_path / "serve2.log").start()
+    try:
+        wait_until(lambda: job_row(db, job_id)["state"] == "succeeded")
+        with sqlite3.connect(db) as conn:
+            outcomes = [r[0] for r in conn.execute("SELECT outcome FROM attempts WHERE job_id = ? ORDER BY id", (job_id,))]
+        assert outcomes == ["lease_expired", "succeeded"]
+        # And the restarted process keeps admitting and answering.
+        body = encode(pr_payload(number=2, head=sha(2)))
+        status, _ = second.post("/api/github/webhooks", body, webhook_headers(body))
+        assert status == 202
+        assert second.terminate() == 0
+    finally:
+        second.kill()
+
+
+def test_sigterm_hands_back_running_work(tmp_path) -> None:
+    db = str(tmp_path / "reviewer.db")
+    env = {
+        "DATABASE_URL": f"sqlite:///{db}",
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "REVIEWER_RUNNER": "noop",
+        "REVIEWER_NOOP_SECONDS": "60",
+        "REVIEWER_SHUTDOWN_GRACE_SECONDS": "0.2",
+    }
+    proc = ServeProcess(env, tmp_path / "serve.log").start()
+    try:
+        body = encode(pr_payload(head=sha(1)))
+        status, answer = proc.post("/api/github/webhooks", body, webhook_headers(body))
+        job_id = json.loads(answer)["job_id"]
+        wait_until(lambda: job_row(db, job_id)["state"] == "running")
+        assert proc.terminate() == 0
+    finally:
+        proc.kill()
+    row = job_row(db, job_id)
+    assert row["state"] == "queued" and row["lease_token"] is None and row["attempts"] == 0
+
+
+def test_refuses_to_start_without_a_webhook_secret(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "reviewer_app.cli", "serve"], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}, timeout=30)  # fmt: skip
+    assert result.returncode == 2
+    assert "GITHUB_WEBHOOK_SECRET is not set" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,205 @@
+"""The store contract: claims, leases, fencing, retries, supersession, cancellation, deduplication."""
+
+from __future__ import annotations
+
+import asyncio
+
+from reviewer_app.core.admission import CancelPR, Enqueue, JobSpec
+from reviewer_app.core.states import JobState
+from reviewer_app.store.base import Delivery, Usage
+from tests.helpers import sha
+
+NOW = 1_800_000_000.0
+
+
+def spec(pr: int = 1, head: int | str = 1, *, trigger: str = "auto", priority: int = 10, delay: float = 0,
+         event_at: float | None = None) -> JobSpec:  # fmt: skip
+    details = {} if event_at is None else {"event_at": event_at}
+    return JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=pr, head_sha=sha(head),
+                   trigger=trigger, priority=priority, delay_seconds=delay, details=details)  # fmt: skip
+
+
+_n = 0
+
+
+def delivery() -> Delivery:
+    global _n
+    _n += 1
+    return Delivery(f"d-{_n}", "pull_request", "synchronize")
+
+
+async def admit(store, s: JobSpec, now: float = NOW, d: Delivery | None = None):
+    return await store.admit(d or delivery(), Enqueue(s), now=now, max_attempts=3)
+
+
+async def test_admit_then_claim_counts_the_attempt(store) -> None:
+    r = await admit(store, spec())
+    assert r.outcome == "enqueued" and r.job_id
+    [lease] = await store.claim(owner="w1", limit=5, now=NOW, lease_seconds=30)
+    assert (lease.job_id, lease.attempt, lease.owner, lease.expires_at) == (r.job_id, 1, "w1", NOW + 30)
+    job = await store.get_job(r.job_id)
+    assert job.state == JobState.RUNNING and job.lease_owner == "w1" and job.attempts == 1
+    assert await store.claim(owner="w2", limit=5, now=NOW, lease_seconds=30) == []
+    [attempt] = await store.attempts_of(r.job_id)
+    assert attempt.lease_owner == "w1" and attempt.finished_at is None
+
+
+async def test_duplicate_delivery_and_replayed_revision_make_one_job(store) -> None:
+    d = delivery()
+    first = await admit(store, spec(), d=d)
+    again = await admit(store, spec(), d=d)
+    replay = await admit(store, spec())
+    assert first.outcome == "enqueued"
+    assert again.outcome == "duplicate-delivery" and again.job_id == first.job_id
+    assert replay.outcome == "duplicate-revision" and replay.job_id == first.job_id
+    assert len(await store.list_jobs()) == 1
+
+
+async def test_newer_head_supersedes_pending_jobs_and_records_by_whom(store) -> None:
+    a = await admit(store, spec(head=1))
+    b = await admit(store, spec(head=2))
+    c = await admit(store, spec(head=3))
+    other_pr = await admit(store, spec(pr=2, head=9))
+    assert c.superseded == (b.job_id,) and b.superseded == (a.job_id,)
+    ja, jb = await store.get_job(a.job_id), await store.get_job(b.job_id)
+    assert ja.state == jb.state == JobState.SUPERSEDED
+    assert ja.superseded_by == b.job_id and jb.superseded_by == c.job_id
+    assert sha(3) in jb.outcome
+    assert (await store.get_job(other_pr.job_id)).state == JobState.QUEUED
+    leases = await store.claim(owner="w", limit=10, now=NOW, lease_seconds=30)
+    assert sorted(le.job_id for le in leases) == sorted([c.job_id, other_pr.job_id])
+
+
+async def test_supersession_reaches_a_running_job_whose_writes_then_fail(store) -> None:
+    a = await admit(store, spec(head=1))
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    b = await admit(store, spec(head=2))
+    assert b.superseded == (a.job_id,)
+    assert await store.renew_lease(lease, now=NOW + 1, lease_seconds=30) is None
+    assert not await store.complete_if_lease_held(lease, now=NOW + 1, outcome="done")
+    assert (await store.get_job(a.job_id)).state == JobState.SUPERSEDED
+
+
+async def test_an_older_event_does_not_supersede_a_newer_one(store) -> None:
+    new = await admit(store, spec(head=2, event_at=200))
+    old = await admit(store, spec(head=1, event_at=100))
+    assert old.superseded == ()
+    assert (await store.get_job(new.job_id)).state == JobState.QUEUED
+
+
+async def test_closed_cancels_pending_jobs_of_that_pr_only(store) -> None:
+    a = await admit(store, spec(pr=1))
+    b = await admit(store, spec(pr=2))
+    r = await store.admit(delivery(), CancelPR(1, 1, "pull request closed"), now=NOW, max_attempts=3)
+    assert r.cancelled == (a.job_id,)
+    assert (await store.get_job(a.job_id)).state == JobState.CANCELLED
+    assert (await store.get_job(a.job_id)).outcome == "pull request closed"
+    assert (await store.get_job(b.job_id)).state == JobState.QUEUED
+
+
+async def test_fenced_writes_refuse_a_stale_attempt(store) -> None:
+    r = await admit(store, spec())
+    [stale] = await store.claim(owner="old", limit=1, now=NOW, lease_seconds=10)
+    assert await store.rescue_expired(now=NOW + 11) == [r.job_id]
+    [fresh] = await store.claim(owner="new", limit=1, now=NOW + 11, lease_seconds=10)
+    assert fresh.attempt == 2 and fresh.token != stale.token
+    assert not await store.complete_if_lease_held(stale, now=NOW + 12, outcome="stale result")
+    assert not await store.save_progress_if_lease_held(stale, now=NOW + 12, review_id=1)
+    assert await store.renew_lease(stale, now=NOW + 12, lease_seconds=10) is None
+    assert await store.complete_if_lease_held(fresh, now=NOW + 12, outcome="fresh result")
+    job = await store.get_job(r.job_id)
+    assert job.state == JobState.SUCCEEDED and job.outcome == "fresh result" and job.review_id is None
+    outcomes = [a.outcome for a in await store.attempts_of(r.job_id)]
+    assert outcomes == ["lease_expired", "succeeded"]
+
+
+async def test_renewal_extends_the_lease(store) -> None:
+    await admit(store, spec())
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
+    assert await store.renew_lease(lease, now=NOW + 8, lease_seconds=10) == NOW + 18
+    assert await store.rescue_expired(now=NOW + 12) == []
+
+
+async def test_retry_is_delayed_and_deferral_gives_the_attempt_back(store) -> None:
+    r = await admit(store, spec())
+    [l1] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
+    assert await store.retry_if_lease_held(l1, now=NOW, at=NOW + 50, error="boom", counts_attempt=True)
+    assert await store.claim(owner="w", limit=1, now=NOW + 49, lease_seconds=10) == []
+    assert await store.next_wakeup(now=NOW) == NOW + 50
+    [l2] = await store.claim(owner="w", limit=1, now=NOW + 50, lease_seconds=10)
+    assert l2.attempt == 2
+    assert await store.retry_if_lease_held(l2, now=NOW + 50, at=NOW + 60, error="rate limited", counts_attempt=False)
+    [l3] = await store.claim(owner="w", limit=1, now=NOW + 60, lease_seconds=10)
+    assert l3.attempt == 2
+    job = await store.get_job(r.job_id)
+    assert job.last_error == "rate limited"
+
+
+async def test_failure_is_terminal_and_visible(store) -> None:
+    r = await admit(store, spec())
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
+    assert await store.fail_if_lease_held(lease, now=NOW, error="PR deleted")
+    job = await store.get_job(r.job_id)
+    assert job.state == JobState.FAILED and job.last_error == "PR deleted" and job.finished_at == NOW
+
+
+async def test_expired_lease_on_the_last_attempt_fails(store) -> None:
+    r = await admit(store, spec())  # max_attempts=3
+    for i in range(3):
+        [lease] = await store.claim(owner="w", limit=1, now=NOW + i * 20, lease_seconds=10)
+        await store.rescue_expired(now=NOW + i * 20 + 11)
+    job = await store.get_job(r.job_id)
+    assert job.state == JobState.FAILED and "lease expired" in job.last_error and lease.attempt == 3
+
+
+async def test_priority_then_eligibility_order_claims(store) -> None:
+    auto = await admit(store, spec(pr=1))
+    manual = await admit(store, spec(pr=2, trigger="manual", priority=0))
+    later = await admit(store, spec(pr=3, delay=100))
+    leases = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
+    assert [le.job_id for le in leases] == [manual.job_id]
+    leases = await store.claim(owner="w", limit=5, now=NOW, lease_seconds=10)
+    assert [le.job_id for le in leases] == [auto.job_id]
+    leases = await store.claim(owner="w", limit=5, now=NOW + 100, lease_seconds=10)
+    assert [le.job_id for le in leases] == [later.job_id]
+
+
+async def test_concurrent_claims_never_hand_one_job_to_two_workers(store) -> None:
+    for pr in range(40):
+        await admit(store, spec(pr=pr))
+    results = await asyncio.gather(
+        *[store.claim(owner=f"w{i}", limit=3, now=NOW, lease_seconds=10) for i in range(20)]
+    )
+    ids = [le.job_id for leases in results for le in leases]
+    assert len(ids) == len(set(ids)) == 40
+
+
+async def test_progress_and_usage_are_recorded_under_the_lease(store) -> None:
+    r = await admit(store, spec())
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
+    assert await store.save_progress_if_lease_held(lease, now=NOW, check_run_id=55, answer={"summary": "ok"})
+    await store.record_usage_if_lease_held(lease, Usage("claude-x", 100, 20, 5, 7))
+    assert await store.complete_if_lease_held(lease, now=NOW, outcome="reviewed")
+    job = await store.get_job(r.job_id)
+    assert job.check_run_id == 55 and job.answer == {"summary": "ok"}
+    [a] = await store.attempts_of(r.job_id)
+    assert (a.model, a.input_tokens, a.output_tokens, a.cache_creation_tokens, a.cache_read_tokens) == (
+        "claude-x", 100, 20, 5, 7)
+
+
+async def test_operator_cancel_and_retry(store) -> None:
+    r = await admit(store, spec())
+    assert await store.cancel_job(r.job_id, now=NOW, reason="cancelled by operator")
+    assert (await store.get_job(r.job_id)).state == JobState.CANCELLED
+    assert await store.retry_job(r.job_id, now=NOW)
+    job = await store.get_job(r.job_id)
+    assert job.state == JobState.QUEUED and job.attempts == 0
+    assert not await store.retry_job(r.job_id, now=NOW)  # queued: nothing to retry
+
+
+async def test_paused_queue_admits_but_does_not_claim(store) -> None:
+    await store.set_setting("queue_paused", "1")
+    await admit(store, spec())
+    assert await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10) == []
+    await store.set_setting("queue_paused", "0")
+    assert len(await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)) == 1
