@@ -1,0 +1,333 @@
+"""The Claude adapter: one structured review through a forced tool call, with API errors mapped to job errors."""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+from anthropic.types import Message
+
+from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
+from reviewer_app.core.review_model import ModelAnswer, ModelComment, Side
+from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RATE_LIMIT_WAIT = 60.0
+# A spend limit or an empty credit balance lifts only when a person acts or the month turns, so we look again
+# hourly. Waiting (RateLimited) rather than failing keeps every accepted review: it resumes on its own.
+SPEND_LIMIT_WAIT = 3600.0
+_SPEND_LIMIT_CODES = frozenset(
+    {"enforced_spend_limit_reached", "contract_spend_limit_reached", "linked_organization_spend_limit_reached"}
+)
+# Fallback for answers without a machine-readable code; the API says not to rely on wording, so codes come first.
+_SPEND_LIMIT_WORDS = re.compile(r"spend(ing)? limit|credit balance|usage limit|billing", re.IGNORECASE)
+_SECRET_RE = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
+_MAX_REASON_DETAIL = 200
+_MAX_FEEDBACK_CHARS = 1_000
+
+
+class SpendLimitReached(RateLimited):
+    """The account's spend limit or credit balance is exhausted: wait (long), and tell an operator."""
+
+
+@dataclass
+class UsageMeter:
+    """Tokens and calls spent on one review, summed over every call made, including failed ones."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def add(self, usage: Any) -> None:
+        self.input_tokens += usage.input_tokens or 0
+        self.output_tokens += usage.output_tokens or 0
+        self.cache_creation_input_tokens += usage.cache_creation_input_tokens or 0
+        self.cache_read_input_tokens += usage.cache_read_input_tokens or 0
+
+
+class MalformedAnswer(ValueError):
+    """The model's answer does not fit the review tool's schema; the message says where."""
+
+
+def make_client(
+    api_key: str | None,
+    base_url: str | None,
+    timeout: float,
+    max_retries: int = 1,
+) -> anthropic.AsyncAnthropic:
+    """An SDK client for the reviewer.
+
+    ``api_key`` None lets the SDK resolve credentials itself (``ANTHROPIC_API_KEY`` and friends); ``base_url``
+    None lets it read ``ANTHROPIC_BASE_URL``. Keep ``max_retries`` small: the dispatcher owns longer waits. Span
+    content is pinned to metadata only, so no environment variable can put prompts into traces.
+    """
+    missing = "no Anthropic credentials: set ANTHROPIC_API_KEY (or pass the API key in the config)"
+    try:
+        client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            open_telemetry={"traces": {"content_mode": "metadata_only"}},
+        )
+    except anthropic.CredentialsError as err:  # a configured profile that cannot be read
+        raise ValueError(f"{missing}; {err}") from None
+    if client.api_key is None and client.auth_token is None and client.credentials is None:
+        raise ValueError(missing)
+    return client
+
+
+class ClaudeReviewer:
+    """Asks Claude for one review and returns it as a ``ModelAnswer``, or raises a ``JobError``.
+
+    A malformed answer is asked again, with the validation error fed back, up to ``malformed_retries`` more
+    times. Token usage is summed into the caller's ``UsageMeter`` (if given) as the calls happen, so it is
+    known even when ``review`` raises; ``last_usage`` holds the meter of the latest review for single-job
+    callers, and ``calls_made`` counts every Messages call this reviewer ever made. ``model`` is the model asked.
+    """
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        model: str,
+        *,
+        max_output_tokens: int = 4096,
+        malformed_retries: int = 2,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if malformed_retries < 0:
+            raise ValueError("malformed_retries must be >= 0")
+        self._client = client
+        self.model = model
+        self._max_output_tokens = max_output_tokens
+        self._malformed_retries = malformed_retries
+        self._clock = clock
+        self.calls_made = 0
+        self.last_usage = UsageMeter()
+
+    async def review(self, user_message: str, *, meter: UsageMeter | None = None) -> ModelAnswer:
+        meter = UsageMeter() if meter is None else meter
+        self.last_usage = meter
+        base: list[dict[str, Any]] = [{"role": "user", "content": user_message}]
+        feedback: list[dict[str, Any]] = []
+        tries = 1 + self._malformed_retries
+        for attempt in range(1, tries + 1):
+            response = await self._call(base + feedback, meter)
+            try:
+                summary, comments = parse_review(response)
+            except MalformedAnswer as err:
+                log.warning(
+                    "model answer malformed (try %d of %d, stop_reason=%s, request_id=%s): %s",
+                    attempt,
+                    tries,
+                    response.stop_reason,
+                    getattr(response, "_request_id", None),
+                    err,
+                )
+                feedback = _feedback_turns(response, str(err))
+                continue
+            log.info(
+                "review answered: model=%s calls=%d input=%d output=%d cache_write=%d cache_read=%d",
+                response.model,
+                meter.calls,
+                meter.input_tokens,
+                meter.output_tokens,
+                meter.cache_creation_input_tokens,
+                meter.cache_read_input_tokens,
+            )
+            return ModelAnswer(
+                summary=summary,
+                comments=comments,
+                model=str(response.model),
+                input_tokens=meter.input_tokens,
+                output_tokens=meter.output_tokens,
+                cache_creation_input_tokens=meter.cache_creation_input_tokens,
+                cache_read_input_tokens=meter.cache_read_input_tokens,
+            )
+        raise PermanentError(f"model returned a malformed review {tries} times")
+
+    async def _call(self, messages: list[dict[str, Any]], meter: UsageMeter) -> Message:
+        meter.calls += 1
+        self.calls_made += 1
+        try:
+            response = await self._client.messages.create(
+                model=self.model,
+                max_tokens=self._max_output_tokens,
+                system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
+                tools=[REVIEW_TOOL],  # type: ignore[list-item]
+                tool_choice={"type": "tool", "name": REVIEW_TOOL_NAME},
+                messages=messages,  # type: ignore[arg-type]
+            )
+        except anthropic.AnthropicError as err:
+            raise map_api_error(err, now=self._clock()) from err
+        meter.add(response.usage)
+        return response
+
+
+def parse_review(response: Message) -> tuple[str, tuple[ModelComment, ...]]:
+    """The summary and comments of the review tool call in ``response``, strictly checked."""
+    calls = [b for b in response.content if b.type == "tool_use"]
+    if not calls:
+        raise MalformedAnswer(f"no {REVIEW_TOOL_NAME} tool call in the answer (stop_reason={response.stop_reason})")
+    call = calls[0]
+    if call.name != REVIEW_TOOL_NAME:
+        raise MalformedAnswer(f"called tool {call.name!r} instead of {REVIEW_TOOL_NAME!r}")
+    if response.stop_reason == "max_tokens":
+        raise MalformedAnswer("the answer was cut off at max_tokens; keep the review shorter")
+    return parse_review_input(call.input)
+
+
+def parse_review_input(data: object) -> tuple[str, tuple[ModelComment, ...]]:
+    """Check the tool input against the review schema; unknown keys are ignored (there is no verdict field)."""
+    if not isinstance(data, dict):
+        raise MalformedAnswer("the tool input must be an object")
+    summary = data.get("summary")
+    if not isinstance(summary, str):
+        raise MalformedAnswer("summary is required and must be a string")
+    raw_comments = data.get("comments")
+    if not isinstance(raw_comments, list):
+        raise MalformedAnswer("comments is required and must be a list")
+    return summary.strip(), tuple(_parse_comment(i, c) for i, c in enumerate(raw_comments))
+
+
+def _parse_comment(i: int, raw: object) -> ModelComment:
+    where = f"comments[{i}]"
+    if not isinstance(raw, dict):
+        raise MalformedAnswer(f"{where} must be an object")
+    path, line, body = raw.get("path"), raw.get("line"), raw.get("body")
+    side = raw.get("side", "RIGHT")
+    severity = raw.get("severity")
+    if not isinstance(path, str) or not path.strip():
+        raise MalformedAnswer(f"{where}.path must be a non-empty string")
+    if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+        raise MalformedAnswer(f"{where}.line must be an integer >= 1")
+    if not isinstance(body, str) or not body.strip():
+        raise MalformedAnswer(f"{where}.body must be a non-empty string")
+    if side is None:
+        side = "RIGHT"
+    if side not in ("RIGHT", "LEFT"):
+        raise MalformedAnswer(f'{where}.side must be "RIGHT" or "LEFT"')
+    if severity is not None and not isinstance(severity, str):
+        raise MalformedAnswer(f"{where}.severity must be a string")
+    checked_side: Side = "LEFT" if side == "LEFT" else "RIGHT"
+    return ModelComment(path=path, line=line, body=body.strip(), side=checked_side, severity=severity)
+
+
+def _feedback_turns(response: Message, problem: str) -> list[dict[str, Any]]:
+    """The turns that tell the model what was wrong with its tool call, so the next try can fix it.
+
+    Without a tool call there is nothing to answer; the original request is simply sent again.
+    """
+    calls = [b for b in response.content if b.type == "tool_use"]
+    if not calls:
+        return []
+    assistant = [{"type": "tool_use", "id": b.id, "name": b.name, "input": b.input} for b in calls]
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": b.id,
+            "is_error": True,
+            "content": f"Invalid {REVIEW_TOOL_NAME} input: {problem[:_MAX_FEEDBACK_CHARS]}. "
+            f"Call {REVIEW_TOOL_NAME} again with input that matches its schema.",
+        }
+        for b in calls
+    ]
+    return [{"role": "assistant", "content": assistant}, {"role": "user", "content": results}]
+
+
+def map_api_error(err: anthropic.AnthropicError, *, now: float) -> JobError:
+    """The job error for an SDK error: wait, retry later, or give up. Reasons never carry a secret."""
+    if isinstance(err, anthropic.APIStatusError):
+        return _map_status_error(err, now)
+    if isinstance(err, anthropic.APITimeoutError):
+        return TransientError("Anthropic API request timed out")
+    if isinstance(err, anthropic.APIConnectionError):
+        return TransientError("could not connect to the Anthropic API")
+    if isinstance(err, anthropic.CredentialsError):
+        return PermanentError("Anthropic credentials could not be loaded; check the configured API key")
+    if isinstance(err, anthropic.APIResponseValidationError):
+        return TransientError("Anthropic API returned an unexpected response")
+    return TransientError(f"Anthropic client error ({type(err).__name__})")
+
+
+def _map_status_error(err: anthropic.APIStatusError, now: float) -> JobError:
+    status = err.status_code
+    what = _describe(err)
+    headers = err.response.headers
+    if _is_spend_limit(err):
+        return SpendLimitReached(
+            f"Anthropic spend limit or credit balance exhausted ({what}); raise the limit or add credit in the "
+            "Anthropic Console, reviews resume on their own",
+            retry_at=now + SPEND_LIMIT_WAIT,
+        )
+    if status == 429:
+        wait = retry_after_seconds(headers)
+        return RateLimited(
+            f"Anthropic rate limit ({what})",
+            retry_at=now + (wait if wait is not None else DEFAULT_RATE_LIMIT_WAIT),
+        )
+    if status >= 500 or status in (408, 409):
+        return TransientError(f"Anthropic API unavailable ({what})", retry_after=retry_after_seconds(headers))
+    if status == 401:
+        return PermanentError(f"Anthropic API rejected the credentials ({what}); check the API key")
+    if status == 403:
+        return PermanentError(f"Anthropic API denied permission ({what})")
+    if status == 404:
+        return PermanentError(f"Anthropic API: not found ({what}); check the model name")
+    if status == 413:
+        return PermanentError(f"prompt too large for the Anthropic API ({what})")
+    return PermanentError(f"Anthropic API rejected the request ({what})")
+
+
+def _is_spend_limit(err: anthropic.APIStatusError) -> bool:
+    if isinstance(err, anthropic.ContractSpendLimitReachedError | anthropic.EnforcedSpendLimitReachedError):
+        return True
+    if err.error_code in _SPEND_LIMIT_CODES or err.type == "billing_error" or err.status_code == 402:
+        return True
+    return err.status_code in (400, 429) and bool(_SPEND_LIMIT_WORDS.search(err.api_message or ""))
+
+
+def _describe(err: anthropic.APIStatusError) -> str:
+    """'HTTP 429 rate_limit_error: <message>, request_id=...', short and scrubbed of anything key-like."""
+    parts = [f"HTTP {err.status_code}"]
+    if err.type:
+        parts[0] += f" {err.type}"
+    if err.api_message and err.status_code not in (401, 403):
+        message = _SECRET_RE.sub("[redacted]", err.api_message)
+        if len(message) > _MAX_REASON_DETAIL:
+            message = message[:_MAX_REASON_DETAIL] + "..."
+        parts[0] += f": {message}"
+    if err.request_id:
+        parts.append(f"request_id={err.request_id}")
+    return ", ".join(parts)
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if present."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(float(ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
