@@ -1,0 +1,150 @@
+"""Hidden markers in our published reviews, and making untrusted text safe to publish beside them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_KEYWORD = "reviewer-app:review"
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1, or SHA-256 repositories
+_MARKER = re.compile(
+    r"<!--\s*reviewer-app:review\s+job=(?P<job>\d+)\s+sha=(?P<sha>[0-9a-f]{64}|[0-9a-f]{40})\s*-->",
+    re.IGNORECASE,
+)
+_KEYWORD_RE = re.compile(re.escape(_KEYWORD), re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What a marker says: which job published the review, for which head commit."""
+
+    job_id: int
+    head_sha: str
+
+
+def make_marker(job_id: int, head_sha: str) -> str:
+    """The marker for one job's review; raises ValueError on a malformed job id or sha."""
+    sha = head_sha.lower()
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+        raise ValueError(f"job id must be a positive integer, got {job_id!r}")
+    if not _SHA.fullmatch(sha):
+        raise ValueError(f"head sha must be 40 (or 64) hex digits, got {head_sha!r}")
+    return f"<!-- {_KEYWORD} job={job_id} sha={sha} -->"
+
+
+def parse_markers(text: str | None) -> list[Marker]:
+    """Every marker in ``text``, in order of appearance."""
+    if not text:
+        return []
+    return [Marker(int(m["job"]), m["sha"].lower()) for m in _MARKER.finditer(text)]
+
+
+def find_published_review(
+    reviews: Iterable[Mapping[str, Any]], *, bot_login: str, job_id: int, head_sha: str
+) -> Mapping[str, Any] | None:
+    """The first review by ``bot_login`` whose body carries this job's marker, or None.
+
+    Only the app's own reviews count: anyone can paste a marker into a review of their own, and trusting
+    it would let them suppress our review.
+    """
+    wanted = Marker(job_id, head_sha.lower())
+    login = bot_login.casefold()
+    for review in reviews:
+        user = review.get("user") or {}
+        author = user.get("login") if isinstance(user, Mapping) else None
+        if not isinstance(author, str) or author.casefold() != login:
+            continue
+        if wanted in parse_markers(review.get("body")):
+            return review
+    return None
+
+
+def strip_markers(text: str) -> str:
+    """``text`` with every marker, and the marker keyword itself, removed.
+
+    Untrusted text (model output, PR titles, file names) ends up inside our own review; if it could carry
+    a marker, a contributor could make a later job believe its review was already published.
+    Removing the keyword until none is left also defeats markers nested to reassemble after one pass.
+    """
+    previous = None
+    while previous != text:
+        previous = text
+        text = _MARKER.sub("", text)
+        text = _KEYWORD_RE.sub("", text)
+    return text
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A mention is "@" not preceded by an ASCII word character (so e-mail addresses stay intact), followed by
+# the first character of a login; "@org/team" starts the same way. GitHub's own rule is narrower.
+_MENTION = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
+_ZWSP = "\u200b"
+_HTML_BLOCK_START = re.compile(r"^( {0,3})<")
+_FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$")
+_TRUNCATED = "\n\n…(truncated)"
+
+
+def neutralise(text: str, max_chars: int) -> str:
+    """Untrusted text made safe to publish: no markers, no pings, no HTML, at most ``max_chars`` long.
+
+    Mentions get a zero-width space after the "@" so GitHub does not resolve them. Fenced code blocks that
+    open in column 0 are left alone (mentions never ping there, and suggestion blocks must stay valid code);
+    everything else is prose. Line-leading "<" and every "<!--" are escaped, so the text can neither hide
+    what follows it nor open an HTML block that would make our fence detection disagree with GitHub's.
+    A fence left open (by the text itself or by truncation) is closed, so it cannot swallow what we add.
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be positive, got {max_chars}")
+    # CommonMark ends lines at \r too; splitting only at \n would let us misplace fences.
+    text = _CONTROL.sub("", strip_markers(text.replace("\r\n", "\n").replace("\r", "\n")))
+    lines, fence = _neutralise_lines(text.split("\n"))
+    out = "\n".join(lines)
+    if len(out) + len(_closing(fence)) <= max_chars:
+        return out + _closing(fence)
+    if max_chars <= len(_TRUNCATED):
+        return out[:max_chars]
+    cut = max_chars - len(_TRUNCATED)
+    while cut > 0:
+        head = out[:cut].rstrip()
+        closing = _closing(_open_fence(head.split("\n")))
+        if len(head) + len(closing) + len(_TRUNCATED) <= max_chars:
+            return head + closing + _TRUNCATED
+        cut -= len(closing)
+    return _TRUNCATED.strip()
+
+
+def _neutralise_lines(lines: list[str]) -> tuple[list[str], str | None]:
+    """Each line neutralised, and the fence still open at the end (None when closed)."""
+    out: list[str] = []
+    fence: str | None = None
+    for line in lines:
+        if fence is not None:
+            out.append(line)
+            if _closes(line, fence):
+                fence = None
+            continue
+        opened = _FENCE_OPEN.match(line)
+        if opened:
+            fence = opened.group(1) or opened.group(2)
+            out.append(line)
+            continue
+        line = _HTML_BLOCK_START.sub(r"\1&lt;", line).replace("<!--", "&lt;!--")
+        out.append(_MENTION.sub("@" + _ZWSP, line))
+    return out, fence
+
+
+def _open_fence(lines: list[str]) -> str | None:
+    return _neutralise_lines(lines)[1]
+
+
+def _closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes ``fence``; deliberately at least as lenient as CommonMark."""
+    stripped = line.rstrip(" \t\r")
+    body = stripped.lstrip(" ")
+    return len(stripped) - len(body) <= 3 and len(body) >= len(fence) and set(body) == {fence[0]}
+
+
+def _closing(fence: str | None) -> str:
+    return "" if fence is None else "\n" + fence
