@@ -42,3 +42,6 @@ def setup_logging(level: str, fmt: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # The SDKs log whole requests (prompts, headers) at DEBUG: keep them quiet whatever LOG_LEVEL says.
+    for noisy in ("anthropic", "httpx", "httpx2", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

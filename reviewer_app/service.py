@@ -9,12 +9,18 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+import aiohttp
 from aiohttp import web
 
 from reviewer_app.config import Config
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.context import Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
+from reviewer_app.github.auth import AppCredentials
+from reviewer_app.github.checks import CheckRuns, CheckSync
+from reviewer_app.github.client import GitHubClient
+from reviewer_app.review.claude import ClaudeReviewer, make_client
+from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
 from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store
 from reviewer_app.store.factory import make_store
@@ -32,15 +38,52 @@ class Service:
     store: Store
     dispatcher: Dispatcher | None
     app: web.Application
+    check_sync: CheckSync | None = None
+    session: aiohttp.ClientSession | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def start_background(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.start()
+        if self.check_sync is not None:
+            self.background.append(asyncio.create_task(self.check_sync.run(), name="check-sync"))
 
     async def stop(self) -> None:
         if self.dispatcher is not None:
             await self.dispatcher.stop(self.cfg.shutdown_grace_seconds)
+        if self.check_sync is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.check_sync.checks.run_once(), timeout=5)
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.session is not None:
+            await self.session.close()
         await self.store.close()
+
+
+@dataclass
+class ReviewStack:
+    session: aiohttp.ClientSession
+    github: GitHubClient
+    checks: CheckRuns
+    pipeline: ReviewPipeline
+
+
+def build_review_stack(cfg: Config, store: Store) -> ReviewStack:
+    """The GitHub client, check runs and Claude reviewer behind the review runner."""
+    session = aiohttp.ClientSession()
+    github = GitHubClient(
+        session, cfg.github_api_url, AppCredentials(cfg.app_id, cfg.private_key),
+        read_retry_delays=(cfg.github_retry_seconds, cfg.github_retry_seconds * 3),
+    )  # fmt: skip
+    checks = CheckRuns(github, store)
+    client = make_client(cfg.anthropic_api_key or None, cfg.anthropic_base_url or None,
+                         timeout=cfg.model_timeout_seconds, max_retries=0)  # fmt: skip
+    claude = ClaudeReviewer(client, cfg.model, max_output_tokens=cfg.max_output_tokens,
+                            malformed_retries=cfg.malformed_retries)  # fmt: skip
+    settings = ReviewSettings(max_input_tokens=cfg.max_input_tokens, max_parts=cfg.max_parts)
+    return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings))
 
 
 def retry_policy(cfg: Config) -> RetryPolicy:
@@ -53,9 +96,19 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
     store = make_store(cfg)
     await store.open()
     dispatcher = None
-    if worker:
-        if runner is None:
+    stack: ReviewStack | None = None
+    check_sync: CheckSync | None = None
+    if worker and runner is None:
+        if cfg.runner == "noop":
             runner = noop_runner(cfg.noop_seconds)
+        elif cfg.github_configured:
+            stack = build_review_stack(cfg, store)
+            runner = stack.pipeline
+            check_sync = CheckSync(stack.checks, interval=cfg.check_sync_seconds)
+        else:
+            log.warning("no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "
+                        "but no review runs until the App is configured")  # fmt: skip
+    if worker and runner is not None:
         dispatcher = Dispatcher(
             store,
             runner,
@@ -66,11 +119,14 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
             scan_interval=cfg.scan_seconds,
             retry_policy=retry_policy(cfg),
             clock=time.time,
+            on_finished=(lambda _job_id: check_sync.wake()) if check_sync is not None else None,
         )
 
     def on_admitted(result: AdmitResult) -> None:
         if dispatcher is not None and result.created:
             dispatcher.wake()
+        if check_sync is not None:
+            check_sync.wake()
 
     receiver = Receiver(
         store=store,
@@ -80,7 +136,8 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
         max_attempts=cfg.max_attempts,
         on_admitted=on_admitted,
     )
-    return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=make_app(receiver))
+    return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=make_app(receiver), check_sync=check_sync,
+                   session=stack.session if stack else None)  # fmt: skip
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:
@@ -92,8 +149,7 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port)
     await site.start()
-    if svc.dispatcher is not None:
-        svc.dispatcher.start()
+    svc.start_background()
     log.info("reviewer-app listening on http://%s:%s (database %s)", cfg.host, cfg.port, svc.store.engine)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

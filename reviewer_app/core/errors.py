@@ -47,3 +47,7 @@ class Superseded(JobError):
 
 class LeaseLost(Exception):
     """A fenced write changed no row: another attempt owns the job now. Stop, publish nothing."""
+
+
+class Cancelled(JobError):
+    """The review no longer makes sense (PR closed, repository gone from the installation); nothing is posted."""

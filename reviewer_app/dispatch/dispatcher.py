@@ -8,7 +8,7 @@ import logging
 import random
 from collections.abc import Callable
 
-from reviewer_app.core.errors import JobError, LeaseLost, PermanentError, Superseded, TransientError
+from reviewer_app.core.errors import Cancelled, JobError, LeaseLost, PermanentError, Superseded, TransientError
 from reviewer_app.core.retry import GiveUp, RetryPolicy, decide_retry
 from reviewer_app.dispatch.context import Clock, JobContext, Runner
 from reviewer_app.dispatch.rescuer import Rescuer
@@ -47,7 +47,7 @@ class Dispatcher:
         self.rand = rand
         self.on_finished = on_finished
         self.rescuer = Rescuer(store, clock=clock)
-        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.tasks: dict[str, asyncio.Task[None]] = {}  # by lease token: one job may have a stale attempt too
         self._wake = asyncio.Event()
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
@@ -72,7 +72,7 @@ class Dispatcher:
             owner=self.owner, limit=self.free_slots, now=self.clock(), lease_seconds=self.lease_seconds
         )
         for lease in leases:
-            self.tasks[lease.job_id] = asyncio.create_task(self._execute(lease), name=f"job-{lease.job_id}")
+            self.tasks[lease.token] = asyncio.create_task(self._execute(lease), name=f"job-{lease.job_id}")
         return leases
 
     def start(self) -> None:
@@ -155,7 +155,7 @@ class Dispatcher:
             log.error("job %s: could not record the outcome (%s); the lease will expire and be rescued",
                       lease.job_id, exc)  # fmt: skip
         finally:
-            self.tasks.pop(lease.job_id, None)
+            self.tasks.pop(lease.token, None)
             self._wake.set()
             if self.on_finished is not None:
                 self.on_finished(lease.job_id)
@@ -201,6 +201,10 @@ class Dispatcher:
         if isinstance(exc, Superseded):
             ok = await self.store.supersede_if_lease_held(ctx.lease, now=now, outcome=exc.reason, usage=None)
             log.info("job %s superseded: %s", ctx.job.id, exc.reason) if ok else self._refused(ctx, "supersede")
+            return
+        if isinstance(exc, Cancelled):
+            ok = await self.store.cancel_if_lease_held(ctx.lease, now=now, outcome=exc.reason, usage=None)
+            log.info("job %s cancelled: %s", ctx.job.id, exc.reason) if ok else self._refused(ctx, "cancel")
             return
         if not isinstance(exc, JobError):
             log.error("job %s attempt %s: unexpected error", ctx.job.id, ctx.attempt, exc_info=exc)

@@ -103,3 +103,18 @@ UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at
        finished_at = NULL, outcome = NULL, check_run_status = NULL
  WHERE id = ? AND state IN ({_states(JobEvent.RETRY_BY_OPERATOR)})
 """
+
+# Jobs whose check run does not show their current phase yet (the key names the phase and the attempt).
+CHECK_KEY = (
+    "CASE WHEN state = 'queued' THEN 'queued:' || attempts"
+    " WHEN state = 'running' THEN 'in_progress:' || attempts ELSE 'completed' END"
+)
+NEEDS_CHECK_SYNC = f"""
+SELECT {JOB_COLUMNS} FROM jobs
+ WHERE installation_id IS NOT NULL AND COALESCE(check_run_status, '') <> {CHECK_KEY}
+ ORDER BY updated_at LIMIT ?
+"""
+
+SET_CHECK_RUN = """
+UPDATE jobs SET check_run_id = COALESCE(?, check_run_id), check_run_status = ? WHERE id = ?
+"""

@@ -353,6 +353,9 @@ class SqliteStore:
             lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage
         )
 
+    async def cancel_if_lease_held(self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None) -> bool:
+        return await self._finish(lease, JobState.CANCELLED, now=now, outcome=outcome, error=None, usage=usage)
+
     async def supersede_if_lease_held(
         self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
     ) -> bool:
@@ -433,6 +436,17 @@ class SqliteStore:
             " UNION ALL SELECT MIN(lease_expires_at) FROM jobs WHERE state = 'running')"
         )
         return rows[0][0] if rows else None
+
+    # -- check runs -------------------------------------------------------------------------------------
+
+    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
+        return [Job.from_row(r) for r in await self._read(sql.NEEDS_CHECK_SYNC, (limit,))]
+
+    async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
+        async def op(conn: aiosqlite.Connection) -> None:
+            await conn.execute(sql.SET_CHECK_RUN, (check_run_id, key, job_id))
+
+        await self._write(op)
 
     # -- settings (queue pause) -------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ FAULT_KINDS = {
     "primary_rate_limit",  # 403 (or `status`) with x-ratelimit-remaining 0 and x-ratelimit-reset `reset`
     "too_many_requests",  # 429 with retry-after
     "unauthorized",  # 401 Bad credentials, as if the token had been revoked
-    "lost_response",  # apply the request, then drop the connection (`mode="drop"`) or answer 502
+    "lost_response",  # apply the request, then drop the connection (`mode="drop"`), answer 502, or answer late ("slow")
     "advance_head",  # serve the request, then move the PR's head to `new_sha` (or a random sha)
 }
 _PRE_FAULTS = {"error", "secondary_rate_limit", "primary_rate_limit", "too_many_requests", "unauthorized"}
@@ -510,7 +510,7 @@ class FakeGitHub:
 
         Faults and their params: error(status=500), hang(delay=None), secondary_rate_limit(retry_after=60,
         status=403), primary_rate_limit(reset=now+60, status=403), too_many_requests(retry_after=60),
-        unauthorized(), lost_response(mode="drop"|"502"), advance_head(new_sha=None, repo=None, number=None).
+        unauthorized(), lost_response(mode="drop"|"502"|"slow", delay=None), advance_head(new_sha=None, repo=None, number=None).
         """
         if fault not in FAULT_KINDS:
             raise ValueError(f"unknown fault {fault!r}; one of {sorted(FAULT_KINDS)}")
@@ -705,6 +705,10 @@ class FakeGitHub:
         if fault is not None and fault.kind == "lost_response":
             if fault.params.get("mode", "drop") == "502":
                 return ApiError(502, "Bad Gateway").response()
+            if fault.params.get("mode") == "slow":
+                # The write is applied; the answer comes only after `delay` seconds (or when released).
+                await self._hang(fault.params.get("delay"))
+                return response
             assert request.transport is not None
             request.transport.close()  # the write happened; the client sees a dropped connection
             raise web.HTTPInternalServerError()  # never delivered: the transport is gone

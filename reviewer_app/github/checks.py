@@ -1,0 +1,193 @@
+"""Check runs per revision: what each job's check run should show, and the duty that keeps it so."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from reviewer_app.core.errors import JobError, PermanentError, RateLimited
+from reviewer_app.core.states import JobState
+from reviewer_app.github.client import GitHubClient
+from reviewer_app.review.render import (
+    ReviewCounts,
+    check_cancelled,
+    check_failed,
+    check_reviewed,
+    check_superseded,
+)
+from reviewer_app.store.base import Job, Store
+
+log = logging.getLogger(__name__)
+
+CHECK_NAME = "reviewer-app"
+_SHA = re.compile(r"\b[0-9a-f]{40}\b")
+
+
+@dataclass(frozen=True)
+class CheckView:
+    """What a check run should show for a job; ``key`` is stored once GitHub shows it."""
+
+    key: str
+    status: str
+    title: str
+    summary: str
+    conclusion: str | None = None
+
+    def output(self) -> dict[str, str]:
+        return {"title": self.title[:255], "summary": self.summary[:60000]}
+
+
+def external_id(job_id: int) -> str:
+    return f"reviewer-app-job-{job_id}"
+
+
+def check_key(job: Job) -> str:
+    if job.state == JobState.QUEUED:
+        return f"queued:{job.attempts}"
+    if job.state == JobState.RUNNING:
+        return f"in_progress:{job.attempts}"
+    return "completed"
+
+
+def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
+    """The check run a job's state calls for (pure). Conclusions never block merging on their own:
+    only ``success``, ``neutral``, ``skipped`` and ``cancelled`` are used, and a failed review is ``neutral``."""
+    key = check_key(job)
+    if job.state == JobState.QUEUED:
+        if job.attempts == 0:
+            return CheckView(key, "queued", "Waiting for a review slot",
+                             "The review is queued and starts as soon as a worker slot is free.")  # fmt: skip
+        return CheckView(key, "queued", f"Retrying after attempt {job.attempts}",
+                         f"Attempt {job.attempts} did not finish: {job.last_error or 'unknown error'}. "
+                         "It will be tried again.")  # fmt: skip
+    if job.state == JobState.RUNNING:
+        return CheckView(key, "in_progress", "Reviewing", f"Claude is reviewing commit {job.head_sha}.")
+    if job.state == JobState.SUCCEEDED:
+        c = (job.details or {}).get("counts") or {}
+        counts = ReviewCounts(c.get("files_reviewed", 0), c.get("inline", 0), c.get("moved", 0),
+                              c.get("not_covered", 0))  # fmt: skip
+        title, summary = check_reviewed(counts, head_sha=job.head_sha)
+        return CheckView(key, "completed", title, summary, "success")
+    if job.state == JobState.SUPERSEDED:
+        sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
+        title, summary = check_superseded(sha)
+        return CheckView(key, "completed", title, summary, "skipped")
+    if job.state == JobState.CANCELLED:
+        title, summary = check_cancelled(job.outcome or "the review was cancelled")
+        return CheckView(key, "completed", title, summary, "cancelled")
+    title, summary = check_failed(job.attempts, job.last_error or "unknown error",
+                                  retry_hint="A maintainer can re-run this check to try again.")  # fmt: skip
+    return CheckView(key, "completed", title, summary, "neutral")
+
+
+def _first_sha(text: str) -> str | None:
+    m = _SHA.search(text)
+    return m.group(0) if m else None
+
+
+class CheckRuns:
+    """Creates and updates each job's one check run; shared by the runner and the sync duty."""
+
+    def __init__(self, github: GitHubClient, store: Store, *, name: str = CHECK_NAME,
+                 details_url: Callable[[Job], str | None] | None = None) -> None:  # fmt: skip
+        self.github = github
+        self.store = store
+        self.name = name
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    def lock(self, job_id: int) -> asyncio.Lock:
+        return self._locks.setdefault(job_id, asyncio.Lock())
+
+    async def find_or_create(self, job: Job, view: CheckView) -> tuple[int, bool]:
+        """The job's check run id: the stored one, one found by external_id, or a new one showing ``view``.
+
+        The flag says whether it was created just now (already showing ``view``)."""
+        if job.check_run_id is not None:
+            return job.check_run_id, False
+        assert job.installation_id is not None
+        existing = await self.github.list_check_runs_for_ref(
+            job.installation_id, job.repo_full_name, job.head_sha, check_name=self.name
+        )
+        for run in existing:
+            if run.get("external_id") == external_id(job.id):
+                return int(run["id"]), False
+        created = await self.github.create_check_run(
+            job.installation_id, job.repo_full_name, name=self.name, head_sha=job.head_sha, status=view.status,
+            external_id=external_id(job.id), output=view.output(), conclusion=view.conclusion,
+        )  # fmt: skip
+        # Record it at once: a crash after this point must not lead to a second check run.
+        await self.store.set_check_run(job.id, check_run_id=int(created["id"]), key=view.key)
+        return int(created["id"]), True
+
+    async def show(self, job: Job, view: CheckView) -> int:
+        """Make the job's check run show ``view``; returns its id."""
+        assert job.installation_id is not None
+        run_id, created = await self.find_or_create(job, view)
+        if created:
+            return run_id
+        fields: dict[str, Any] = {"status": view.status, "output": view.output()}
+        if view.conclusion:
+            fields["conclusion"] = view.conclusion
+        await self.github.update_check_run(job.installation_id, job.repo_full_name, run_id, **fields)
+        await self.store.set_check_run(job.id, check_run_id=run_id, key=view.key)
+        return run_id
+
+    async def sync_job(self, job_id: int) -> None:
+        async with self.lock(job_id):
+            job = await self.store.get_job(job_id)
+            if job is None or job.installation_id is None or job.check_run_status == check_key(job):
+                return
+            if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED):
+                # Never shown to anyone: no check run to close, and none worth opening.
+                await self.store.set_check_run(job.id, check_run_id=None, key="completed")
+                return
+            newer = None
+            if job.state == JobState.SUPERSEDED and job.superseded_by is not None:
+                by = await self.store.get_job(job.superseded_by)
+                newer = by.head_sha if by else None
+            await self.show(job, desired_check(job, newer_sha=newer))
+
+    async def run_once(self, *, limit: int = 50) -> int:
+        """One pass of the sync duty; returns how many jobs were brought up to date."""
+        done = 0
+        for job in await self.store.jobs_needing_check_sync(limit=limit):
+            try:
+                await self.sync_job(job.id)
+                done += 1
+            except RateLimited as exc:
+                log.warning("check-run sync paused by a rate limit: %s", exc.reason)
+                break
+            except PermanentError as exc:
+                log.warning("job %s: check run cannot be updated: %s", job.id, exc.reason)
+                await self.store.set_check_run(job.id, check_run_id=None, key=check_key(job))
+            except JobError as exc:
+                log.warning("job %s: check run update failed, will retry: %s", job.id, exc.reason)
+        return done
+
+
+class CheckSync:
+    """The loop around CheckRuns.run_once: woken after admissions and finished jobs, else periodic."""
+
+    def __init__(self, checks: CheckRuns, *, interval: float) -> None:
+        self.checks = checks
+        self.interval = interval
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                await self.checks.run_once()
+            except Exception:  # noqa: BLE001 - the duty must outlive any one failure
+                log.exception("check-run sync pass failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+            except TimeoutError:
+                pass

@@ -1,0 +1,157 @@
+"""The review runner: check run in progress, read the change, ask Claude (once), anchor, publish once."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from reviewer_app.core.anchoring import anchor
+from reviewer_app.core.errors import Cancelled, Superseded
+from reviewer_app.core.markers import find_published_review, make_marker
+from reviewer_app.core.review_model import ModelAnswer, ModelComment
+from reviewer_app.dispatch.context import JobContext
+from reviewer_app.github.checks import CheckRuns, desired_check
+from reviewer_app.github.client import GitHubClient
+from reviewer_app.review.budget import plan_parts
+from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
+from reviewer_app.review.prompt import (
+    SYSTEM_PROMPT,
+    PromptFile,
+    PromptPR,
+    annotate_patch,
+    build_user_message,
+    estimate_tokens,
+)
+from reviewer_app.review.render import ReviewCounts, render_review_body
+from reviewer_app.review.selection import select_files
+from reviewer_app.store.base import Usage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReviewSettings:
+    max_input_tokens: int = 60000
+    max_parts: int = 3
+    ignore: tuple[str, ...] = ()
+
+
+class ReviewPipeline:
+    """The dispatcher's runner for review jobs. Every external write is recoverable:
+    the model's answer is stored before publication, and publication reconciles against the marker first."""
+
+    def __init__(self, github: GitHubClient, claude: ClaudeReviewer, checks: CheckRuns,
+                 settings: ReviewSettings) -> None:  # fmt: skip
+        self.github = github
+        self.claude = claude
+        self.checks = checks
+        self.settings = settings
+
+    async def __call__(self, ctx: JobContext) -> str:
+        job = ctx.job
+        inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
+        if inst is None:
+            raise Cancelled("the event carried no installation; the app cannot act on this repository")
+        async with self.checks.lock(job.id):
+            check_run_id = await self.checks.show(job, desired_check(job))
+        ctx.ensure_held()
+
+        pr = await self.github.get_pull(inst, repo, number)
+        self._still_applies(pr, job.head_sha)
+        files = await self.github.list_pull_files(inst, repo, number)
+        selection = select_files(files, ignore=self.settings.ignore)
+        diffs = {d.path: d for d in selection.reviewed}
+        stored = job.answer
+        if stored is None:
+            stored = await self._ask_model(ctx, pr, selection)
+            await ctx.checkpoint(answer=stored)
+        else:
+            log.info("job %s: publishing the stored model answer (no new model call)", job.id)
+        summary = stored["summary"]
+        comments = [ModelComment(**c) for c in stored["comments"]]
+        not_covered = [tuple(x) for x in stored["not_covered"]]
+        anchored = anchor(comments, diffs)
+        counts = ReviewCounts(files_reviewed=stored["files_reviewed"], inline=len(anchored.inline),
+                              moved=len(anchored.moved), not_covered=len(not_covered))  # fmt: skip
+        body = render_review_body(summary=summary, moved_comments=anchored.moved, not_covered=not_covered,
+                                  incremental_note=None, marker=make_marker(job.id, job.head_sha), counts=counts)  # fmt: skip
+
+        review_id = await self._publish_once(ctx, body, [c.to_github() for c in anchored.inline])
+        await ctx.checkpoint(review_id=review_id, check_run_id=check_run_id,
+                             details={**job.details, "counts": asdict(counts)})  # fmt: skip
+        return (f"reviewed: {counts.inline} inline comment(s), {counts.moved} in the body, "
+                f"{counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
+
+    @staticmethod
+    def _still_applies(pr: dict[str, Any], head_sha: str) -> None:
+        if pr.get("state") != "open":
+            raise Cancelled("the pull request was closed")
+        current = (pr.get("head") or {}).get("sha")
+        if current and current != head_sha:
+            raise Superseded(f"superseded by newer commit {current}", by_sha=current)
+
+    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], selection: Any) -> dict[str, Any]:
+        job = ctx.job
+        overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(
+            build_user_message(PromptPR(job.repo_full_name, job.pr_number, str(pr.get("title") or ""),
+                                        str(pr.get("body") or ""), job.head_sha))  # fmt: skip
+        ) + 1500  # the tool definition and the answer's framing
+        plan = plan_parts(selection.reviewed, max_input_tokens=self.settings.max_input_tokens,
+                          fixed_overhead_tokens=overhead, estimate=estimate_tokens,
+                          max_parts=self.settings.max_parts,
+                          render=lambda f: f'<file path="{f.path}">\n{annotate_patch(f.patch)}\n</file>')  # fmt: skip
+        summaries: list[str] = []
+        comments: list[ModelComment] = []
+        model = ""
+        for i, part in enumerate(plan.parts, start=1):
+            message = build_user_message(PromptPR(
+                repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
+                description=str(pr.get("body") or ""), head_sha=job.head_sha,
+                files=tuple(PromptFile(f.path, f.patch) for f in part),
+                incremental_note=(f"This is part {i} of {len(plan.parts)} of a large pull request; review only the "
+                                  "files shown here." if len(plan.parts) > 1 else None),
+            ))  # fmt: skip
+            meter = UsageMeter()
+            try:
+                answer: ModelAnswer = await self.claude.review(message, meter=meter)
+            finally:
+                # What was paid for is on record, even when the call failed or the process dies next.
+                await ctx.record_usage(Usage(
+                    model=self.claude.model, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
+                    cache_creation_tokens=meter.cache_creation_input_tokens,
+                    cache_read_tokens=meter.cache_read_input_tokens,
+                ))  # fmt: skip
+            model = answer.model
+            summaries.append(answer.summary if len(plan.parts) == 1 else f"**Part {i}:** {answer.summary}")
+            comments.extend(answer.comments)
+        if not plan.parts:
+            summaries.append("There was nothing in this pull request that the reviewer reviews.")
+        not_covered = [(s.path, s.reason) for s in [*selection.skipped, *plan.not_covered]]
+        return {
+            "summary": "\n\n".join(summaries),
+            "comments": [asdict(c) for c in comments],
+            "not_covered": not_covered,
+            "files_reviewed": sum(len(p) for p in plan.parts),
+            "model": model,
+            "parts": len(plan.parts),
+        }
+
+    async def _publish_once(self, ctx: JobContext, body: str, comments: list[dict[str, object]]) -> int:
+        """Find this job's review by the app's bot, or post it once. Never posts for a head that moved on."""
+        job = ctx.job
+        inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
+        assert inst is not None
+        pr = await self.github.get_pull(inst, repo, number)
+        self._still_applies(pr, job.head_sha)
+        bot = await self.github.bot_login()
+        found = find_published_review(await self.github.list_reviews(inst, repo, number), bot_login=bot,
+                                      job_id=job.id, head_sha=job.head_sha)  # fmt: skip
+        if found is not None:
+            log.info("job %s: review %s already published; not posting again", job.id, found.get("id"))
+            return int(found["id"])
+        # The intent is a fenced write: a worker that lost its lease stops here, before posting.
+        await ctx.checkpoint(publish_intent_at=ctx.clock())
+        review = await self.github.create_review(inst, repo, number, commit_id=job.head_sha, body=body,
+                                                 event="COMMENT", comments=comments)  # fmt: skip
+        return int(review["id"])
