@@ -1,0 +1,72 @@
+"""Killed after the model answered and before publishing: the restart publishes the stored answer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.github import FakeGitHub
+from tests.fakes.threads import FakesThread
+from tests.harness import REPO, SOURCE
+from tests.helpers import SECRET, webhook_headers
+from tests.serve_process import ServeProcess
+from tests.test_serve_subprocess import job_row, wait_until
+
+
+def test_killed_after_the_model_answered_publishes_once_without_a_second_model_call(tmp_path) -> None:
+    github, anthropic = FakeGitHub(), FakeAnthropic()
+    inst = github.add_installation()
+    repo = github.add_repo(REPO, inst.id)
+    pull = github.add_pull(REPO, 1, files=[SOURCE])
+    anthropic.script_tool_answer({"summary": "Stored answer.", "comments": [
+        {"path": "src/widget.py", "line": 2, "body": "Consider a docstring."}]})
+    db = str(tmp_path / "reviewer.db")
+    with FakesThread(github, anthropic) as fakes:
+        # The publisher's look for an existing review hangs: the process dies right there.
+        hang = fakes.call(github.inject, "GET", r"/pulls/1/reviews", "hang", times=1)
+        env = {
+            "DATABASE_URL": f"sqlite:///{db}",
+            "GITHUB_WEBHOOK_SECRET": SECRET,
+            "GITHUB_APP_ID": str(github.app_id),
+            "GITHUB_PRIVATE_KEY": github.private_key,
+            "GITHUB_API_URL": fakes.github_url,
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "ANTHROPIC_BASE_URL": fakes.anthropic_url,
+            "REVIEWER_LEASE_SECONDS": "1",
+            "REVIEWER_RENEW_SECONDS": "0.3",
+            "REVIEWER_SCAN_SECONDS": "0.2",
+            "REVIEWER_CHECK_SYNC_SECONDS": "0.2",
+        }
+        payload = {
+            "action": "opened", "number": 1,
+            "pull_request": {"number": 1, "state": "open", "draft": False, "title": pull.title, "body": "",
+                             "head": {"sha": pull.head_sha}, "base": {"sha": pull.base_sha, "ref": "main"}},
+            "repository": {"id": repo.id, "full_name": REPO}, "installation": {"id": inst.id},
+        }  # fmt: skip
+        first = ServeProcess(env, tmp_path / "serve1.log").start()
+        try:
+            body = json.dumps(payload).encode()
+            status, answer = first.post("/api/github/webhooks", body, webhook_headers(body))
+            assert status == 202
+            job_id = json.loads(answer)["job_id"]
+            wait_until(lambda: job_row(db, job_id)["answer"] is not None)
+            wait_until(lambda: hang.hits > 0)
+            first.kill()
+        finally:
+            first.kill()
+        fakes.call(github.release_hangs)
+        assert fakes.call(github.reviews_for, REPO, 1) == []
+
+        second = ServeProcess(env, tmp_path / "serve2.log").start()
+        try:
+            wait_until(lambda: job_row(db, job_id)["state"] == "succeeded", timeout=30)
+            reviews = fakes.call(github.reviews_for, REPO, 1)
+            assert len(reviews) == 1 and "Stored answer." in reviews[0]["body"]
+            assert len(anthropic.message_requests) == 1
+            with sqlite3.connect(db) as conn:
+                outcomes = [r[0] for r in conn.execute("SELECT outcome FROM attempts WHERE job_id = ? ORDER BY id",
+                                                       (job_id,))]  # fmt: skip
+            assert outcomes == ["lease_expired", "succeeded"]
+        finally:
+            second.kill()
