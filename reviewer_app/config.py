@@ -52,11 +52,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REVIEWER_SHUTDOWN_GRACE_SECONDS", "shutdown_grace_seconds", float, 20.0, "time in-flight jobs get on SIGTERM", minimum=0),
     Setting("REVIEWER_MAX_BODY_BYTES", "max_body_bytes", int, 25 * 1024 * 1024, "largest webhook body accepted", minimum=1024),
     Setting("REVIEWER_DB_BUSY_TIMEOUT_MS", "db_busy_timeout_ms", int, 5000, "how long a write waits for a locked database", minimum=1),
+    Setting("REVIEWER_DB_POOL_SIZE", "db_pool_size", int, 10, "PostgreSQL: connections per process for queries (plus one for LISTEN)", minimum=1, maximum=1000),
     Setting("REVIEWER_RUNNER", "runner", str, "review", "what a job does: review (default) or noop (smoke tests, benchmarks)"),
     Setting("REVIEWER_NOOP_SECONDS", "noop_seconds", float, 0.0, "how long the noop runner works", minimum=0),
     Setting("REVIEWER_INSECURE_NO_SIGNATURE", "insecure_no_signature", bool, False, "DEVELOPMENT ONLY: accept unsigned webhooks"),
     Setting("REVIEWER_GITHUB_RETRY_SECONDS", "github_retry_seconds", float, 0.3, "backoff of in-place retries of GitHub reads", minimum=0),
     Setting("REVIEWER_CHECK_SYNC_SECONDS", "check_sync_seconds", float, 2.0, "interval of the check-run sync pass", minimum=0.05),
+    Setting("REVIEWER_DEBOUNCE_SECONDS", "debounce_seconds", float, 30.0, "automatic reviews wait this long after a push; a newer push in the window replaces the waiting one", minimum=0),
+    Setting("REVIEWER_MAX_REVIEWS_PER_DAY", "max_reviews_per_day", int, 500, "reviews per installation per day (0: no limit)", minimum=0),
+    Setting("REVIEWER_MAX_MANUAL_PER_PR_HOUR", "max_manual_per_pr_hour", int, 10, "requested reviews (/review, Re-run) per PR per hour (0: no limit)", minimum=0),
+    Setting("REVIEWER_METRICS_TOKEN", "metrics_token", str, "", "bearer token GET /metrics requires (empty: no token)", secret=True),
+    Setting("REVIEWER_RETENTION_DAYS", "retention_days", float, 30.0, "finished jobs and deliveries older than this are pruned (0: keep all)", minimum=0),
     Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
     Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
 )  # fmt: skip
@@ -92,11 +98,17 @@ class Config:
     shutdown_grace_seconds: float = 20.0
     max_body_bytes: int = 25 * 1024 * 1024
     db_busy_timeout_ms: int = 5000
+    db_pool_size: int = 10
     runner: str = "review"
     noop_seconds: float = 0.0
     insecure_no_signature: bool = False
     github_retry_seconds: float = 0.3
     check_sync_seconds: float = 2.0
+    debounce_seconds: float = 30.0
+    max_reviews_per_day: int = 500
+    max_manual_per_pr_hour: int = 10
+    metrics_token: str = field(default="", repr=False)
+    retention_days: float = 30.0
     log_level: str = "INFO"
     log_format: str = "text"
 
@@ -148,8 +160,13 @@ def _parse(setting: Setting, raw: str) -> object:
     return raw
 
 
-def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Config:
-    """Read and validate the configuration; raises ConfigError with a one-line message."""
+def load_config(
+    env: Mapping[str, str] | None = None, *, require_webhook_secret: bool = True, **overrides: object
+) -> Config:
+    """Read and validate the configuration; raises ConfigError with a one-line message.
+
+    Admin commands pass ``require_webhook_secret=False``: they work on the database and never receive a webhook.
+    """
     env = dict(os.environ if env is None else env)
     for name in env:
         if name.startswith("REVIEWER_") and name not in KNOWN_ENV and not name.startswith("REVIEWER_TEST_"):
@@ -163,7 +180,7 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Co
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name for f in fields(Config)}
     cfg = Config(**{k: v for k, v in values.items() if k in known})
-    return _validate(cfg)
+    return _validate(cfg, require_webhook_secret=require_webhook_secret)
 
 
 def _similar(a: str, b: str) -> bool:
@@ -172,7 +189,7 @@ def _similar(a: str, b: str) -> bool:
     return difflib.SequenceMatcher(None, a, b).ratio() > 0.8
 
 
-def _validate(cfg: Config) -> Config:
+def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
     url = cfg.database_url
     if not (url.startswith("sqlite:///") or url.startswith(("postgresql://", "postgres://"))):
         raise ConfigError(
@@ -192,7 +209,7 @@ def _validate(cfg: Config) -> Config:
         raise ConfigError("REVIEWER_RETRY_MAX_SECONDS is below REVIEWER_RETRY_BASE_SECONDS")
     if cfg.renew_seconds and cfg.renew_seconds >= cfg.lease_seconds:
         raise ConfigError("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
-    if not cfg.webhook_secret and not cfg.insecure_no_signature:
+    if require_webhook_secret and not cfg.webhook_secret and not cfg.insecure_no_signature:
         raise ConfigError(
             "GITHUB_WEBHOOK_SECRET is not set: set it to the App's webhook secret"
             " (or REVIEWER_INSECURE_NO_SIGNATURE=1 for local development only)"

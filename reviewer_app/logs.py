@@ -5,8 +5,32 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextvars import ContextVar
+from typing import TextIO
 
 CONTEXT_FIELDS = ("delivery", "event", "action", "job_id", "repo", "pr", "head_sha", "attempt")
+
+# Fields every line logged inside a job's task carries (tasks copy the context they were created in, so the
+# runner and everything it calls inherit the job's fields without passing them along).
+_context: ContextVar[dict[str, object] | None] = ContextVar("reviewer_log_context", default=None)
+
+
+def bind_log_context(**fields: object) -> None:
+    """Add ``fields`` to every line the current task logs from now on, and the tasks it creates after this.
+
+    Each asyncio task runs in its own copy of the context, so binding in a job's task touches no other job.
+    """
+    _context.set({**(_context.get() or {}), **{k: v for k, v in fields.items() if v is not None}})
+
+
+class ContextFilter(logging.Filter):
+    """Copies the current log context onto each record, without overriding an explicit ``extra=``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, value in (_context.get() or {}).items():
+            if not hasattr(record, name):
+                setattr(record, name, value)
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -32,8 +56,9 @@ class TextFormatter(logging.Formatter):
         return f"{line} [{ctx}]" if ctx else line
 
 
-def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def setup_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(ContextFilter())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

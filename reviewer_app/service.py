@@ -13,12 +13,16 @@ import aiohttp
 from aiohttp import web
 
 from reviewer_app.config import Config
+from reviewer_app.core.admission import Guard
 from reviewer_app.core.retry import RetryPolicy
+from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.checks import CheckRuns, CheckSync
 from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.outbox import OutboxSender
+from reviewer_app.metrics import Metrics
 from reviewer_app.review.claude import ClaudeReviewer, make_client
 from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
 from reviewer_app.runners import noop_runner
@@ -27,6 +31,7 @@ from reviewer_app.store.factory import make_store
 from reviewer_app.store.sqlite import new_owner_id
 from reviewer_app.web.app import make_app
 from reviewer_app.web.events import make_router
+from reviewer_app.web.health import Probes
 from reviewer_app.web.webhooks import Receiver
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,11 @@ class Service:
     app: web.Application
     check_sync: CheckSync | None = None
     session: aiohttp.ClientSession | None = None
+    outbox: OutboxSender | None = None
+    receiver: Receiver | None = None
+    github: GitHubClient | None = None
+    metrics: Metrics | None = None
+    cleaner: Cleaner | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -47,6 +57,27 @@ class Service:
             self.dispatcher.start()
         if self.check_sync is not None:
             self.background.append(asyncio.create_task(self.check_sync.run(), name="check-sync"))
+        if self.outbox is not None:
+            self.background.append(asyncio.create_task(self.outbox.run(), name="outbox"))
+        if self.cleaner is not None:
+            self.background.append(asyncio.create_task(self.cleaner.run(), name="cleaner"))
+        if self.github is not None and self.receiver is not None:
+            self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
+
+    async def _learn_identity(self) -> None:
+        """Learn the app's slug (for `@slug review` and to know the bot's own comments), retrying until known."""
+        assert self.github is not None and self.receiver is not None
+        delay = 1.0
+        while True:
+            try:
+                info = await self.github.app_info()
+                self.receiver.app_slug = str(info.get("slug") or "")
+                log.info("GitHub App identity: %s[bot]", self.receiver.app_slug)
+                return
+            except Exception as exc:  # noqa: BLE001 - keep trying; commands by `/review` work meanwhile
+                log.warning("cannot read the GitHub App identity yet (%s); retrying in %.0f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 300)
 
     async def stop(self) -> None:
         if self.dispatcher is not None:
@@ -70,12 +101,13 @@ class ReviewStack:
     pipeline: ReviewPipeline
 
 
-def build_review_stack(cfg: Config, store: Store) -> ReviewStack:
+def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:
     """The GitHub client, check runs and Claude reviewer behind the review runner."""
     session = aiohttp.ClientSession()
     github = GitHubClient(
         session, cfg.github_api_url, AppCredentials(cfg.app_id, cfg.private_key),
         read_retry_delays=(cfg.github_retry_seconds, cfg.github_retry_seconds * 3),
+        on_response=metrics.github_response if metrics is not None else None,
     )  # fmt: skip
     checks = CheckRuns(github, store)
     client = make_client(cfg.anthropic_api_key or None, cfg.anthropic_base_url or None,
@@ -95,16 +127,20 @@ def retry_policy(cfg: Config) -> RetryPolicy:
 async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | None = None) -> Service:
     store = make_store(cfg)
     await store.open()
+    metrics = Metrics(store, clock=time.time)
     dispatcher = None
     stack: ReviewStack | None = None
     check_sync: CheckSync | None = None
+    outbox: OutboxSender | None = None
+    if cfg.github_configured and cfg.runner == "review":
+        stack = build_review_stack(cfg, store, metrics)
     if worker and runner is None:
         if cfg.runner == "noop":
             runner = noop_runner(cfg.noop_seconds)
-        elif cfg.github_configured:
-            stack = build_review_stack(cfg, store)
+        elif stack is not None:
             runner = stack.pipeline
             check_sync = CheckSync(stack.checks, interval=cfg.check_sync_seconds)
+            outbox = OutboxSender(stack.github, store, clock=time.time, interval=cfg.check_sync_seconds)
         else:
             log.warning("no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "
                         "but no review runs until the App is configured")  # fmt: skip
@@ -120,13 +156,20 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
             retry_policy=retry_policy(cfg),
             clock=time.time,
             on_finished=(lambda _job_id: check_sync.wake()) if check_sync is not None else None,
+            metrics=metrics,
         )
+        # Work admitted or retried by another host (PostgreSQL NOTIFY) starts here without a polling delay.
+        await store.subscribe_wakeups(dispatcher.wake)
 
     def on_admitted(result: AdmitResult) -> None:
         if dispatcher is not None and result.created:
             dispatcher.wake()
         if check_sync is not None:
             check_sync.wake()
+        if outbox is not None:
+            outbox.wake()
+        if result.installation_gone is not None and stack is not None:
+            stack.github.tokens.invalidate(result.installation_gone)
 
     receiver = Receiver(
         store=store,
@@ -134,10 +177,20 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
         secret=None if cfg.insecure_no_signature and not cfg.webhook_secret else cfg.webhook_secret,
         max_body_bytes=cfg.max_body_bytes,
         max_attempts=cfg.max_attempts,
+        debounce_seconds=cfg.debounce_seconds,
+        app_id=int(cfg.app_id) if cfg.app_id else None,
+        guard=Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour),
         on_admitted=on_admitted,
+        metrics=metrics,
     )
-    return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=make_app(receiver), check_sync=check_sync,
-                   session=stack.session if stack else None)  # fmt: skip
+    probes = Probes(store, workers_running=(lambda: dispatcher.running) if dispatcher is not None else None,
+                    metrics=metrics, metrics_token=cfg.metrics_token)  # fmt: skip
+    cleaner = None
+    if worker and cfg.retention_days > 0:
+        cleaner = Cleaner(store, retention_seconds=cfg.retention_days * DAY, clock=time.time)
+    return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=make_app(receiver, probes), check_sync=check_sync,
+                   session=stack.session if stack else None, outbox=outbox, receiver=receiver,
+                   github=stack.github if stack else None, metrics=metrics, cleaner=cleaner)  # fmt: skip
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:

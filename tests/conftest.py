@@ -6,9 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from reviewer_app.store.postgres import PostgresStore
 from reviewer_app.store.sqlite import SqliteStore
+from tests.pg import fresh_schema
 
-STORE_BACKENDS = ["sqlite"]
+STORE_BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture
@@ -21,14 +23,27 @@ async def sqlite_store(tmp_path) -> AsyncIterator[SqliteStore]:
         await store.close()
 
 
+@pytest.fixture
+async def pg_schema() -> AsyncIterator[tuple[str, str]]:
+    """(dsn, schema): a fresh schema on the test PostgreSQL server, dropped after the test (see tests/pg.py)."""
+    async with fresh_schema() as dsn_schema:
+        yield dsn_schema
+
+
 @pytest.fixture(params=STORE_BACKENDS)
 async def store(request, tmp_path) -> AsyncIterator[object]:
     if request.param == "sqlite":
         s = SqliteStore(str(tmp_path / "reviewer.db"), busy_timeout_ms=2000)
-    else:  # pragma: no cover - added with the PostgreSQL backend
-        raise NotImplementedError(request.param)
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
+        await s.open()
+        try:
+            yield s
+        finally:
+            await s.close()
+        return
+    async with fresh_schema() as (dsn, schema):
+        s = PostgresStore(dsn, schema=schema, timeout_ms=2000)
+        await s.open()
+        try:
+            yield s
+        finally:
+            await s.close()

@@ -53,6 +53,30 @@ class Harness:
             "sender": {"login": pull.user, "type": "User"},
         }  # fmt: skip
 
+    def comment_payload(self, pull: Pull, body: str, *, login: str = "maintainer", association: str = "MEMBER",
+                        user_type: str = "User", action: str = "created", comment_id: int | None = None) -> dict[str, Any]:  # fmt: skip
+        repo = self.github.repos[pull.repo]
+        comment = self.github.add_issue_comment(pull.repo, pull.number, login, body)
+        return {
+            "action": action,
+            "issue": {"number": pull.number, "pull_request": {"url": "..."}, "state": "open"},
+            "comment": {"id": comment_id or comment["id"], "body": body, "author_association": association,
+                        "user": {"login": login, "type": user_type}},
+            "repository": {"id": repo.id, "full_name": repo.full_name},
+            "installation": {"id": self.installation_id},
+            "sender": {"login": login, "type": user_type},
+        }  # fmt: skip
+
+    def rerun_payload(self, pull: Pull, check_run: dict[str, Any], *, event: str = "check_run") -> dict[str, Any]:
+        repo = self.github.repos[pull.repo]
+        node = {"id": check_run["id"], "head_sha": check_run["head_sha"], "app": {"id": self.github.app_id},
+                "pull_requests": [{"number": pull.number}]}  # fmt: skip
+        return {"action": "rerequested", event: node, "repository": {"id": repo.id, "full_name": repo.full_name},
+                "installation": {"id": self.installation_id}}  # fmt: skip
+
+    def installation_payload(self, action: str) -> dict[str, Any]:
+        return {"action": action, "installation": {"id": self.installation_id, "account": {"login": "octo-org"}}}
+
     async def deliver(self, event: str, payload: dict[str, Any], *, delivery: str | None = None) -> dict[str, Any]:
         body = json.dumps(payload).encode()
         resp = await self.client.post("/api/github/webhooks", data=body,
@@ -115,6 +139,7 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
             "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
             "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
             "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
+            "REVIEWER_DEBOUNCE_SECONDS": "0",
             **env,
         })  # fmt: skip
         svc = await build_service(cfg)

@@ -32,9 +32,65 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class Effect:
+    """A small GitHub write decided at admission (a reaction, a help reply), sent later by the outbox duty."""
+
+    kind: str  # "reaction" (target: comment id) or "comment" (target: PR number)
+    installation_id: int
+    repo_full_name: str
+    target: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Budget limits checked in the admitting transaction; 0 means no limit."""
+
+    reviews_per_day: int = 0  # per installation
+    manual_per_pr_hour: int = 0  # manual re-requests per pull request
+    refusal_effects: tuple[Effect, ...] = ()  # what to send when the guard refuses
+
+
+@dataclass(frozen=True)
 class Enqueue:
     job: JobSpec
     supersede_older_heads: bool = True
+    automatic: bool = True  # automatic reviews respect `/review pause`
+    guard: Guard | None = None
+    effects: tuple[Effect, ...] = ()  # sent once the job is admitted (e.g. the accepting reaction)
+
+
+@dataclass(frozen=True)
+class SetPause:
+    repo_id: int
+    pr_number: int
+    paused: bool
+    effects: tuple[Effect, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Nothing to queue, only something to say (help, a refusal)."""
+
+    reason: str
+    effects: tuple[Effect, ...] = ()
+
+
+@dataclass(frozen=True)
+class InstallationChange:
+    """An installation came, went, or was (un)suspended; ``active`` False cancels its pending jobs."""
+
+    installation_id: int
+    account: str
+    active: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReposRemoved:
+    installation_id: int
+    repo_ids: tuple[int, ...]
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -49,7 +105,7 @@ class Ignore:
     reason: str
 
 
-Decision = Enqueue | CancelPR | Ignore
+Decision = Enqueue | CancelPR | Ignore | SetPause | Reply | InstallationChange | ReposRemoved
 
 
 class MalformedPayload(ValueError):
@@ -79,7 +135,9 @@ def _str(payload: dict[str, Any], *path: str) -> str:
     return value
 
 
-def decide_pull_request(action: str, payload: dict[str, Any], *, debounce_seconds: float = 0.0) -> Decision:
+def decide_pull_request(
+    action: str, payload: dict[str, Any], *, debounce_seconds: float = 0.0, guard: Guard | None = None
+) -> Decision:
     """The decision for a ``pull_request`` event."""
     repo_id = _int(payload, "repository", "id")
     number = _int(payload, "pull_request", "number")
@@ -109,4 +167,116 @@ def decide_pull_request(action: str, payload: dict[str, Any], *, debounce_second
             "title": _get(payload, "pull_request").get("title"),
         },
     )
-    return Enqueue(spec)
+    daily = Guard(reviews_per_day=guard.reviews_per_day) if guard and guard.reviews_per_day else None
+    return Enqueue(spec, guard=daily)
+
+
+def _installation_id(payload: dict[str, Any]) -> int | None:
+    installation = payload.get("installation")
+    value = installation.get("id") if isinstance(installation, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def decide_comment(
+    action: str, payload: dict[str, Any], *, app_slug: str, bot_login: str, guard: Guard | None = None
+) -> Decision:
+    """The decision for an ``issue_comment`` event: slash commands on pull requests."""
+    from reviewer_app.core.commands import help_text, is_bot, may_command, parse_command
+
+    if action != "created":
+        return Ignore(f"issue_comment action {action!r} triggers nothing")
+    issue = _get(payload, "issue")
+    if not isinstance(issue, dict) or "pull_request" not in issue:
+        return Ignore("comment on an issue, not a pull request")
+    comment = _get(payload, "comment")
+    user = comment.get("user") if isinstance(comment, dict) else None
+    if not isinstance(user, dict):
+        raise MalformedPayload("payload has no comment.user")
+    login = str(user.get("login") or "")
+    if is_bot(user_type=user.get("type"), login=login, bot_login=bot_login):
+        return Ignore("comments by bots are never commands")
+    command = parse_command(str(comment.get("body") or ""), app_slug=app_slug)
+    if command is None:
+        return Ignore("no command in the comment")
+    inst = _installation_id(payload)
+    if inst is None:
+        return Ignore("comment event without an installation")
+    repo = _str(payload, "repository", "full_name")
+    repo_id = _int(payload, "repository", "id")
+    number = _int(payload, "issue", "number")
+    comment_id = _int(payload, "comment", "id")
+
+    def react(content: str) -> Effect:
+        return Effect("reaction", inst, repo, comment_id, content)
+
+    def say(text: str) -> Effect:
+        return Effect("comment", inst, repo, number, text)
+
+    if command.verb == "help":
+        return Reply("help requested", (say(help_text(app_slug)),))
+    if command.verb == "unknown":
+        return Reply("unknown command", (say(f"Unknown command `{command.text}`.\n\n" + help_text(app_slug)),))
+    if not may_command(author_association=str(comment.get("author_association") or ""), user_type=user.get("type"),
+                       login=login, bot_login=bot_login):  # fmt: skip
+        return Reply(f"{login} may not run review commands (needs write access)", (react("-1"),))
+    if command.verb in ("pause", "resume"):
+        return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
+    refused = Guard(guard.reviews_per_day, guard.manual_per_pr_hour, (react("-1"),)) if guard else None
+    spec = JobSpec(
+        repo_id=repo_id,
+        repo_full_name=repo,
+        installation_id=inst,
+        pr_number=number,
+        head_sha="",  # a comment does not name the head: the worker reviews the head it finds
+        trigger=f"manual:{comment_id}",
+        priority=PRIORITY_MANUAL,
+        details={"full": command.verb == "full", "requested_by": login, "comment_id": comment_id},
+    )
+    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=(react("+1"),))
+
+
+def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None) -> Decision:
+    """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head."""
+    if action != "rerequested":
+        return Ignore(f"{event} action {action!r} triggers nothing")
+    node = _get(payload, event)
+    app = node.get("app") if isinstance(node, dict) else None
+    if app_id is None or not isinstance(app, dict) or app.get("id") != app_id:
+        return Ignore(f"{event} belongs to another app")
+    inst = _installation_id(payload)
+    pulls = node.get("pull_requests") or []
+    if inst is None or not pulls:
+        return Ignore(f"{event} is not attached to a pull request")
+    head = _str(payload, event, "head_sha")
+    number = pulls[0].get("number")
+    if not isinstance(number, int):
+        raise MalformedPayload(f"payload field {event}.pull_requests[0].number is not an integer")
+    spec = JobSpec(
+        repo_id=_int(payload, "repository", "id"),
+        repo_full_name=_str(payload, "repository", "full_name"),
+        installation_id=inst,
+        pr_number=number,
+        head_sha=head,
+        trigger=f"rerun:{node.get('id')}",
+        priority=PRIORITY_MANUAL,
+        details={"full": True, "rerun_of": node.get("id")},
+    )
+    return Enqueue(spec, supersede_older_heads=True, automatic=False)
+
+
+def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Decision:
+    """``installation`` and ``installation_repositories``: track them; a gone installation's work is cancelled."""
+    inst = _int(payload, "installation", "id")
+    account = str(((payload.get("installation") or {}).get("account") or {}).get("login") or "")
+    if event == "installation":
+        if action in ("created", "unsuspend", "new_permissions_accepted"):
+            return InstallationChange(inst, account, True, f"installation {action}")
+        if action in ("deleted", "suspend"):
+            return InstallationChange(inst, account, False,
+                                      "the app was uninstalled" if action == "deleted" else "the installation was suspended")  # fmt: skip
+        return Ignore(f"installation action {action!r} changes nothing")
+    if action == "removed":
+        removed = payload.get("repositories_removed") or []
+        ids = tuple(r["id"] for r in removed if isinstance(r, dict) and isinstance(r.get("id"), int))
+        return ReposRemoved(inst, ids, "the repository was removed from the installation")
+    return Ignore(f"installation_repositories action {action!r} changes nothing")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reviewer_app.core.errors import LeaseLost
+from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import Job, Lease, Store, Usage
 
 Clock = Callable[[], float]
@@ -20,6 +21,7 @@ class JobContext:
     store: Store
     clock: Clock
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    metrics: Metrics | None = None
 
     @property
     def attempt(self) -> int:
@@ -34,6 +36,8 @@ class JobContext:
 
     async def record_usage(self, usage: Usage) -> None:
         """Record model tokens on this attempt right away: what was paid for stays on record even after a crash."""
+        if self.metrics is not None:
+            self.metrics.usage(usage)  # paid for whether or not the lease is still held
         await self.store.record_usage_if_lease_held(self.lease, usage)
 
     def ensure_held(self) -> None:

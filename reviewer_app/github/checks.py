@@ -76,6 +76,11 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
         title, summary = check_superseded(sha)
         return CheckView(key, "completed", title, summary, "skipped")
+    if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
+        reason = (job.outcome or "")[len("refused: "):]
+        return CheckView(key, "completed", "Review skipped: budget limit reached",
+                         f"No review was run: the {reason}. The limits are set by the operator "
+                         "(REVIEWER_MAX_REVIEWS_PER_DAY, REVIEWER_MAX_MANUAL_PER_PR_HOUR).", "neutral")  # fmt: skip
     if job.state == JobState.CANCELLED:
         title, summary = check_cancelled(job.outcome or "the review was cancelled")
         return CheckView(key, "completed", title, summary, "cancelled")
@@ -141,7 +146,8 @@ class CheckRuns:
             job = await self.store.get_job(job_id)
             if job is None or job.installation_id is None or job.check_run_status == check_key(job):
                 return
-            if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED):
+            refused = (job.outcome or "").startswith("refused: ")
+            if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not refused:
                 # Never shown to anyone: no check run to close, and none worth opening.
                 await self.store.set_check_run(job.id, check_run_id=None, key="completed")
                 return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from reviewer_app.core.anchoring import anchor
@@ -24,10 +24,16 @@ from reviewer_app.review.prompt import (
     estimate_tokens,
 )
 from reviewer_app.review.render import ReviewCounts, render_review_body
-from reviewer_app.review.selection import select_files
+from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.store.base import Usage
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Scope:
+    selection: Selection
+    note: str | None  # set for an incremental review
 
 
 @dataclass(frozen=True)
@@ -53,18 +59,24 @@ class ReviewPipeline:
         inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
         if inst is None:
             raise Cancelled("the event carried no installation; the app cannot act on this repository")
+        pr = await self.github.get_pull(inst, repo, number)
+        if not job.head_sha:
+            # A requested review (`/review`) names no head: it reviews the head it finds, from here on.
+            head = str((pr.get("head") or {}).get("sha") or "")
+            await ctx.checkpoint(head_sha=head)
+            job = ctx.job = replace(job, head_sha=head)
+        self._still_applies(pr, job.head_sha)
         async with self.checks.lock(job.id):
             check_run_id = await self.checks.show(job, desired_check(job))
         ctx.ensure_held()
 
-        pr = await self.github.get_pull(inst, repo, number)
-        self._still_applies(pr, job.head_sha)
         files = await self.github.list_pull_files(inst, repo, number)
         selection = select_files(files, ignore=self.settings.ignore)
         diffs = {d.path: d for d in selection.reviewed}
         stored = job.answer
         if stored is None:
-            stored = await self._ask_model(ctx, pr, selection)
+            scope = await self._scope(ctx, selection)
+            stored = await self._ask_model(ctx, pr, scope)
             await ctx.checkpoint(answer=stored)
         else:
             log.info("job %s: publishing the stored model answer (no new model call)", job.id)
@@ -75,13 +87,36 @@ class ReviewPipeline:
         counts = ReviewCounts(files_reviewed=stored["files_reviewed"], inline=len(anchored.inline),
                               moved=len(anchored.moved), not_covered=len(not_covered))  # fmt: skip
         body = render_review_body(summary=summary, moved_comments=anchored.moved, not_covered=not_covered,
-                                  incremental_note=None, marker=make_marker(job.id, job.head_sha), counts=counts)  # fmt: skip
+                                  incremental_note=stored.get("incremental_note"),
+                                  marker=make_marker(job.id, job.head_sha), counts=counts)  # fmt: skip
 
         review_id = await self._publish_once(ctx, body, [c.to_github() for c in anchored.inline])
         await ctx.checkpoint(review_id=review_id, check_run_id=check_run_id,
-                             details={**job.details, "counts": asdict(counts)})  # fmt: skip
+                             details={**job.details, "counts": asdict(counts),
+                                      "incremental": bool(stored.get("incremental_note"))})  # fmt: skip
         return (f"reviewed: {counts.inline} inline comment(s), {counts.moved} in the body, "
                 f"{counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
+
+    async def _scope(self, ctx: JobContext, selection: Selection) -> Scope:
+        """What the model reviews: the whole PR, or only what changed since the last reviewed head."""
+        job = ctx.job
+        assert job.installation_id is not None
+        full = Scope(selection, None)
+        if job.details.get("full"):
+            return full
+        last = await ctx.store.last_reviewed_head(job.repo_id, job.pr_number)
+        if not last or last == job.head_sha:
+            return full
+        comparison = await self.github.compare(job.installation_id, job.repo_full_name, last, job.head_sha)
+        if comparison.get("status") != "ahead":
+            # The reviewed commit is no longer in the branch's history (force-push): review everything again.
+            log.info("job %s: %s is not an ancestor of %s; reviewing the whole pull request", job.id, last[:12],
+                     job.head_sha[:12])  # fmt: skip
+            return full
+        changed = select_files(comparison.get("files") or [], ignore=self.settings.ignore)
+        note = (f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
+                f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
+        return Scope(changed, note)
 
     @staticmethod
     def _still_applies(pr: dict[str, Any], head_sha: str) -> None:
@@ -91,8 +126,9 @@ class ReviewPipeline:
         if current and current != head_sha:
             raise Superseded(f"superseded by newer commit {current}", by_sha=current)
 
-    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], selection: Any) -> dict[str, Any]:
+    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope) -> dict[str, Any]:
         job = ctx.job
+        selection = scope.selection
         overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(
             build_user_message(PromptPR(job.repo_full_name, job.pr_number, str(pr.get("title") or ""),
                                         str(pr.get("body") or ""), job.head_sha))  # fmt: skip
@@ -109,8 +145,9 @@ class ReviewPipeline:
                 repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
                 description=str(pr.get("body") or ""), head_sha=job.head_sha,
                 files=tuple(PromptFile(f.path, f.patch) for f in part),
-                incremental_note=(f"This is part {i} of {len(plan.parts)} of a large pull request; review only the "
-                                  "files shown here." if len(plan.parts) > 1 else None),
+                incremental_note=" ".join(filter(None, [scope.note, (
+                    f"This is part {i} of {len(plan.parts)} of a large pull request; review only the files shown "
+                    "here." if len(plan.parts) > 1 else None)])) or None,
             ))  # fmt: skip
             meter = UsageMeter()
             try:
@@ -135,6 +172,7 @@ class ReviewPipeline:
             "files_reviewed": sum(len(p) for p in plan.parts),
             "model": model,
             "parts": len(plan.parts),
+            "incremental_note": scope.note,
         }
 
     async def _publish_once(self, ctx: JobContext, body: str, comments: list[dict[str, object]]) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -128,6 +128,7 @@ class AdmitResult:
     superseded: tuple[int, ...] = ()
     cancelled: tuple[int, ...] = ()
     reason: str = ""
+    installation_gone: int | None = None
 
     @property
     def created(self) -> bool:
@@ -153,14 +154,29 @@ class QueueStats:
 
 # Columns a worker may set on its own job while it holds the lease (progress checkpoints).
 PROGRESS_COLUMNS = frozenset(
-    {"check_run_id", "check_run_status", "review_id", "publish_intent_at", "answer", "details", "outcome"}
+    {"check_run_id", "check_run_status", "review_id", "publish_intent_at", "answer", "details", "outcome", "head_sha"}
 )
 
 
 class Store(Protocol):
     async def open(self) -> None: ...
     async def close(self) -> None: ...
-    async def ping(self) -> None: ...
+    async def ping(self) -> None:
+        """Return when the database answers; raise StoreUnavailable when it does not."""
+        ...
+
+    async def migrations_pending(self) -> list[str]:
+        """Names of the migrations this code knows that the database has not applied."""
+        ...
+
+    async def subscribe_wakeups(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever work becomes claimable (on PostgreSQL: committed by any host)."""
+        ...
+
+    async def prune(self, before: float, batch: int) -> int:
+        """Delete up to ``batch`` terminal jobs finished before ``before`` (with their attempts) and up to ``batch``
+        deliveries received before it, in one transaction; the number of jobs and deliveries deleted."""
+        ...
 
     async def admit(
         self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int
@@ -205,6 +221,12 @@ class Store(Protocol):
         ...
 
     async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None: ...
+    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]: ...
+    async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None: ...
+    async def installation_active(self, installation_id: int) -> bool: ...
+    async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
+        """The head of the PR's latest published review, for incremental reviews."""
+        ...
     async def set_setting(self, key: str, value: str) -> None: ...
     async def get_setting(self, key: str) -> str | None: ...
     async def get_job(self, job_id: int) -> Job | None: ...

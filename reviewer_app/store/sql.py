@@ -111,10 +111,56 @@ CHECK_KEY = (
 )
 NEEDS_CHECK_SYNC = f"""
 SELECT {JOB_COLUMNS} FROM jobs
- WHERE installation_id IS NOT NULL AND COALESCE(check_run_status, '') <> {CHECK_KEY}
+ WHERE installation_id IS NOT NULL AND head_sha <> '' AND COALESCE(check_run_status, '') <> {CHECK_KEY}
+   AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
  ORDER BY updated_at LIMIT ?
 """
 
+# Budget guard: manual requests on one PR in the last hour, reviews of one installation in the last day.
+COUNT_MANUAL_RECENT = """
+SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ? AND priority = 0 AND created_at > ?
+"""
+COUNT_REVIEWS_RECENT = """
+SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ? AND state NOT IN ('superseded', 'cancelled')
+"""
+
+INSERT_EFFECT = """
+INSERT INTO outbox (kind, installation_id, repo_full_name, target, content, created_at) VALUES (?, ?, ?, ?, ?, ?)
+"""
+
+# Effects still to send, skipping installations that are gone.
+PENDING_EFFECTS = """
+SELECT id, kind, installation_id, repo_full_name, target, content, attempts FROM outbox
+ WHERE sent_at IS NULL AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
+ ORDER BY id LIMIT ?
+"""
+
+UPSERT_INSTALLATION = """
+INSERT INTO installations (id, account, active, reason, updated_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET account = excluded.account, active = excluded.active, reason = excluded.reason,
+                               updated_at = excluded.updated_at
+"""
+
+CANCEL_INSTALLATION_PENDING = f"""
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE installation_id = ? AND state IN ({_states(JobEvent.CANCEL)})
+RETURNING id
+"""
+
+
 SET_CHECK_RUN = """
 UPDATE jobs SET check_run_id = COALESCE(?, check_run_id), check_run_status = ? WHERE id = ?
+"""
+
+CANCEL_REPO_PENDING = f"""
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE installation_id = ? AND repo_id = ? AND state IN ({_states(JobEvent.CANCEL)})
+RETURNING id
+"""
+
+LAST_REVIEWED_HEAD = """
+SELECT head_sha FROM jobs WHERE repo_id = ? AND pr_number = ? AND state = 'succeeded' AND review_id IS NOT NULL
+ ORDER BY finished_at DESC, id DESC LIMIT 1
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import secrets
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
@@ -13,8 +14,18 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
-from reviewer_app.core.states import JobState
+from reviewer_app.core.admission import (
+    CancelPR,
+    Decision,
+    Effect,
+    Enqueue,
+    Ignore,
+    InstallationChange,
+    Reply,
+    ReposRemoved,
+    SetPause,
+)
+from reviewer_app.core.states import TERMINAL, JobState
 from reviewer_app.store import sql
 from reviewer_app.store.base import (
     PROGRESS_COLUMNS,
@@ -65,6 +76,8 @@ class SqliteStore:
         self._pending: list[tuple[WriteOp, asyncio.Future[Any]]] = []
         self._writer_task: asyncio.Task[None] | None = None
         self._read_lock = asyncio.Lock()
+        self._file_id: tuple[int, int] | None = None
+        self._wakeup_callbacks: list[Callable[[], None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -82,6 +95,7 @@ class SqliteStore:
             self._writer = await self._connect()
             await self._migrate()
             self._reader = await self._connect()
+            self._file_id = _file_identity(self.path)
         except sqlite3.Error as exc:
             await self.close()
             raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
@@ -124,10 +138,24 @@ class SqliteStore:
         return [name for version, name, _ in load_migrations("sqlite") if version not in applied]
 
     async def ping(self) -> None:
+        # `SELECT 1` on an open connection answers even when the file is gone: an open descriptor outlives an
+        # unlink or a rename. A database deleted, moved or replaced under a running app is an outage all the same
+        # (every commit goes to a file no restart will open), so ping reads a real table and checks that the path
+        # still names the file this store opened.
         try:
-            await self._read("SELECT 1")
+            await self._read("SELECT COUNT(*) FROM schema_migrations")
         except (sqlite3.Error, ValueError) as exc:
             raise StoreUnavailable(str(exc)) from exc
+        if self._file_id is not None and _file_identity(self.path) != self._file_id:
+            raise StoreUnavailable(f"the database file {self.path!r} was removed or replaced while open")
+
+    async def subscribe_wakeups(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after this store commits claimable work (SQLite serves one host, so in-process)."""
+        self._wakeup_callbacks.append(callback)
+
+    def _wake_subscribers(self) -> None:
+        for callback in self._wakeup_callbacks:
+            callback()
 
     # -- the write path: group commit ------------------------------------------------------------------
 
@@ -218,7 +246,10 @@ class SqliteStore:
             )
             return result
 
-        return await self._write(op)
+        result = await self._write(op)
+        if result.created:
+            self._wake_subscribers()
+        return result
 
     async def _apply(
         self, conn: aiosqlite.Connection, decision: Decision, *, now: float, max_attempts: int
@@ -229,47 +260,108 @@ class SqliteStore:
             rows = await conn.execute_fetchall(
                 sql.CANCEL_PR_PENDING, (decision.reason, now, now, decision.repo_id, decision.pr_number)
             )
-            ids = tuple(r[0] for r in rows)
-            return AdmitResult("cancelled", cancelled=ids, reason=decision.reason)
+            return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
+        if isinstance(decision, Reply):
+            await self._effects(conn, decision.effects, now)
+            return AdmitResult("replied", reason=decision.reason)
+        if isinstance(decision, SetPause):
+            await conn.execute(
+                "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (pause_key(decision.repo_id, decision.pr_number), "1" if decision.paused else "0"),
+            )
+            await self._effects(conn, decision.effects, now)
+            word = "paused" if decision.paused else "resumed"
+            return AdmitResult(word, reason=f"automatic reviews {word} on this pull request")
+        if isinstance(decision, InstallationChange):
+            await conn.execute(sql.UPSERT_INSTALLATION, (decision.installation_id, decision.account,
+                                                         1 if decision.active else 0, decision.reason, now))  # fmt: skip
+            cancelled: tuple[int, ...] = ()
+            if not decision.active:
+                rows = await conn.execute_fetchall(
+                    sql.CANCEL_INSTALLATION_PENDING, (decision.reason, now, now, decision.installation_id)
+                )
+                cancelled = tuple(r[0] for r in rows)
+            return AdmitResult("installation", cancelled=cancelled, reason=decision.reason,
+                               installation_gone=None if decision.active else decision.installation_id)  # fmt: skip
+        if isinstance(decision, ReposRemoved):
+            ids: list[int] = []
+            for repo_id in decision.repo_ids:
+                rows = await conn.execute_fetchall(
+                    sql.CANCEL_REPO_PENDING, (decision.reason, now, now, decision.installation_id, repo_id)
+                )
+                ids.extend(r[0] for r in rows)
+            return AdmitResult("cancelled", cancelled=tuple(ids), reason=decision.reason)
         assert isinstance(decision, Enqueue)
+        return await self._enqueue(conn, decision, now=now, max_attempts=max_attempts)
+
+    async def _effects(self, conn: aiosqlite.Connection, effects: Sequence[Effect], now: float) -> None:
+        if effects:
+            await conn.executemany(
+                sql.INSERT_EFFECT,
+                [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects],
+            )
+
+    async def _refusal(self, conn: aiosqlite.Connection, decision: Enqueue, now: float) -> str | None:
+        """Why the budget guard refuses this job, or None."""
+        guard, spec = decision.guard, decision.job
+        if guard is None:
+            return None
+        if guard.manual_per_pr_hour and not decision.automatic:
+            rows = await conn.execute_fetchall(sql.COUNT_MANUAL_RECENT, (spec.repo_id, spec.pr_number, now - 3600))
+            if rows[0][0] >= guard.manual_per_pr_hour:
+                return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
+        if guard.reviews_per_day and spec.installation_id is not None:
+            rows = await conn.execute_fetchall(sql.COUNT_REVIEWS_RECENT, (spec.installation_id, now - 86400))
+            if rows[0][0] >= guard.reviews_per_day:
+                return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
+        return None
+
+    async def _enqueue(
+        self, conn: aiosqlite.Connection, decision: Enqueue, *, now: float, max_attempts: int
+    ) -> AdmitResult:
         spec = decision.job
+        if spec.installation_id is not None:
+            inactive = await conn.execute_fetchall(
+                "SELECT reason FROM installations WHERE id = ? AND active = 0", (spec.installation_id,)
+            )
+            if inactive:
+                return AdmitResult("ignored", reason=f"installation is not active ({inactive[0][0]})")
+        if decision.automatic:
+            paused = await conn.execute_fetchall(
+                "SELECT 1 FROM settings WHERE key = ? AND value = '1'", (pause_key(spec.repo_id, spec.pr_number),)
+            )
+            if paused:
+                return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
+        existing = await conn.execute_fetchall("SELECT id FROM jobs WHERE revision_key = ?", (spec.revision_key,))
+        if existing:
+            return AdmitResult("duplicate-revision", job_id=existing[0][0], reason="revision already admitted")
+        refusal = await self._refusal(conn, decision, now)
         event_at = spec.details.get("event_at")
+        state, outcome = ("queued", None) if refusal is None else ("cancelled", f"refused: {refusal}")
         rows = await conn.execute_fetchall(
             "INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger,"
-            " priority, state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, 0, ?, ?, ?, ?, ?)"
+            " priority, state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,"
+            " outcome, finished_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (revision_key) DO NOTHING RETURNING id",
             (
                 spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
-                spec.head_sha, spec.trigger, spec.priority, json.dumps(spec.details), max_attempts,
-                now + spec.delay_seconds, event_at, now, now,
+                spec.head_sha, spec.trigger, spec.priority, state, json.dumps(spec.details), max_attempts,
+                now + spec.delay_seconds, event_at, now, now, outcome, None if refusal is None else now,
             ),
         )  # fmt: skip
-        if not rows:
-            existing = await conn.execute_fetchall(
-                "SELECT id FROM jobs WHERE revision_key = ?", (spec.revision_key,)
-            )
-            return AdmitResult(
-                "duplicate-revision", job_id=existing[0][0], reason="revision already admitted"
-            )
         job_id = rows[0][0]
+        if refusal is not None:
+            assert decision.guard is not None
+            await self._effects(conn, decision.guard.refusal_effects, now)
+            return AdmitResult("refused", job_id=job_id, reason=refusal)
+        await self._effects(conn, decision.effects, now)
         superseded: tuple[int, ...] = ()
-        if decision.supersede_older_heads:
+        if decision.supersede_older_heads and spec.head_sha:
             outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
             srows = await conn.execute_fetchall(
                 sql.SUPERSEDE_OLDER_HEADS,
-                (
-                    job_id,
-                    outcome,
-                    now,
-                    now,
-                    spec.repo_id,
-                    spec.pr_number,
-                    spec.head_sha,
-                    job_id,
-                    event_at,
-                    event_at,
-                ),
+                (job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at),
             )
             superseded = tuple(r[0] for r in srows)
             if superseded:
@@ -448,6 +540,29 @@ class SqliteStore:
 
         await self._write(op)
 
+    # -- outbox -----------------------------------------------------------------------------------------
+
+    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._read(sql.PENDING_EFFECTS, (limit,))]
+
+    async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
+        async def op(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, sent_at = CASE WHEN ? THEN ? END"
+                " WHERE id = ?",
+                (error, 1 if done else 0, now, effect_id),
+            )
+
+        await self._write(op)
+
+    async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
+        rows = await self._read(sql.LAST_REVIEWED_HEAD, (repo_id, pr_number))
+        return rows[0][0] if rows else None
+
+    async def installation_active(self, installation_id: int) -> bool:
+        rows = await self._read("SELECT active FROM installations WHERE id = ?", (installation_id,))
+        return not rows or bool(rows[0][0])
+
     # -- settings (queue pause) -------------------------------------------------------------------------
 
     async def set_setting(self, key: str, value: str) -> None:
@@ -525,12 +640,53 @@ class SqliteStore:
 
         return await self._write(op)
 
+    async def prune(self, before: float, batch: int) -> int:
+        terminal = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
+
+        async def op(conn: aiosqlite.Connection) -> int:
+            rows = await conn.execute_fetchall(
+                f"SELECT id FROM jobs WHERE state IN ({terminal}) AND finished_at < ? ORDER BY finished_at, id LIMIT ?",
+                (before, batch),
+            )
+            ids = [r[0] for r in rows]
+            removed = 0
+            if ids:
+                marks = ",".join("?" * len(ids))
+                # A job that stays may name a pruned one as its superseder; its outcome text still says which.
+                await conn.execute(f"UPDATE jobs SET superseded_by = NULL WHERE superseded_by IN ({marks})", ids)
+                await conn.execute(f"DELETE FROM attempts WHERE job_id IN ({marks})", ids)
+                removed += (await conn.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids)).rowcount
+            cur = await conn.execute(
+                "DELETE FROM deliveries WHERE delivery_id IN"
+                " (SELECT delivery_id FROM deliveries WHERE received_at < ? LIMIT ?)",
+                (before, batch),
+            )
+            return removed + cur.rowcount
+
+        return await self._write(op)
+
     async def retry_job(self, job_id: int, *, now: float) -> bool:
         async def op(conn: aiosqlite.Connection) -> bool:
             cur = await conn.execute(sql.OPERATOR_RETRY, (now, now, job_id))
             return cur.rowcount == 1
 
-        return await self._write(op)
+        retried = await self._write(op)
+        if retried:
+            self._wake_subscribers()
+        return retried
+
+
+def pause_key(repo_id: int, pr_number: int) -> str:
+    return f"paused:{repo_id}:{pr_number}"
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the database file; None when there is no file (``:memory:``)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def new_owner_id(prefix: str = "worker") -> str:

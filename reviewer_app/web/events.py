@@ -8,15 +8,31 @@ from typing import Any
 
 from gidgethub import routing, sansio
 
-from reviewer_app.core.admission import Decision, Enqueue, Ignore, decide_pull_request
+from reviewer_app.core.admission import (
+    Decision,
+    Enqueue,
+    Guard,
+    Ignore,
+    decide_comment,
+    decide_installation,
+    decide_pull_request,
+    decide_rerun,
+)
 
 
 @dataclass
 class Decisions:
-    """Collects what the routed handlers decided for one delivery."""
+    """What the app knows when deciding (its identity, its limits), and what the handlers decided."""
 
     debounce_seconds: float = 0.0
+    app_id: int | None = None
+    app_slug: str = ""
+    guard: Guard | None = None
     items: list[Decision] = field(default_factory=list)
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.app_slug}[bot]" if self.app_slug else ""
 
 
 pull_requests = routing.Router()
@@ -38,12 +54,41 @@ async def on_pull_request(event: sansio.Event, decisions: Decisions) -> None:
     if not isinstance(action, str):
         decisions.items.append(Ignore("pull_request event without an action"))
         return
-    decision = decide_pull_request(action, event.data, debounce_seconds=decisions.debounce_seconds)
+    decision = decide_pull_request(action, event.data, debounce_seconds=decisions.debounce_seconds,
+                                   guard=decisions.guard)  # fmt: skip
     if isinstance(decision, Enqueue):
         event_at = _event_at(event.data)
         if event_at is not None:
             decision.job.details["event_at"] = event_at
     decisions.items.append(decision)
+
+
+comments = routing.Router()
+
+
+@comments.register("issue_comment")
+async def on_issue_comment(event: sansio.Event, decisions: Decisions) -> None:
+    decisions.items.append(decide_comment(str(event.data.get("action")), event.data, app_slug=decisions.app_slug,
+                                          bot_login=decisions.bot_login, guard=decisions.guard))  # fmt: skip
+
+
+check_runs = routing.Router()
+
+
+@check_runs.register("check_run")
+@check_runs.register("check_suite")
+async def on_rerequested(event: sansio.Event, decisions: Decisions) -> None:
+    decisions.items.append(decide_rerun(event.event, str(event.data.get("action")), event.data,
+                                        app_id=decisions.app_id))  # fmt: skip
+
+
+installations = routing.Router()
+
+
+@installations.register("installation")
+@installations.register("installation_repositories")
+async def on_installation(event: sansio.Event, decisions: Decisions) -> None:
+    decisions.items.append(decide_installation(event.event, str(event.data.get("action")), event.data))
 
 
 pings = routing.Router()
@@ -55,4 +100,4 @@ async def on_ping(event: sansio.Event, decisions: Decisions) -> None:
 
 
 def make_router() -> routing.Router:
-    return routing.Router(pull_requests, pings)
+    return routing.Router(pull_requests, comments, check_runs, installations, pings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from aiohttp import web
 from gidgethub import BadRequest, ValidationFailure, routing, sansio
 
-from reviewer_app.core.admission import Ignore, MalformedPayload
+from reviewer_app.core.admission import Enqueue, Guard, Ignore, MalformedPayload
+from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import AdmitResult, Delivery, Store, StoreUnavailable
 from reviewer_app.web.events import Decisions
 
@@ -26,10 +28,20 @@ class Receiver:
     max_body_bytes: int
     max_attempts: int
     debounce_seconds: float = 0.0
+    app_id: int | None = None
+    app_slug: str = ""  # learned from GET /app once the worker side knows it; `/review` works without it
+    guard: Guard | None = None
     clock: Callable[[], float] = time.time
     on_admitted: Callable[[AdmitResult], None] | None = None
+    metrics: Metrics | None = None
 
     async def handle(self, request: web.Request) -> web.Response:
+        response = await self._receive(request)
+        if self.metrics is not None:
+            self.metrics.webhooks.labels(*_webhook_labels(request, response)).inc()
+        return response
+
+    async def _receive(self, request: web.Request) -> web.Response:
         if request.content_length is not None and request.content_length > self.max_body_bytes:
             return _answer(413, error=f"body larger than {self.max_body_bytes} bytes")
         try:
@@ -62,7 +74,8 @@ class Receiver:
         if not isinstance(event.data, dict):
             return _answer(400, error="body is not a JSON object")
 
-        decisions = Decisions(debounce_seconds=self.debounce_seconds)
+        decisions = Decisions(debounce_seconds=self.debounce_seconds, app_id=self.app_id, app_slug=self.app_slug,
+                              guard=self.guard)  # fmt: skip
         try:
             await self.router.dispatch(event, decisions)
         except MalformedPayload as exc:
@@ -73,6 +86,10 @@ class Receiver:
         decision = decisions.items[0]
         delivery = Delivery(delivery_id=delivery_id, event=event_name, action=action)
         extra = {"delivery": delivery_id, "event": event_name, "action": action}
+        if isinstance(decision, Enqueue):
+            spec = decision.job
+            spec.details.setdefault("delivery_id", delivery_id)  # so every log line of the job can name it
+            extra.update(repo=spec.repo_full_name, pr=spec.pr_number, head_sha=spec.head_sha)
         if isinstance(decision, Ignore):
             log.info("delivery %s ignored: %s", delivery_id, decision.reason, extra=extra)
             return _answer(200, outcome="ignored", reason=decision.reason)
@@ -86,13 +103,29 @@ class Receiver:
         if self.on_admitted is not None:
             self.on_admitted(result)
         return _answer(
-            202,
+            200 if result.outcome == "ignored" else 202,
             outcome=result.outcome,
             job_id=result.job_id,
             superseded=list(result.superseded),
             cancelled=list(result.cancelled),
             reason=result.reason or None,
         )
+
+
+# Answers that carry no admission outcome, by status.
+_REFUSALS = {400: "bad_request", 401: "bad_signature", 413: "too_large", 503: "unavailable"}
+_EVENT_NAME = re.compile(r"[a-z_]{1,40}")
+
+
+def _webhook_labels(request: web.Request, response: web.Response) -> tuple[str, str]:
+    """(event, outcome) for the webhooks counter; label values stay few whatever a sender puts in its headers."""
+    if response.status in (401, 413):
+        return "unverified", _REFUSALS[response.status]  # nothing of an unverified request is trusted
+    event = request.headers.get("X-GitHub-Event", "")
+    event = event if _EVENT_NAME.fullmatch(event) else "other"
+    if response.status in _REFUSALS:
+        return event, _REFUSALS[response.status]
+    return event, str(json.loads(response.text or "{}").get("outcome", "unknown"))
 
 
 def _answer(status: int, **fields: object) -> web.Response:

@@ -1,0 +1,239 @@
+"""Who can ask for a review, and when: slash commands, Re-run, debounce, incremental reviews, budget, lifecycle."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reviewer_app.core.commands import may_command, parse_command
+from reviewer_app.core.states import JobState
+from tests.fakes.github import added_file
+from tests.harness import REPO, SOURCE, harness
+from tests.helpers import eventually
+
+
+@pytest.mark.parametrize("body,verb", [
+    ("/review", "review"), ("/review full", "full"), ("/review pause", "pause"), ("/review resume", "resume"),
+    ("/review help", "help"), ("/review frobnicate", "unknown"), ("Thanks!\n/review\n", "review"),
+    ("@reviewer-app review", "review"), ("@reviewer-app full", "full"), ("@Reviewer-App pause", "pause"),
+    ("@reviewer-app[bot] review full", "full"),
+])  # fmt: skip
+def test_commands_are_parsed(body: str, verb: str) -> None:
+    cmd = parse_command(body, app_slug="reviewer-app")
+    assert cmd is not None and cmd.verb == verb
+
+
+@pytest.mark.parametrize("body", ["please /review this", "> /review", "```\n/review\n```", "/reviewer", "@someone review",
+                                  "no command here"])  # fmt: skip
+def test_non_commands(body: str) -> None:
+    assert parse_command(body, app_slug="reviewer-app") is None
+
+
+@pytest.mark.parametrize("association,user_type,login,allowed", [
+    ("OWNER", "User", "a", True), ("MEMBER", "User", "a", True), ("COLLABORATOR", "User", "a", True),
+    ("CONTRIBUTOR", "User", "a", False), ("NONE", "User", "a", False), ("FIRST_TIME_CONTRIBUTOR", "User", "a", False),
+    ("MEMBER", "Bot", "ci[bot]", False), ("OWNER", "User", "reviewer-app[bot]", False),
+])  # fmt: skip
+def test_who_may_command(association: str, user_type: str, login: str, allowed: bool) -> None:
+    assert may_command(author_association=association, user_type=user_type, login=login,
+                       bot_login="reviewer-app[bot]") is allowed  # fmt: skip
+
+
+async def _reactions(h, comment_id: int) -> list[str]:
+    return [r["content"] for r in h.github.reactions.get(comment_id, [])]
+
+
+async def test_review_by_a_member_creates_a_job_and_a_reaction(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        payload = h.comment_payload(pull, "/review", association="MEMBER")
+        answer = await h.deliver("issue_comment", payload)
+        assert answer["outcome"] == "enqueued"
+        job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert job.head_sha == pull.head_sha and job.trigger.startswith("manual:")
+        assert len(h.reviews()) == 1
+        comment_id = payload["comment"]["id"]
+        await eventually(lambda: _reactions(h, comment_id))
+        assert await _reactions(h, comment_id) == ["+1"]
+        again = await h.deliver("issue_comment", payload)  # the same comment delivered again
+        assert again["job_id"] == answer["job_id"]
+        assert len(await h.store.list_jobs()) == 1
+
+
+@pytest.mark.parametrize("association", ["NONE", "CONTRIBUTOR"])
+async def test_review_by_an_outsider_gets_only_a_refusal(tmp_path, association: str) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        payload = h.comment_payload(pull, "/review", login="drive-by", association=association)
+        answer = await h.deliver("issue_comment", payload)
+        assert answer["outcome"] == "replied"
+        await eventually(lambda: _reactions(h, payload["comment"]["id"]))
+        assert await _reactions(h, payload["comment"]["id"]) == ["-1"]
+        assert await h.store.list_jobs() == []
+        assert h.anthropic.message_requests == []
+
+
+@pytest.mark.parametrize("login,user_type", [("reviewer-app[bot]", "Bot"), ("dependabot[bot]", "Bot")])
+async def test_a_bots_comment_is_never_a_command(tmp_path, login: str, user_type: str) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login=login, user_type=user_type,
+                                                                   association="OWNER"))  # fmt: skip
+        assert answer["outcome"] == "ignored" and "bot" in answer["reason"]
+        assert await h.store.list_jobs() == []
+
+
+@pytest.mark.parametrize("action", ["edited", "deleted"])
+async def test_edited_and_deleted_comments_trigger_nothing(tmp_path, action: str) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review", action=action))
+        assert answer["outcome"] == "ignored"
+        assert await h.store.list_jobs() == []
+
+
+async def test_help_and_unknown_commands_answer_with_help(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        await h.deliver("issue_comment", h.comment_payload(pull, "/review help"))
+        await h.deliver("issue_comment", h.comment_payload(pull, "/review frobnicate"))
+
+        async def replies():
+            return [c for c in h.github.issue_comments_for(REPO, 1) if c["user"]["login"] == "reviewer-app[bot]"]
+
+        found = await eventually(lambda: _len_at_least(replies, 2))
+        assert all("/review pause" in c["body"] for c in found)
+        assert "Unknown command" in found[1]["body"]
+        assert await h.store.list_jobs() == []
+
+
+async def _len_at_least(fn, n):
+    items = await fn()
+    return items if len(items) >= n else None
+
+
+async def test_pause_stops_automatic_reviews_but_not_requested_ones(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review pause")))["outcome"] == "paused"
+        h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        assert pushed["outcome"] == "ignored" and "paused" in pushed["reason"]
+        manual = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
+        await h.wait_state(manual["job_id"], JobState.SUCCEEDED)
+        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review resume")))["outcome"] == "resumed"
+        h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        assert pushed["outcome"] == "enqueued"
+
+
+async def test_five_pushes_in_the_debounce_window_cost_one_model_call(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_DEBOUNCE_SECONDS="1") as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        answers = []
+        for _ in range(5):
+            h.github.advance_head(REPO, 1)
+            answers.append(await h.deliver("pull_request", h.pr_payload(pull, action="synchronize")))
+        last = await h.wait_state(answers[-1]["job_id"], JobState.SUCCEEDED)
+        assert last.head_sha == pull.head_sha
+        assert len(h.anthropic.message_requests) == 1 and len(h.reviews()) == 1
+        for a in answers[:-1]:
+            assert (await h.job(a["job_id"])).state == JobState.SUPERSEDED
+
+
+async def test_a_push_after_a_review_is_reviewed_incrementally_and_a_force_push_in_full(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        old = pull.head_sha
+        newer = added_file("src/newer.py", ["def g():", "    return 42"])
+        h.github.advance_head(REPO, 1, files=[SOURCE, newer])
+        h.github.set_compare_files(REPO, old, pull.head_sha, [newer])
+        second = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        job = await h.wait_state(second["job_id"], JobState.SUCCEEDED)
+        sent = json.dumps(h.anthropic.message_requests[-1].messages)
+        assert "src/newer.py" in sent and "src/widget.py" not in sent
+        assert "Incremental review" in h.reviews()[-1]["body"] and job.details["incremental"] is True
+
+        rewritten = added_file("src/rewritten.py", ["x = 1"])
+        h.github.advance_head(REPO, 1, files=[SOURCE, rewritten], force=True)
+        third = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        job = await h.wait_state(third["job_id"], JobState.SUCCEEDED)
+        sent = json.dumps(h.anthropic.message_requests[-1].messages)
+        assert "src/widget.py" in sent and "src/rewritten.py" in sent
+        assert "Incremental review" not in h.reviews()[-1]["body"] and job.details["incremental"] is False
+
+
+async def test_review_full_ignores_earlier_reviews(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review full"))
+        job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert len(h.reviews()) == 2 and job.details["incremental"] is False
+
+
+async def test_check_run_rerun_creates_a_new_review_of_that_head(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        job = await h.wait_check_synced(first)
+        [run] = h.check_runs(pull.head_sha)
+        answer = await h.deliver("check_run", h.rerun_payload(pull, run))
+        assert answer["outcome"] == "enqueued" and answer["job_id"] != first
+        rerun = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert rerun.head_sha == job.head_sha and len(h.reviews()) == 2
+        suite = await h.deliver("check_suite", h.rerun_payload(pull, {"id": 999, "head_sha": pull.head_sha},
+                                                               event="check_suite"))  # fmt: skip
+        assert suite["outcome"] == "enqueued"
+
+
+async def test_rerun_of_another_apps_check_is_ignored(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        payload = h.rerun_payload(pull, {"id": 5, "head_sha": pull.head_sha})
+        payload["check_run"]["app"]["id"] = 1
+        assert (await h.deliver("check_run", payload))["outcome"] == "ignored"
+
+
+async def test_an_uninstalled_installations_pending_jobs_end_cancelled_without_api_calls(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_CONCURRENCY="1") as h:
+        h.anthropic.script_slow_answer(3)
+        busy, busy_id = await h.open_pr(number=1)
+        await h.wait_state(busy_id, JobState.RUNNING)
+        pulls = [await h.open_pr(number=n) for n in (2, 3)]
+        answer = await h.deliver("installation", h.installation_payload("deleted"))
+        assert sorted(answer["cancelled"]) == sorted([busy_id] + [j for _, j in pulls])
+        seen = len(h.github.requests)
+        for job_id in [busy_id] + [j for _, j in pulls]:
+            job = await h.job(job_id)
+            assert job.state == JobState.CANCELLED and "uninstalled" in job.outcome
+        # Let the duties run a few passes; nothing may reach GitHub for that installation.
+        await h.svc.check_sync.checks.run_once()
+        await h.svc.outbox.run_once()
+        late = [r for r in h.github.requests[seen:] if r.installation_id == h.installation_id]
+        assert late == []
+        again = await h.deliver("pull_request", h.pr_payload(pulls[0][0], action="reopened"))
+        assert again["outcome"] == "ignored"
+
+
+async def test_manual_requests_over_the_hourly_limit_are_refused_visibly(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_MAX_MANUAL_PER_PR_HOUR="1") as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        ok = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
+        payload = h.comment_payload(pull, "/review")
+        refused = await h.deliver("issue_comment", payload)
+        assert ok["outcome"] == "enqueued" and refused["outcome"] == "refused" and "per hour" in refused["reason"]
+        await eventually(lambda: _reactions(h, payload["comment"]["id"]))
+        assert await _reactions(h, payload["comment"]["id"]) == ["-1"]
+
+
+async def test_automatic_reviews_over_the_daily_limit_show_the_refusal_in_the_check_run(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_MAX_REVIEWS_PER_DAY="1") as h:
+        _, first = await h.open_pr(number=1)
+        pull2, second = await h.open_pr(number=2)
+        job = await h.wait_check_synced(second)
+        assert job.state == JobState.CANCELLED and "per day" in job.outcome
+        [run] = h.check_runs(pull2.head_sha)
+        assert "per day" in run["output"]["summary"]
+        assert (await h.wait_state(first, JobState.SUCCEEDED))
