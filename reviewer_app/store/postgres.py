@@ -1,0 +1,483 @@
+"""The PostgreSQL store (asyncpg): a connection pool, SKIP LOCKED claims and NOTIFY wake-ups, for many hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
+from reviewer_app.core.states import JobState
+from reviewer_app.store import postgres_sql as q
+from reviewer_app.store import sql
+from reviewer_app.store.base import (
+    PROGRESS_COLUMNS,
+    AdmitResult,
+    Attempt,
+    Delivery,
+    Job,
+    Lease,
+    QueueStats,
+    StoreUnavailable,
+    Usage,
+)
+from reviewer_app.store.postgres_wakeups import WakeupListener
+from reviewer_app.store.sqlite import load_migrations
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+TxOp = Callable[[asyncpg.Connection], Awaitable[T]]
+
+# The database could not be reached or could not take the work: the caller gets StoreUnavailable.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+)
+# A write maps every database error, as SqliteStore maps every sqlite3.DatabaseError of a write.
+WRITE_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, asyncpg.PostgresError)
+# Deadlocks and serialisation failures roll the whole transaction back: it is safe to run it again.
+TX_RETRIES = 3
+
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _usage(u: Usage | None) -> tuple[str | None, int, int, int, int]:
+    if u is None:
+        return (None, 0, 0, 0, 0)
+    return (u.model or None, u.input_tokens, u.output_tokens, u.cache_creation_tokens, u.cache_read_tokens)
+
+
+def _changed(status: str) -> int:
+    """Rows an ``UPDATE``/``INSERT``/``DELETE`` changed, from asyncpg's status string (``"UPDATE 1"``)."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+class PostgresStore:
+    """A pool of ``max_size`` connections for queries, plus one dedicated connection for LISTEN when subscribed."""
+
+    engine = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema: str | None = None,
+        timeout_ms: int = 5000,
+    ) -> None:
+        if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
+            raise ValueError(f"schema {schema!r} is not a plain identifier (letters, digits, underscore)")
+        self.dsn = dsn
+        self.min_size = min_size
+        self.max_size = max_size
+        self.schema = schema
+        self.timeout = timeout_ms / 1000
+        self._pool: asyncpg.Pool | None = None
+        self._schema_name = schema or "public"
+        self._wakeups: WakeupListener | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    def _server_settings(self) -> dict[str, str]:
+        # lock_timeout is this backend's busy timeout: a write stuck behind a lock fails (503) instead of hanging.
+        settings = {"application_name": "reviewer-app", "lock_timeout": f"{int(self.timeout * 1000)}ms"}
+        if self.schema is not None:
+            settings["search_path"] = f'"{self.schema}"'
+        return settings
+
+    async def _connect_one(self) -> asyncpg.Connection:
+        return await asyncpg.connect(self.dsn, timeout=max(self.timeout, 1.0), server_settings=self._server_settings())
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
+                timeout=max(self.timeout, 1.0),
+                server_settings=self._server_settings(),
+            )
+            await self._migrate()
+            self._schema_name = await self._pool.fetchval("SELECT current_schema()") or self._schema_name
+        except (*WRITE_ERRORS, ValueError) as exc:
+            await self.close()
+            raise StoreUnavailable(f"cannot open PostgreSQL database {redact(self.dsn)}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._wakeups is not None:
+            await self._wakeups.stop()
+            self._wakeups = None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), timeout=10)
+            except (TimeoutError, *CONNECTION_ERRORS):
+                pool.terminate()
+
+    async def _migrate(self) -> None:
+        assert self._pool is not None
+        async with self._pool.acquire() as conn, conn.transaction():
+            # Many processes may start at once: one migrates, the others wait here and then find nothing to do.
+            await conn.execute("SET LOCAL lock_timeout = '60s'")
+            await conn.execute(q.LOCK_MIGRATIONS, f"reviewer-app:migrate:{self._schema_name}")
+            if self.schema is not None:
+                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations"
+                " (version INTEGER PRIMARY KEY, name TEXT, applied_at DOUBLE PRECISION)"
+            )
+            applied = {r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            for version, name, script in load_migrations("postgres"):
+                if version in applied:
+                    continue
+                log.info("applying migration %s", name)
+                await conn.execute(script)
+                await conn.execute(
+                    "INSERT INTO schema_migrations VALUES ($1, $2, extract(epoch FROM now()))", version, name
+                )
+
+    async def migrations_pending(self) -> list[str]:
+        rows = await self._fetch("SELECT version FROM schema_migrations")
+        applied = {r[0] for r in rows}
+        return [name for version, name, _ in load_migrations("postgres") if version not in applied]
+
+    async def ping(self) -> None:
+        try:
+            await self._fetch("SELECT 1")
+        except asyncpg.PostgresError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def subscribe_wakeups(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever any host makes a job claimable (admission, operator retry, hand-back)."""
+        if self._wakeups is None:
+            self._wakeups = WakeupListener(self._connect_one, q.CHANNEL, self._schema_name)
+            self._wakeups.callbacks.append(callback)
+            await self._wakeups.start()
+        else:
+            self._wakeups.callbacks.append(callback)
+
+    # -- transactions and reads -------------------------------------------------------------------------
+
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StoreUnavailable("store is closed")
+        return self._pool
+
+    async def _tx(self, op: TxOp[T]) -> T:
+        """Run ``op`` in one transaction on a pooled connection; returns after the commit."""
+        pool = self._require_pool()
+        for attempt in range(1, TX_RETRIES + 1):
+            try:
+                async with pool.acquire(timeout=self.timeout) as conn, conn.transaction():
+                    return await op(conn)
+            except asyncpg.TransactionRollbackError as exc:
+                if attempt == TX_RETRIES:
+                    raise StoreUnavailable(f"database write failed: {exc}") from exc
+                log.info("transaction rolled back (%s); running it again", exc)
+            except WRITE_ERRORS as exc:
+                raise StoreUnavailable(f"database write failed: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        pool = self._require_pool()
+        try:
+            async with pool.acquire(timeout=self.timeout) as conn:
+                return list(await conn.fetch(query, *args))
+        except CONNECTION_ERRORS as exc:
+            # SQLite reads cannot lose their connection; here a dispatcher must see the outage as StoreUnavailable.
+            raise StoreUnavailable(f"database read failed: {exc}") from exc
+
+    # -- admission --------------------------------------------------------------------------------------
+
+    async def admit(
+        self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int
+    ) -> AdmitResult:
+        async def op(conn: asyncpg.Connection) -> AdmitResult:
+            claimed = await conn.fetchval(
+                q.INSERT_DELIVERY_IF_NEW, delivery.delivery_id, delivery.event, delivery.action, now
+            )
+            if claimed is None:
+                seen = await conn.fetchrow(q.SELECT_DELIVERY, delivery.delivery_id)
+                return AdmitResult("duplicate-delivery", job_id=seen["job_id"], reason="delivery already seen")
+            result = await self._apply(conn, decision, now=now, max_attempts=max_attempts)
+            await conn.execute(q.RECORD_DELIVERY_OUTCOME, delivery.delivery_id, result.outcome, result.job_id)
+            if result.created:
+                await conn.execute(q.NOTIFY_WAKEUP)
+            return result
+
+        return await self._tx(op)
+
+    async def _apply(
+        self, conn: asyncpg.Connection, decision: Decision, *, now: float, max_attempts: int
+    ) -> AdmitResult:
+        if isinstance(decision, Ignore):
+            return AdmitResult("ignored", reason=decision.reason)
+        if isinstance(decision, CancelPR):
+            await conn.execute(q.LOCK_PR_ADMISSION, decision.repo_id, decision.pr_number)
+            rows = await conn.fetch(
+                q.CANCEL_PR_PENDING, decision.reason, now, now, decision.repo_id, decision.pr_number
+            )
+            return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
+        assert isinstance(decision, Enqueue)
+        spec = decision.job
+        event_at = spec.details.get("event_at")
+        await conn.execute(q.LOCK_PR_ADMISSION, spec.repo_id, spec.pr_number)
+        job_id = await conn.fetchval(
+            q.INSERT_JOB_IF_NEW_REVISION,
+            spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
+            spec.head_sha, spec.trigger, spec.priority, json.dumps(spec.details), max_attempts,
+            now + spec.delay_seconds, event_at, now,
+        )  # fmt: skip
+        if job_id is None:
+            existing = await conn.fetchval(q.SELECT_JOB_BY_REVISION, spec.revision_key)
+            return AdmitResult("duplicate-revision", job_id=existing, reason="revision already admitted")
+        superseded: tuple[int, ...] = ()
+        if decision.supersede_older_heads:
+            outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
+            rows = await conn.fetch(
+                q.SUPERSEDE_OLDER_HEADS,
+                job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at,
+            )  # fmt: skip
+            superseded = tuple(sorted(r[0] for r in rows))
+            if superseded:
+                await conn.execute(q.FINISH_SUPERSEDED_ATTEMPTS, now, list(superseded))
+        return AdmitResult("enqueued", job_id=job_id, superseded=superseded)
+
+    # -- dispatch ---------------------------------------------------------------------------------------
+
+    async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
+        if limit <= 0:
+            return []
+
+        async def op(conn: asyncpg.Connection) -> list[Lease]:
+            rows = await conn.fetch(q.CLAIM_QUEUED, owner, now + lease_seconds, now, limit)
+            return [Lease(r[0], r[1], owner, r[2], r[3]) for r in rows]
+
+        return await self._tx(op)
+
+    async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
+        expires = now + lease_seconds
+
+        async def op(conn: asyncpg.Connection) -> bool:
+            return _changed(await conn.execute(q.RENEW_IF_LEASE_HELD, expires, now, lease.job_id, lease.token)) == 1
+
+        return expires if await self._tx(op) else None
+
+    async def _finish(
+        self, lease: Lease, state: JobState, *, now: float, outcome: str, error: str | None, usage: Usage | None
+    ) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            status = await conn.execute(
+                q.FINISH_IF_LEASE_HELD, state.value, outcome, error, now, now, lease.job_id, lease.token
+            )
+            held = _changed(status) == 1
+            await conn.execute(
+                q.FINISH_ATTEMPT, now, state.value if held else "lease_lost", error, *_usage(usage), lease.token
+            )
+            return held
+
+        return await self._tx(op)
+
+    async def complete_if_lease_held(
+        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
+    ) -> bool:
+        return await self._finish(lease, JobState.SUCCEEDED, now=now, outcome=outcome, error=None, usage=usage)
+
+    async def fail_if_lease_held(self, lease: Lease, *, now: float, error: str, usage: Usage | None = None) -> bool:
+        return await self._finish(
+            lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage
+        )
+
+    async def cancel_if_lease_held(self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None) -> bool:
+        return await self._finish(lease, JobState.CANCELLED, now=now, outcome=outcome, error=None, usage=usage)
+
+    async def supersede_if_lease_held(
+        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
+    ) -> bool:
+        return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
+
+    async def retry_if_lease_held(
+        self,
+        lease: Lease,
+        *,
+        now: float,
+        at: float,
+        error: str,
+        counts_attempt: bool = True,
+        usage: Usage | None = None,
+    ) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            status = await conn.execute(
+                q.REQUEUE_IF_LEASE_HELD, at, error, 0 if counts_attempt else 1, now, lease.job_id, lease.token
+            )
+            held = _changed(status) == 1
+            outcome = ("retry" if counts_attempt else "deferred") if held else "lease_lost"
+            await conn.execute(q.FINISH_ATTEMPT, now, outcome, error, *_usage(usage), lease.token)
+            if held and at <= now:
+                # Handed back for another host to take now (shutdown): wake the others.
+                await conn.execute(q.NOTIFY_WAKEUP)
+            return held
+
+        return await self._tx(op)
+
+    async def save_progress_if_lease_held(self, lease: Lease, *, now: float, **fields: Any) -> bool:
+        unknown = set(fields) - PROGRESS_COLUMNS
+        if unknown:
+            raise ValueError(f"not a progress column: {sorted(unknown)}")
+        cols = sorted(fields)
+        values = [json.dumps(fields[c]) if c in ("answer", "details") else fields[c] for c in cols]
+        assignments = ", ".join(f"{c} = ${i}" for i, c in enumerate(cols, start=1))
+        n = len(cols)
+        # Progress is written only while this attempt holds the lease.
+        query = (
+            f"UPDATE jobs SET {assignments}, updated_at = ${n + 1}"
+            f" WHERE id = ${n + 2} AND lease_token = ${n + 3} AND state = 'running'"
+        )
+
+        async def op(conn: asyncpg.Connection) -> bool:
+            return _changed(await conn.execute(query, *values, now, lease.job_id, lease.token)) == 1
+
+        return await self._tx(op)
+
+    async def record_usage_if_lease_held(self, lease: Lease, usage: Usage) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            return _changed(await conn.execute(q.ADD_ATTEMPT_USAGE, *_usage(usage), lease.token)) == 1
+
+        return await self._tx(op)
+
+    async def rescue_expired(self, *, now: float) -> list[int]:
+        async def op(conn: asyncpg.Connection) -> list[int]:
+            rescued = []
+            requeued = False
+            for job_id, token, attempts, max_attempts in await conn.fetch(q.SELECT_EXPIRED_SKIP_LOCKED, now):
+                error = f"lease expired during attempt {attempts} (worker crashed, was killed or hung)"
+                if attempts >= max_attempts:
+                    status = await conn.execute(
+                        q.EXPIRE_TO_FAILED, error, f"failed: {error}", now, now, job_id, token
+                    )
+                else:
+                    status = await conn.execute(q.EXPIRE_TO_QUEUE, now, error, now, job_id, token)
+                    requeued = True
+                if _changed(status) == 1:
+                    rescued.append(job_id)
+                    await conn.execute(q.FINISH_ATTEMPT, now, "lease_expired", error, None, 0, 0, 0, 0, token)
+            if requeued:
+                await conn.execute(q.NOTIFY_WAKEUP)
+            return rescued
+
+        return await self._tx(op)
+
+    async def next_wakeup(self, *, now: float) -> float | None:
+        rows = await self._fetch(q.NEXT_WAKEUP)
+        return rows[0][0] if rows else None
+
+    # -- check runs -------------------------------------------------------------------------------------
+
+    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
+        return [Job.from_row(r) for r in await self._fetch(q.NEEDS_CHECK_SYNC, limit)]
+
+    async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
+        async def op(conn: asyncpg.Connection) -> None:
+            await conn.execute(q.SET_CHECK_RUN, check_run_id, key, job_id)
+
+        await self._tx(op)
+
+    # -- settings (queue pause) -------------------------------------------------------------------------
+
+    async def set_setting(self, key: str, value: str) -> None:
+        async def op(conn: asyncpg.Connection) -> None:
+            await conn.execute(q.UPSERT_SETTING, key, value)
+            await conn.execute(q.NOTIFY_WAKEUP)  # a resumed queue has claimable work at once
+
+        await self._tx(op)
+
+    async def get_setting(self, key: str) -> str | None:
+        rows = await self._fetch("SELECT value FROM settings WHERE key = $1", key)
+        return rows[0][0] if rows else None
+
+    # -- reads and admin --------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job | None:
+        rows = await self._fetch(f"SELECT {sql.JOB_COLUMNS} FROM jobs WHERE id = $1", job_id)
+        return Job.from_row(rows[0]) if rows else None
+
+    async def list_jobs(
+        self,
+        *,
+        states: Sequence[str] = (),
+        repo: str | None = None,
+        pr_number: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
+        if states:
+            params.append([str(s) for s in states])
+            where.append(f"state = ANY(${len(params)}::text[])")
+        if repo:
+            params.append(repo)
+            where.append(f"repo_full_name = ${len(params)}")
+        if pr_number is not None:
+            params.append(pr_number)
+            where.append(f"pr_number = ${len(params)}")
+        params.append(limit)
+        rows = await self._fetch(
+            f"SELECT {sql.JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ${len(params)}",
+            *params,
+        )
+        return [Job.from_row(r) for r in rows]
+
+    async def attempts_of(self, job_id: int) -> list[Attempt]:
+        return [Attempt(*tuple(r)) for r in await self._fetch(q.SELECT_ATTEMPTS, job_id)]
+
+    async def stats(self, *, now: float) -> QueueStats:
+        by_state = {r[0]: r[1] for r in await self._fetch("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+        oldest = await self._fetch("SELECT MIN(created_at) FROM jobs WHERE state IN ('queued', 'running')")
+        expired = await self._fetch(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < $1", now
+        )
+        awaiting = await self._fetch(
+            "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
+            " AND state IN ('queued', 'running')"
+        )
+        return QueueStats(
+            by_state=by_state,
+            oldest_pending_created_at=oldest[0][0],
+            expired_leases=expired[0][0],
+            awaiting_reconciliation=awaiting[0][0],
+        )
+
+    async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            return _changed(await conn.execute(q.OPERATOR_CANCEL, reason, now, now, job_id)) == 1
+
+        return await self._tx(op)
+
+    async def retry_job(self, job_id: int, *, now: float) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            retried = _changed(await conn.execute(q.OPERATOR_RETRY, now, now, job_id)) == 1
+            if retried:
+                await conn.execute(q.NOTIFY_WAKEUP)
+            return retried
+
+        return await self._tx(op)

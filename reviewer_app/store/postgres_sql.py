@@ -1,0 +1,149 @@
+"""Named SQL of the PostgreSQL store: the shared statements renumbered for asyncpg, and the PostgreSQL-only ones."""
+
+from __future__ import annotations
+
+from reviewer_app.core.states import JobState
+from reviewer_app.store import sql
+
+CHANNEL = "reviewer_jobs"
+
+
+def numbered(query: str) -> str:
+    """The query with each ``?`` placeholder (outside string literals) renumbered as ``$1, $2, ...``."""
+    out: list[str] = []
+    n, quoted = 0, False
+    for ch in query:
+        if ch == "'":
+            quoted = not quoted
+        if ch == "?" and not quoted:
+            n += 1
+            out.append(f"${n}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _typed_event_time(query: str) -> str:
+    # PostgreSQL cannot infer the type of a bare `$n IS NULL`; the event time is epoch seconds.
+    typed = query.replace("? IS NULL", "?::double precision IS NULL")
+    if typed == query:
+        raise AssertionError("SUPERSEDE_OLDER_HEADS changed shape: update postgres_sql._typed_event_time")
+    return typed
+
+
+# The shared statements, portable once renumbered; each keeps the guard its name says.
+SUPERSEDE_OLDER_HEADS = numbered(_typed_event_time(sql.SUPERSEDE_OLDER_HEADS))
+CANCEL_PR_PENDING = numbered(sql.CANCEL_PR_PENDING)
+RENEW_IF_LEASE_HELD = numbered(sql.RENEW_IF_LEASE_HELD)
+FINISH_IF_LEASE_HELD = numbered(sql.FINISH_IF_LEASE_HELD)
+REQUEUE_IF_LEASE_HELD = numbered(sql.REQUEUE_IF_LEASE_HELD)
+FINISH_ATTEMPT = numbered(sql.FINISH_ATTEMPT)
+ADD_ATTEMPT_USAGE = numbered(sql.ADD_ATTEMPT_USAGE)
+EXPIRE_TO_QUEUE = numbered(sql.EXPIRE_TO_QUEUE)
+EXPIRE_TO_FAILED = numbered(sql.EXPIRE_TO_FAILED)
+OPERATOR_CANCEL = numbered(sql.OPERATOR_CANCEL)
+OPERATOR_RETRY = numbered(sql.OPERATOR_RETRY)
+NEEDS_CHECK_SYNC = numbered(sql.NEEDS_CHECK_SYNC)
+SET_CHECK_RUN = numbered(sql.SET_CHECK_RUN)
+COUNT_MANUAL_RECENT = numbered(sql.COUNT_MANUAL_RECENT)
+COUNT_REVIEWS_RECENT = numbered(sql.COUNT_REVIEWS_RECENT)
+INSERT_EFFECT = numbered(sql.INSERT_EFFECT)
+PENDING_EFFECTS = numbered(sql.PENDING_EFFECTS)
+UPSERT_INSTALLATION = numbered(sql.UPSERT_INSTALLATION)
+CANCEL_INSTALLATION_PENDING = numbered(sql.CANCEL_INSTALLATION_PENDING)
+CANCEL_REPO_PENDING = numbered(sql.CANCEL_REPO_PENDING)
+LAST_REVIEWED_HEAD = numbered(sql.LAST_REVIEWED_HEAD)
+
+# Take the migration lock of one schema; held until the migrating transaction ends.
+LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+
+# Serialise admissions of one pull request across processes, as SQLite's single writer does: a newer head then
+# always sees (and supersedes) the older head's committed job instead of both staying queued.
+LOCK_PR_ADMISSION = "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || $1::bigint || ':' || $2::bigint, 0))"
+
+# Serialise admissions that touch one installation (uninstall, budget counts); taken before the PR lock.
+LOCK_INSTALLATION_ADMISSION = "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || $1::bigint, 0))"
+
+INACTIVE_INSTALLATION_REASON = "SELECT reason FROM installations WHERE id = $1 AND active = 0"
+
+SETTING_IS_ON = "SELECT TRUE FROM settings WHERE key = $1 AND value = '1'"
+
+# Claim the delivery id first: a concurrent redelivery waits on this row and then sees it as a duplicate.
+INSERT_DELIVERY_IF_NEW = """
+INSERT INTO deliveries (delivery_id, event, action, received_at, outcome) VALUES ($1, $2, $3, $4, 'admitting')
+ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id
+"""
+
+SELECT_DELIVERY = "SELECT outcome, job_id FROM deliveries WHERE delivery_id = $1"
+
+# Record what the claimed delivery led to (same transaction that claimed it).
+RECORD_DELIVERY_OUTCOME = "UPDATE deliveries SET outcome = $2, job_id = $3 WHERE delivery_id = $1"
+
+# A new revision only: the unique revision key makes a concurrent duplicate insert nothing.
+INSERT_JOB_IF_NEW_REVISION = """
+INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority,
+                  state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,
+                  outcome, finished_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $14, $15, $16)
+ON CONFLICT (revision_key) DO NOTHING RETURNING id
+"""
+
+SELECT_JOB_BY_REVISION = "SELECT id FROM jobs WHERE revision_key = $1"
+
+# Close the open attempts of jobs the admission just superseded.
+FINISH_SUPERSEDED_ATTEMPTS = """
+UPDATE attempts SET finished_at = $1, outcome = 'superseded' WHERE finished_at IS NULL AND job_id = ANY($2::bigint[])
+"""
+
+# Claim: lease up to $4 eligible queued jobs (not while the queue is paused), skipping rows another claimer has
+# locked, with a random token per row; the attempt rows are written by the same statement.
+CLAIM_QUEUED = f"""
+WITH claimed AS (
+    UPDATE jobs SET state = '{JobState.RUNNING.value}', lease_owner = $1,
+           lease_token = replace(gen_random_uuid()::text, '-', ''), lease_expires_at = $2,
+           attempts = attempts + 1, started_at = COALESCE(started_at, $3), updated_at = $3
+     WHERE id IN (SELECT id FROM jobs
+                   WHERE state = '{JobState.QUEUED.value}' AND next_attempt_at <= $3
+                     AND NOT EXISTS (SELECT 1 FROM settings WHERE key = 'queue_paused' AND value = '1')
+                   ORDER BY priority, next_attempt_at, id
+                   LIMIT $4 FOR UPDATE SKIP LOCKED)
+    RETURNING id, lease_token, attempts, lease_expires_at
+), recorded AS (
+    INSERT INTO attempts (job_id, attempt, lease_owner, lease_token, started_at)
+    SELECT id, attempts, $1, lease_token, $3 FROM claimed
+)
+SELECT id, lease_token, attempts, lease_expires_at FROM claimed ORDER BY id
+"""
+
+# Expired leases, locked in id order; a row another rescuer is already handling is skipped, not waited for.
+SELECT_EXPIRED_SKIP_LOCKED = f"""
+SELECT id, lease_token, attempts, max_attempts FROM jobs
+ WHERE state = '{JobState.RUNNING.value}' AND lease_expires_at < $1
+ ORDER BY id FOR UPDATE SKIP LOCKED
+"""
+
+NEXT_WAKEUP = f"""
+SELECT MIN(t) FROM (SELECT MIN(next_attempt_at) AS t FROM jobs WHERE state = '{JobState.QUEUED.value}'
+                    UNION ALL SELECT MIN(lease_expires_at) FROM jobs WHERE state = '{JobState.RUNNING.value}') AS w
+"""
+
+UPSERT_SETTING = """
+INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value
+"""
+
+# Wake every host's dispatcher once the transaction commits; the payload names the schema, so stores that share
+# a database but not a schema ignore each other's wake-ups.
+NOTIFY_WAKEUP = f"SELECT pg_notify('{CHANNEL}', current_schema())"
+
+SELECT_ATTEMPTS = """
+SELECT job_id, attempt, lease_owner, started_at, finished_at, outcome, error, model, input_tokens, output_tokens,
+       cache_creation_tokens, cache_read_tokens FROM attempts WHERE job_id = $1 ORDER BY id
+"""
+
+# An outbox effect was tried: count it, keep the error, and mark it sent when it went through.
+MARK_EFFECT = """
+UPDATE outbox SET attempts = attempts + 1, last_error = $1, sent_at = CASE WHEN $2::boolean THEN $3::double precision END
+ WHERE id = $4
+"""
+
+SELECT_INSTALLATION_ACTIVE = "SELECT active FROM installations WHERE id = $1"
