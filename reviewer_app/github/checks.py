@@ -71,11 +71,18 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         counts = ReviewCounts(c.get("files_reviewed", 0), c.get("inline", 0), c.get("moved", 0),
                               c.get("not_covered", 0))  # fmt: skip
         title, summary = check_reviewed(counts, head_sha=job.head_sha)
+        problems = (job.details or {}).get("config_errors") or []
+        if problems:
+            summary += "\n\n**Problems in .github/reviewer.yml** (defaults applied):\n" + "\n".join(
+                f"- {p}" for p in problems)
         return CheckView(key, "completed", title, summary, "success")
     if job.state == JobState.SUPERSEDED:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
         title, summary = check_superseded(sha)
         return CheckView(key, "completed", title, summary, "skipped")
+    if job.state == JobState.CANCELLED and (job.outcome or "").startswith("skipped: "):
+        reason = (job.outcome or "")[len("skipped: "):]
+        return CheckView(key, "completed", "Review skipped", f"No review was run: {reason}.", "skipped")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
         reason = (job.outcome or "")[len("refused: "):]
         return CheckView(key, "completed", "Review skipped: budget limit reached",

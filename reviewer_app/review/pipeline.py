@@ -24,6 +24,7 @@ from reviewer_app.review.prompt import (
     estimate_tokens,
 )
 from reviewer_app.review.render import ReviewCounts, render_review_body
+from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.store.base import Usage
 
@@ -66,17 +67,26 @@ class ReviewPipeline:
             await ctx.checkpoint(head_sha=head)
             job = ctx.job = replace(job, head_sha=head)
         self._still_applies(pr, job.head_sha)
+        # The base branch's settings: a pull request cannot rewrite its own review rules.
+        base_ref = str((pr.get("base") or {}).get("ref") or "")
+        text = await self.github.get_file_content(inst, repo, CONFIG_PATH, base_ref) if base_ref else None
+        rc = parse_repo_config(text, max_input_tokens=self.settings.max_input_tokens,
+                               max_parts=self.settings.max_parts)  # fmt: skip
+        if job.trigger == "auto" and not rc.auto:
+            raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask "
+                            "for one")  # fmt: skip
         async with self.checks.lock(job.id):
             check_run_id = await self.checks.show(job, desired_check(job))
         ctx.ensure_held()
 
         files = await self.github.list_pull_files(inst, repo, number)
-        selection = select_files(files, ignore=self.settings.ignore)
+        ignore = (*self.settings.ignore, *rc.ignore)
+        selection = select_files(files, ignore=ignore)
         diffs = {d.path: d for d in selection.reviewed}
         stored = job.answer
         if stored is None:
-            scope = await self._scope(ctx, selection)
-            stored = await self._ask_model(ctx, pr, scope)
+            scope = await self._scope(ctx, selection, ignore)
+            stored = await self._ask_model(ctx, pr, scope, rc)
             await ctx.checkpoint(answer=stored)
         else:
             log.info("job %s: publishing the stored model answer (no new model call)", job.id)
@@ -93,11 +103,12 @@ class ReviewPipeline:
         review_id = await self._publish_once(ctx, body, [c.to_github() for c in anchored.inline])
         await ctx.checkpoint(review_id=review_id, check_run_id=check_run_id,
                              details={**job.details, "counts": asdict(counts),
-                                      "incremental": bool(stored.get("incremental_note"))})  # fmt: skip
+                                      "incremental": bool(stored.get("incremental_note")),
+                                      "config_errors": list(rc.errors)})  # fmt: skip
         return (f"reviewed: {counts.inline} inline comment(s), {counts.moved} in the body, "
                 f"{counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
 
-    async def _scope(self, ctx: JobContext, selection: Selection) -> Scope:
+    async def _scope(self, ctx: JobContext, selection: Selection, ignore: tuple[str, ...]) -> Scope:
         """What the model reviews: the whole PR, or only what changed since the last reviewed head."""
         job = ctx.job
         assert job.installation_id is not None
@@ -113,7 +124,7 @@ class ReviewPipeline:
             log.info("job %s: %s is not an ancestor of %s; reviewing the whole pull request", job.id, last[:12],
                      job.head_sha[:12])  # fmt: skip
             return full
-        changed = select_files(comparison.get("files") or [], ignore=self.settings.ignore)
+        changed = select_files(comparison.get("files") or [], ignore=ignore)
         note = (f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
                 f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
         return Scope(changed, note)
@@ -126,16 +137,17 @@ class ReviewPipeline:
         if current and current != head_sha:
             raise Superseded(f"superseded by newer commit {current}", by_sha=current)
 
-    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope) -> dict[str, Any]:
+    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> dict[str, Any]:
         job = ctx.job
         selection = scope.selection
         overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(
             build_user_message(PromptPR(job.repo_full_name, job.pr_number, str(pr.get("title") or ""),
-                                        str(pr.get("body") or ""), job.head_sha))  # fmt: skip
-        ) + 1500  # the tool definition and the answer's framing
-        plan = plan_parts(selection.reviewed, max_input_tokens=self.settings.max_input_tokens,
+                                        str(pr.get("body") or ""), job.head_sha, incremental_note=scope.note,
+                                        extra_instructions=rc.instructions, language=rc.language))  # fmt: skip
+        ) + 1500  # the tool definition, the part note and the answer's framing
+        plan = plan_parts(selection.reviewed, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
                           fixed_overhead_tokens=overhead, estimate=estimate_tokens,
-                          max_parts=self.settings.max_parts,
+                          max_parts=rc.max_parts or self.settings.max_parts,
                           render=lambda f: f'<file path="{f.path}">\n{annotate_patch(f.patch)}\n</file>')  # fmt: skip
         summaries: list[str] = []
         comments: list[ModelComment] = []
@@ -148,6 +160,7 @@ class ReviewPipeline:
                 incremental_note=" ".join(filter(None, [scope.note, (
                     f"This is part {i} of {len(plan.parts)} of a large pull request; review only the files shown "
                     "here." if len(plan.parts) > 1 else None)])) or None,
+                extra_instructions=rc.instructions, language=rc.language,
             ))  # fmt: skip
             meter = UsageMeter()
             try:

@@ -1,0 +1,89 @@
+"""Per-repository settings from `.github/reviewer.yml` on the base branch, validated within the operator's limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import yaml
+
+from reviewer_app.review.selection import compile_ignore
+
+CONFIG_PATH = ".github/reviewer.yml"
+MAX_INSTRUCTIONS_CHARS = 2000
+MAX_IGNORE_PATTERNS = 200
+KNOWN_KEYS = frozenset({"auto", "ignore", "instructions", "language", "max_input_tokens", "max_parts"})
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    auto: bool = True  # automatic reviews of pushes; `/review` works either way
+    ignore: tuple[str, ...] = ()
+    instructions: str | None = None
+    language: str | None = None
+    max_input_tokens: int | None = None  # at most the operator's REVIEWER_MAX_INPUT_TOKENS
+    max_parts: int | None = None  # at most the operator's REVIEWER_MAX_PARTS
+    errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
+
+
+def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int) -> RepoConfig:
+    """Parse the file's text (None: no file). Invalid parts are reported in ``errors`` and fall back to defaults."""
+    if text is None or not text.strip():
+        return RepoConfig()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        return RepoConfig(errors=(f"{CONFIG_PATH} is not valid YAML{where}; defaults apply",))
+    if data is None:
+        return RepoConfig()
+    if not isinstance(data, dict):
+        return RepoConfig(errors=(f"{CONFIG_PATH} must be a mapping of settings; defaults apply",))
+    cfg = RepoConfig()
+    errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
+    value: Any
+    if "auto" in data:
+        if isinstance(data["auto"], bool):
+            cfg = replace(cfg, auto=data["auto"])
+        else:
+            errors.append("auto must be true or false")
+    if "ignore" in data:
+        value = data["ignore"]
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+            errors.append("ignore must be a list of gitignore-style patterns")
+        elif len(value) > MAX_IGNORE_PATTERNS:
+            errors.append(f"ignore has more than {MAX_IGNORE_PATTERNS} patterns")
+        else:
+            try:
+                compile_ignore(value)
+                cfg = replace(cfg, ignore=tuple(value))
+            except ValueError as exc:
+                errors.append(str(exc))
+    if "instructions" in data:
+        value = data["instructions"]
+        if not isinstance(value, str):
+            errors.append("instructions must be text")
+        else:
+            if len(value) > MAX_INSTRUCTIONS_CHARS:
+                errors.append(f"instructions longer than {MAX_INSTRUCTIONS_CHARS} characters were cut")
+            cfg = replace(cfg, instructions=value[:MAX_INSTRUCTIONS_CHARS])
+    if "language" in data:
+        value = data["language"]
+        if isinstance(value, str) and 0 < len(value) <= 40:
+            cfg = replace(cfg, language=value)
+        else:
+            errors.append("language must be a language name such as German")
+    for key, ceiling in (("max_input_tokens", max_input_tokens), ("max_parts", max_parts)):
+        if key in data:
+            value = data[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                errors.append(f"{key} must be a positive whole number")
+            elif value > ceiling:
+                errors.append(f"{key} {value} is above the operator's limit {ceiling}; the limit applies")
+                cfg = replace(cfg, **{key: ceiling})
+            else:
+                cfg = replace(cfg, **{key: value})
+    return replace(cfg, errors=tuple(errors))
