@@ -19,7 +19,7 @@ from reviewer_app.core.states import JobEvent, JobState, sources_of
 from reviewer_app.store.base import Attempt, Job, Store, StoreUnavailable
 from reviewer_app.store.factory import make_store
 
-COMMANDS = ("status", "jobs", "queue")
+COMMANDS = ("status", "jobs", "queue", "usage")
 PENDING_SCAN = 1000  # pending jobs read to name expired claims and unreconciled publications
 FAILED_SHOWN = 10
 
@@ -291,6 +291,20 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     queue = sub.add_parser("queue", help="pause or resume claims").add_subparsers(dest="queue_command", required=True)
     queue.add_parser("pause", parents=[common], help="stop claiming new jobs (running ones finish)")
     queue.add_parser("resume", parents=[common], help="claim again")
+    usage = sub.add_parser("usage", parents=[common], help="model tokens per repository and model (what reviews cost)")
+    usage.add_argument("--days", type=float, default=7.0, help="look back this many days (default 7)")
+
+
+def render_usage(rows: list[dict[str, Any]], days: float) -> str:
+    if not rows:
+        return f"no model usage in the last {days:g} days"
+    head = f"model tokens in the last {days:g} days (attempts that called the model):"
+    cols = ("repository", "model", "jobs", "input", "output", "cache write", "cache read")
+    keys = ("repo", "model", "jobs", "input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+    table = [cols, *[tuple(str(r[k]) for k in keys) for r in rows]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
+    return "\n".join([head, *lines])
 
 
 def run(cfg: Config, args: argparse.Namespace) -> int:
@@ -317,6 +331,9 @@ async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:
         if args.command == "status":
             status = await admin.status()
             return status, render_status(status)
+        if args.command == "usage":
+            rows = await store.usage_by_repo(since=now - args.days * 86400)
+            return rows, render_usage(rows, args.days)
         if args.command == "queue":
             paused = args.queue_command == "pause"
             result = await admin.set_paused(paused)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
+from reviewer_app import admin
 from reviewer_app.config import ConfigError, load_config
+from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.logs import setup_logging
+from reviewer_app.store import migrate as migrate_store
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,17 +22,26 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (env PORT, default 8080)")
     serve.add_argument("--no-worker", action="store_true", help="receive only; run no reviews here")
     sub.add_parser("config", help="print the effective configuration, secrets masked")
+    admin.add_commands(sub)
+    migrate_store.add_command(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "migrate-store":  # both databases are named on the command line: no configuration needed
+        return migrate_store.main(args)
     try:
+        # The .env file fills in what the real environment leaves unset (the setup page writes the App there).
+        apply_env_file(os.environ.get("REVIEWER_ENV_FILE") or ".env", os.environ)
         overrides = {}
         if args.command == "serve":
             overrides = {"host": args.host, "port": args.port}
-        cfg = load_config(**overrides)
-    except ConfigError as exc:
+        # Admin commands work on the database only: they need no webhook secret.
+        # `serve` without any App starts the setup page instead of failing.
+        cfg = load_config(require_webhook_secret=args.command not in admin.COMMANDS,
+                          allow_setup=args.command == "serve", **overrides)  # fmt: skip
+    except (ConfigError, EnvFileError) as exc:
         print(f"reviewer-app: configuration error: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level, cfg.log_format)
@@ -36,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in cfg.masked().items():
             print(f"{key}={value}")
         return 0
+    if args.command in admin.COMMANDS:
+        return admin.run(cfg, args)
     if args.command == "serve":
         from reviewer_app.service import serve
 

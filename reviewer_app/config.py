@@ -34,6 +34,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("GITHUB_PRIVATE_KEY", "private_key", str, "", "the App's private key as PEM text", secret=True),
     Setting("GITHUB_PRIVATE_KEY_PATH", "private_key_path", str, "", "file holding the App's private key (PEM)"),
     Setting("GITHUB_API_URL", "github_api_url", str, "https://api.github.com", "REST API base URL (GHES: https://HOST/api/v3)"),
+    Setting("GITHUB_URL", "github_url", str, "https://github.com", "GitHub web URL the setup page registers the App on (GHES: https://HOST)"),
+    Setting("REVIEWER_ENV_FILE", "env_file", str, ".env", "file read into the environment at start; the setup page saves the App's credentials there"),
     Setting("ANTHROPIC_API_KEY", "anthropic_api_key", str, "", "Claude API key", secret=True),
     Setting("ANTHROPIC_BASE_URL", "anthropic_base_url", str, "", "Messages API base URL (read by the SDK too)"),
     Setting("REVIEWER_MODEL", "model", str, "claude-sonnet-4-5", "Claude model that writes the reviews"),
@@ -63,6 +65,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REVIEWER_MAX_MANUAL_PER_PR_HOUR", "max_manual_per_pr_hour", int, 10, "requested reviews (/review, Re-run) per PR per hour (0: no limit)", minimum=0),
     Setting("REVIEWER_METRICS_TOKEN", "metrics_token", str, "", "bearer token GET /metrics requires (empty: no token)", secret=True),
     Setting("REVIEWER_RETENTION_DAYS", "retention_days", float, 30.0, "finished jobs and deliveries older than this are pruned (0: keep all)", minimum=0),
+    Setting("REVIEWER_RECOVERY_SECONDS", "recovery_seconds", float, 600.0, "interval of the pass that asks GitHub to redeliver failed webhooks (0: off)", minimum=0),
+    Setting("REVIEWER_DELIVERY_WINDOW_DAYS", "delivery_window_days", float, 3.0, "how far back failed deliveries are looked for: GitHub keeps 3 days (GHES: 7)", minimum=0.01, maximum=30),
+    Setting("REVIEWER_SWEEP_SECONDS", "sweep_seconds", float, 3600.0, "interval of the sweep of open pull requests for unreviewed heads (0: off)", minimum=0),
     Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
     Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
 )  # fmt: skip
@@ -80,6 +85,8 @@ class Config:
     private_key: str = field(default="", repr=False)
     private_key_path: str = ""
     github_api_url: str = "https://api.github.com"
+    github_url: str = "https://github.com"
+    env_file: str = ".env"
     anthropic_api_key: str = field(default="", repr=False)
     anthropic_base_url: str = ""
     model: str = "claude-sonnet-4-5"
@@ -109,6 +116,9 @@ class Config:
     max_manual_per_pr_hour: int = 10
     metrics_token: str = field(default="", repr=False)
     retention_days: float = 30.0
+    recovery_seconds: float = 600.0
+    delivery_window_days: float = 3.0
+    sweep_seconds: float = 3600.0
     log_level: str = "INFO"
     log_format: str = "text"
 
@@ -123,6 +133,12 @@ class Config:
     @property
     def github_configured(self) -> bool:
         return bool(self.app_id)
+
+    @property
+    def needs_setup(self) -> bool:
+        """No App at all yet (no id, key or secret, and no insecure flag): `serve` shows the setup page."""
+        return not (self.app_id or self.webhook_secret or self.private_key or self.private_key_path
+                    or self.insecure_no_signature)  # fmt: skip
 
     def masked(self) -> dict[str, str]:
         """The effective configuration, secrets masked, for `reviewer-app config`."""
@@ -161,11 +177,17 @@ def _parse(setting: Setting, raw: str) -> object:
 
 
 def load_config(
-    env: Mapping[str, str] | None = None, *, require_webhook_secret: bool = True, **overrides: object
+    env: Mapping[str, str] | None = None,
+    *,
+    require_webhook_secret: bool = True,
+    allow_setup: bool = False,
+    **overrides: object,
 ) -> Config:
     """Read and validate the configuration; raises ConfigError with a one-line message.
 
     Admin commands pass ``require_webhook_secret=False``: they work on the database and never receive a webhook.
+    `serve` passes ``allow_setup=True``: with no App at all (``Config.needs_setup``) it starts the setup page
+    instead of failing; a partial App (an id without its secret, a key without an id...) still fails.
     """
     env = dict(os.environ if env is None else env)
     for name in env:
@@ -180,7 +202,7 @@ def load_config(
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name for f in fields(Config)}
     cfg = Config(**{k: v for k, v in values.items() if k in known})
-    return _validate(cfg, require_webhook_secret=require_webhook_secret)
+    return _validate(cfg, require_webhook_secret=require_webhook_secret and not (allow_setup and cfg.needs_setup))
 
 
 def _similar(a: str, b: str) -> bool:
@@ -207,6 +229,13 @@ def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
         raise ConfigError(f"LOG_LEVEL={cfg.log_level!r} is not a log level")
     if cfg.retry_max_seconds < cfg.retry_base_seconds:
         raise ConfigError("REVIEWER_RETRY_MAX_SECONDS is below REVIEWER_RETRY_BASE_SECONDS")
+    if 0 < cfg.retention_days < 3:
+        # GitHub redelivers deliveries up to 3 days old; one pruned before that would be reviewed again.
+        raise ConfigError("REVIEWER_RETENTION_DAYS must be 0 (keep everything) or at least 3")
+    if cfg.recovery_seconds and 0 < cfg.retention_days < cfg.delivery_window_days:
+        # Recovery would find a failed delivery whose admission record was pruned, and ask for it again.
+        raise ConfigError(f"REVIEWER_DELIVERY_WINDOW_DAYS={cfg.delivery_window_days:g} is longer than "
+                          f"REVIEWER_RETENTION_DAYS={cfg.retention_days:g}: raise the retention or shorten the window")  # fmt: skip
     if cfg.renew_seconds and cfg.renew_seconds >= cfg.lease_seconds:
         raise ConfigError("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
     if require_webhook_secret and not cfg.webhook_secret and not cfg.insecure_no_signature:
@@ -234,6 +263,9 @@ def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
         except OSError as exc:
             raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH: cannot read the key file ({exc.strerror})") from None
         cfg = _replace(cfg, private_key=text)
+    if cfg.private_key and "\n" not in cfg.private_key and "\\n" in cfg.private_key:
+        # A PEM passed through one-line channels (docker -e, CI secrets) often carries "\n" as two characters.
+        cfg = _replace(cfg, private_key=cfg.private_key.replace("\\n", "\n"))
     if cfg.private_key:
         _check_key(cfg.private_key)
     return cfg

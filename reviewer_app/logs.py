@@ -67,6 +67,7 @@ def setup_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    # The SDKs log whole requests (prompts, headers) at DEBUG: keep them quiet whatever LOG_LEVEL says.
-    for noisy in ("anthropic", "httpx", "httpx2", "httpcore"):
+    # The SDKs log whole requests (prompts, headers) and aiosqlite every statement with its parameters (review
+    # text, lease tokens) at DEBUG: keep them quiet whatever LOG_LEVEL says.
+    for noisy in ("anthropic", "httpx", "httpx2", "httpcore", "httpcore2", "aiosqlite"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -22,6 +22,7 @@ from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.checks import CheckRuns, CheckSync
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.outbox import OutboxSender
+from reviewer_app.github.recovery import Recovery
 from reviewer_app.metrics import Metrics
 from reviewer_app.review.claude import ClaudeReviewer, make_client
 from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
@@ -50,6 +51,7 @@ class Service:
     github: GitHubClient | None = None
     metrics: Metrics | None = None
     cleaner: Cleaner | None = None
+    recovery: Recovery | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -61,6 +63,8 @@ class Service:
             self.background.append(asyncio.create_task(self.outbox.run(), name="outbox"))
         if self.cleaner is not None:
             self.background.append(asyncio.create_task(self.cleaner.run(), name="cleaner"))
+        if self.recovery is not None:
+            self.background.append(asyncio.create_task(self.recovery.run(), name="recovery"))
         if self.github is not None and self.receiver is not None:
             self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
 
@@ -133,7 +137,11 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
     check_sync: CheckSync | None = None
     outbox: OutboxSender | None = None
     if cfg.github_configured and cfg.runner == "review":
-        stack = build_review_stack(cfg, store, metrics)
+        if cfg.anthropic_api_key:
+            stack = build_review_stack(cfg, store, metrics)
+        else:
+            log.warning("ANTHROPIC_API_KEY is not set: webhooks are admitted and kept, but no review runs until "
+                        "it is set and the app restarted")  # fmt: skip
     if worker and runner is None:
         if cfg.runner == "noop":
             runner = noop_runner(cfg.noop_seconds)
@@ -188,13 +196,38 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
     cleaner = None
     if worker and cfg.retention_days > 0:
         cleaner = Cleaner(store, retention_seconds=cfg.retention_days * DAY, clock=time.time)
+    recovery = None
+    if check_sync is not None and stack is not None and (cfg.recovery_seconds > 0 or cfg.sweep_seconds > 0):
+        # Missed webhooks: redelivery of failed ones, and a sweep of open PRs (safe on every host at once).
+        recovery = Recovery(
+            stack.github, store, owner=new_owner_id("duty"), clock=time.time, recovery_interval=cfg.recovery_seconds,
+            sweep_interval=cfg.sweep_seconds, window_days=cfg.delivery_window_days, max_attempts=cfg.max_attempts,
+            guard=receiver.guard, on_admitted=on_admitted,
+        )  # fmt: skip
     return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=make_app(receiver, probes), check_sync=check_sync,
                    session=stack.session if stack else None, outbox=outbox, receiver=receiver,
-                   github=stack.github if stack else None, metrics=metrics, cleaner=cleaner)  # fmt: skip
+                   github=stack.github if stack else None, metrics=metrics, cleaner=cleaner, recovery=recovery)  # fmt: skip
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:
-    """Run until SIGTERM/SIGINT: answer webhooks, drain the backlog, then shut down gracefully."""
+    """Run until SIGTERM/SIGINT: answer webhooks, drain the backlog, then shut down gracefully.
+
+    Without any App (``cfg.needs_setup``) the setup page runs first; once it has registered an App, the
+    configured service starts on the same port in this same process.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    if cfg.needs_setup:
+        from reviewer_app.web.setup_page import run_setup
+
+        configured = await run_setup(cfg, stop)
+        if configured is None:
+            log.info("stopped before setup was completed")
+            return
+        cfg = configured
     if cfg.insecure_no_signature and not cfg.webhook_secret:
         log.warning("REVIEWER_INSECURE_NO_SIGNATURE is set: webhooks are accepted WITHOUT signature checks")
     svc = await build_service(cfg, worker=worker)
@@ -204,11 +237,6 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     await site.start()
     svc.start_background()
     log.info("reviewer-app listening on http://%s:%s (database %s)", cfg.host, cfg.port, svc.store.engine)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down: no new claims, %.0f s grace for running jobs", cfg.shutdown_grace_seconds)
     await site.stop()

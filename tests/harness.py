@@ -140,6 +140,8 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
             "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
             "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
             "REVIEWER_DEBOUNCE_SECONDS": "0",
+            "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
+            "REVIEWER_SWEEP_SECONDS": "0",
             **env,
         })  # fmt: skip
         svc = await build_service(cfg)

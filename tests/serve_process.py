@@ -21,7 +21,9 @@ def free_port() -> int:
 class ServeProcess:
     def __init__(self, env: dict[str, str], log_path: Path, *, args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
-        self.env = {**os.environ, **env, "PORT": str(self.port), "HOST": "127.0.0.1"}
+        # A .env of the test's own, so a developer's ./.env never leaks into a test.
+        own_env_file = {"REVIEWER_ENV_FILE": str(log_path.parent / ".env")}
+        self.env = {**os.environ, **own_env_file, **env, "PORT": str(self.port), "HOST": "127.0.0.1"}
         self.log_path = log_path
         self.args = args
         self.proc: subprocess.Popen[bytes] | None = None

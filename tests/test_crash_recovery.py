@@ -37,6 +37,7 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
             "REVIEWER_RENEW_SECONDS": "0.3",
             "REVIEWER_SCAN_SECONDS": "0.2",
             "REVIEWER_CHECK_SYNC_SECONDS": "0.2",
+            "REVIEWER_SWEEP_SECONDS": "0",  # the sweep would list PR 1's reviews and take the hang meant for the publisher
         }
         payload = {
             "action": "opened", "number": 1,

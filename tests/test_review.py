@@ -158,3 +158,23 @@ async def test_revoked_installation_ends_the_job_without_retrying_for_hours(tmp_
         answer = await h.deliver("pull_request", h.pr_payload(pull))
         job = await h.wait_state(answer["job_id"], JobState.FAILED)
         assert job.attempts == 1 and "installation" in job.last_error.lower()
+
+
+async def test_cost_per_repository_is_answerable(tmp_path) -> None:
+    from reviewer_app.admin import render_usage
+
+    async with harness(tmp_path) as h:
+        h.anthropic.script_tool_answer({"summary": "ok", "comments": []},
+                                       usage={"input_tokens": 1000, "output_tokens": 50,
+                                              "cache_creation_input_tokens": 10, "cache_read_input_tokens": 0})  # fmt: skip
+        h.anthropic.script_tool_answer({"summary": "ok", "comments": []},
+                                       usage={"input_tokens": 2000, "output_tokens": 70,
+                                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": 10})  # fmt: skip
+        _, a = await h.open_pr(number=1)
+        _, b = await h.open_pr(number=2)
+        await h.wait_state(a, JobState.SUCCEEDED)
+        await h.wait_state(b, JobState.SUCCEEDED)
+        [row] = await h.store.usage_by_repo(since=0)
+        assert (row["repo"], row["jobs"], row["input_tokens"], row["output_tokens"]) == (REPO, 2, 3000, 120)
+        assert (row["cache_creation_tokens"], row["cache_read_tokens"]) == (10, 10)
+        assert REPO in render_usage([row], 7) and "3000" in render_usage([row], 7)

@@ -89,10 +89,13 @@ def test_sigterm_hands_back_running_work(tmp_path) -> None:
 
 
 def test_refuses_to_start_without_a_webhook_secret(tmp_path) -> None:
+    """An App id without its secret is a broken configuration, not a fresh one (which starts the setup page:
+    tests/test_setup.py), so serve stops with one line."""
     import subprocess
     import sys
 
     result = subprocess.run([sys.executable, "-m", "reviewer_app.cli", "serve"], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db"}, timeout=30)  # fmt: skip
+                            env={"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db",
+                                 "GITHUB_APP_ID": "42"}, cwd=tmp_path, timeout=30)  # fmt: skip
     assert result.returncode == 2
     assert "GITHUB_WEBHOOK_SECRET is not set" in result.stderr and "Traceback" not in result.stderr

@@ -12,7 +12,9 @@ from reviewer_app.core.errors import Cancelled, JobError, LeaseLost, PermanentEr
 from reviewer_app.core.retry import GiveUp, RetryPolicy, decide_retry
 from reviewer_app.dispatch.context import Clock, JobContext, Runner
 from reviewer_app.dispatch.rescuer import Rescuer
-from reviewer_app.store.base import Lease, Store, StoreUnavailable
+from reviewer_app.logs import bind_log_context
+from reviewer_app.metrics import Metrics
+from reviewer_app.store.base import Job, Lease, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ class Dispatcher:
         clock: Clock,
         rand: Callable[[], float] = random.random,
         on_finished: Callable[[int], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.runner = runner
@@ -46,7 +49,8 @@ class Dispatcher:
         self.clock = clock
         self.rand = rand
         self.on_finished = on_finished
-        self.rescuer = Rescuer(store, clock=clock)
+        self.metrics = metrics
+        self.rescuer = Rescuer(store, clock=clock, metrics=metrics)
         self.tasks: dict[str, asyncio.Task[None]] = {}  # by lease token: one job may have a stale attempt too
         self._wake = asyncio.Event()
         self._stopping = False
@@ -127,11 +131,13 @@ class Dispatcher:
             job = await self.store.get_job(lease.job_id)
             if job is None:
                 return
-            ctx = JobContext(job=job, lease=lease, store=self.store, clock=self.clock)
-            extra = {"job_id": job.id, "repo": job.repo_full_name, "pr": job.pr_number,
-                     "head_sha": job.head_sha, "attempt": lease.attempt}  # fmt: skip
-            log.info("job %s attempt %s started", job.id, lease.attempt, extra=extra)
-            work = asyncio.create_task(self.runner(ctx), name=f"run-{job.id}")
+            ctx = JobContext(job=job, lease=lease, store=self.store, clock=self.clock, metrics=self.metrics)
+            # This task and the runner's tasks log with the job's context from here on.
+            bind_log_context(delivery=job.details.get("delivery_id"), job_id=job.id, repo=job.repo_full_name,
+                             pr=job.pr_number, head_sha=job.head_sha, attempt=lease.attempt)  # fmt: skip
+            log.info("job %s attempt %s started", job.id, lease.attempt)
+            self._observe_queue_wait(job, lease)
+            work = asyncio.create_task(self._timed(ctx), name=f"run-{job.id}")
             renewer = asyncio.create_task(self._renew(ctx, work), name=f"renew-{job.id}")
             try:
                 outcome = await asyncio.wait_for(work, timeout=self.job_timeout)
@@ -159,6 +165,26 @@ class Dispatcher:
             self._wake.set()
             if self.on_finished is not None:
                 self.on_finished(lease.job_id)
+
+    def _observe_queue_wait(self, job: Job, lease: Lease) -> None:
+        """At a job's first claim only (started_at is set once): how long it waited from admission to a slot."""
+        claimed_at = lease.expires_at - self.lease_seconds
+        if self.metrics is not None and job.started_at is not None and abs(job.started_at - claimed_at) < 1e-3:
+            self.metrics.queue_wait.observe(max(0.0, job.started_at - job.created_at))
+
+    async def _timed(self, ctx: JobContext) -> str:
+        """The runner, its run time observed by how it ended."""
+        started, result = self.clock(), "error"
+        try:
+            outcome = await self.runner(ctx)
+            result = "succeeded"
+            return outcome
+        except asyncio.CancelledError:
+            result = "interrupted"  # timed out, lease lost or shutting down
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.review_duration.labels(result).observe(max(0.0, self.clock() - started))
 
     async def _renew(self, ctx: JobContext, work: asyncio.Task[str]) -> None:
         expires = ctx.lease.expires_at
@@ -213,6 +239,8 @@ class Dispatcher:
             ok = await self.store.fail_if_lease_held(ctx.lease, now=now, error=decision.reason, usage=None)
             if ok:
                 log.warning("job %s failed: %s", ctx.job.id, decision.reason)
+                if self.metrics is not None:
+                    self.metrics.jobs_failed.inc()
             else:
                 self._refused(ctx, "failure")
             return

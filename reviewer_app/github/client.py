@@ -122,6 +122,8 @@ class DeliveriesPage:
 class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
     """gidgethub's aiohttp adapter with a per-request timeout and access to the next-page link."""
 
+    on_response: Callable[[int | None], None] | None = None  # every HTTP status (token fetches too); None: no answer
+
     def __init__(
         self, session: aiohttp.ClientSession, requester: str, *, base_url: str, request_timeout: float
     ) -> None:
@@ -131,8 +133,16 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
-        async with self._session.request(method, url, headers=headers, data=body, timeout=self._timeout) as response:
-            return response.status, response.headers, await response.read()
+        try:
+            async with self._session.request(method, url, headers=headers, data=body, timeout=self._timeout) as r:
+                answer = r.status, r.headers, await r.read()
+        except (TimeoutError, aiohttp.ClientError):
+            if self.on_response is not None:
+                self.on_response(None)
+            raise
+        if self.on_response is not None:
+            self.on_response(answer[0])
+        return answer
 
     async def page(
         self,
@@ -177,8 +187,10 @@ class GitHubClient:
         request_timeout: float = 30.0,
         read_retry_delays: Sequence[float] = (0.2, 0.5),
         token_safety_margin: float = 300.0,
+        on_response: Callable[[int | None], None] | None = None,
     ) -> None:
         self._gh = _GitHubAPI(session, user_agent, base_url=base_url, request_timeout=request_timeout)
+        self._gh.on_response = on_response
         self._credentials = credentials
         self._clock = clock
         self._read_retry_delays = tuple(read_retry_delays)
@@ -261,7 +273,7 @@ class GitHubClient:
         url: str,
         url_vars: Mapping[str, Any],
         *,
-        installation_id: int,
+        installation_id: int | None,
         what: str,
         iterable_key: str | None = None,
         limit: int | None = None,
@@ -317,6 +329,25 @@ class GitHubClient:
             installation_id=None,
             what=f"webhook delivery {delivery_id}",
             data=b"",
+        )
+
+    async def list_installations(self) -> list[Json]:
+        """Every installation of the app (app JWT), suspended ones included."""
+        return await self._get_all(
+            "/app/installations{?per_page}",
+            {"per_page": PER_PAGE},
+            installation_id=None,
+            what="the app's installations",
+        )
+
+    async def list_installation_repositories(self, installation_id: int) -> list[Json]:
+        """The repositories the installation may access."""
+        return await self._get_all(
+            "/installation/repositories{?per_page}",
+            {"per_page": PER_PAGE},
+            installation_id=installation_id,
+            what=f"repositories of installation {installation_id}",
+            iterable_key="repositories",
         )
 
     # ------------------------------------------------------------------------------- pull requests

@@ -12,6 +12,6 @@ def make_store(cfg: Config) -> Store:
         from reviewer_app.store.sqlite import SqliteStore
 
         return SqliteStore(path, busy_timeout_ms=cfg.db_busy_timeout_ms)
-    from reviewer_app.store.postgres import PostgresStore  # type: ignore[import-not-found]
+    from reviewer_app.store.postgres import PostgresStore
 
-    return PostgresStore(cfg.database_url)
+    return PostgresStore(cfg.database_url, max_size=cfg.db_pool_size, timeout_ms=cfg.db_busy_timeout_ms)

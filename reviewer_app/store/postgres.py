@@ -7,12 +7,13 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
+from reviewer_app.core.admission import Decision
 from reviewer_app.core.states import JobState
 from reviewer_app.store import postgres_sql as q
 from reviewer_app.store import sql
@@ -27,6 +28,7 @@ from reviewer_app.store.base import (
     StoreUnavailable,
     Usage,
 )
+from reviewer_app.store.postgres_admission import admit_in
 from reviewer_app.store.postgres_wakeups import WakeupListener
 from reviewer_app.store.sqlite import load_migrations
 
@@ -64,6 +66,11 @@ def _usage(u: Usage | None) -> tuple[str | None, int, int, int, int]:
     if u is None:
         return (None, 0, 0, 0, 0)
     return (u.model or None, u.input_tokens, u.output_tokens, u.cache_creation_tokens, u.cache_read_tokens)
+
+
+def _plain(row: asyncpg.Record) -> dict[str, Any]:
+    """The row as SQLite gives it: PostgreSQL's SUM of integers is NUMERIC (a Decimal), SQLite's an int."""
+    return {k: int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else v for k, v in row.items()}
 
 
 def _changed(status: str) -> int:
@@ -163,7 +170,8 @@ class PostgresStore:
 
     async def ping(self) -> None:
         try:
-            await self._fetch("SELECT 1")
+            # A real table, as on SQLite: a database that answers but lost our schema is an outage too.
+            await self._fetch("SELECT COUNT(*) FROM schema_migrations")
         except asyncpg.PostgresError as exc:
             raise StoreUnavailable(str(exc)) from exc
 
@@ -209,59 +217,14 @@ class PostgresStore:
 
     # -- admission --------------------------------------------------------------------------------------
 
-    async def admit(
-        self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int
-    ) -> AdmitResult:
+    async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
         async def op(conn: asyncpg.Connection) -> AdmitResult:
-            claimed = await conn.fetchval(
-                q.INSERT_DELIVERY_IF_NEW, delivery.delivery_id, delivery.event, delivery.action, now
-            )
-            if claimed is None:
-                seen = await conn.fetchrow(q.SELECT_DELIVERY, delivery.delivery_id)
-                return AdmitResult("duplicate-delivery", job_id=seen["job_id"], reason="delivery already seen")
-            result = await self._apply(conn, decision, now=now, max_attempts=max_attempts)
-            await conn.execute(q.RECORD_DELIVERY_OUTCOME, delivery.delivery_id, result.outcome, result.job_id)
+            result = await admit_in(conn, delivery, decision, now=now, max_attempts=max_attempts)
             if result.created:
                 await conn.execute(q.NOTIFY_WAKEUP)
             return result
 
         return await self._tx(op)
-
-    async def _apply(
-        self, conn: asyncpg.Connection, decision: Decision, *, now: float, max_attempts: int
-    ) -> AdmitResult:
-        if isinstance(decision, Ignore):
-            return AdmitResult("ignored", reason=decision.reason)
-        if isinstance(decision, CancelPR):
-            await conn.execute(q.LOCK_PR_ADMISSION, decision.repo_id, decision.pr_number)
-            rows = await conn.fetch(
-                q.CANCEL_PR_PENDING, decision.reason, now, now, decision.repo_id, decision.pr_number
-            )
-            return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
-        assert isinstance(decision, Enqueue)
-        spec = decision.job
-        event_at = spec.details.get("event_at")
-        await conn.execute(q.LOCK_PR_ADMISSION, spec.repo_id, spec.pr_number)
-        job_id = await conn.fetchval(
-            q.INSERT_JOB_IF_NEW_REVISION,
-            spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
-            spec.head_sha, spec.trigger, spec.priority, json.dumps(spec.details), max_attempts,
-            now + spec.delay_seconds, event_at, now,
-        )  # fmt: skip
-        if job_id is None:
-            existing = await conn.fetchval(q.SELECT_JOB_BY_REVISION, spec.revision_key)
-            return AdmitResult("duplicate-revision", job_id=existing, reason="revision already admitted")
-        superseded: tuple[int, ...] = ()
-        if decision.supersede_older_heads:
-            outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
-            rows = await conn.fetch(
-                q.SUPERSEDE_OLDER_HEADS,
-                job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at,
-            )  # fmt: skip
-            superseded = tuple(sorted(r[0] for r in rows))
-            if superseded:
-                await conn.execute(q.FINISH_SUPERSEDED_ATTEMPTS, now, list(superseded))
-        return AdmitResult("enqueued", job_id=job_id, superseded=superseded)
 
     # -- dispatch ---------------------------------------------------------------------------------------
 
@@ -304,9 +267,7 @@ class PostgresStore:
         return await self._finish(lease, JobState.SUCCEEDED, now=now, outcome=outcome, error=None, usage=usage)
 
     async def fail_if_lease_held(self, lease: Lease, *, now: float, error: str, usage: Usage | None = None) -> bool:
-        return await self._finish(
-            lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage
-        )
+        return await self._finish(lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage)
 
     async def cancel_if_lease_held(self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None) -> bool:
         return await self._finish(lease, JobState.CANCELLED, now=now, outcome=outcome, error=None, usage=usage)
@@ -372,9 +333,7 @@ class PostgresStore:
             for job_id, token, attempts, max_attempts in await conn.fetch(q.SELECT_EXPIRED_SKIP_LOCKED, now):
                 error = f"lease expired during attempt {attempts} (worker crashed, was killed or hung)"
                 if attempts >= max_attempts:
-                    status = await conn.execute(
-                        q.EXPIRE_TO_FAILED, error, f"failed: {error}", now, now, job_id, token
-                    )
+                    status = await conn.execute(q.EXPIRE_TO_FAILED, error, f"failed: {error}", now, now, job_id, token)
                 else:
                     status = await conn.execute(q.EXPIRE_TO_QUEUE, now, error, now, job_id, token)
                     requeued = True
@@ -402,6 +361,28 @@ class PostgresStore:
 
         await self._tx(op)
 
+    # -- outbox and installations ----------------------------------------------------------------------
+
+    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._fetch(q.PENDING_EFFECTS, limit)]
+
+    async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
+        return [_plain(r) for r in await self._fetch(q.USAGE_BY_REPO, since)]
+
+    async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
+        async def op(conn: asyncpg.Connection) -> None:
+            await conn.execute(q.MARK_EFFECT, error, done, now, effect_id)
+
+        await self._tx(op)
+
+    async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
+        rows = await self._fetch(q.LAST_REVIEWED_HEAD, repo_id, pr_number)
+        return rows[0][0] if rows else None
+
+    async def installation_active(self, installation_id: int) -> bool:
+        rows = await self._fetch(q.SELECT_INSTALLATION_ACTIVE, installation_id)
+        return not rows or bool(rows[0][0])
+
     # -- settings (queue pause) -------------------------------------------------------------------------
 
     async def set_setting(self, key: str, value: str) -> None:
@@ -414,6 +395,60 @@ class PostgresStore:
     async def get_setting(self, key: str) -> str | None:
         rows = await self._fetch("SELECT value FROM settings WHERE key = $1", key)
         return rows[0][0] if rows else None
+
+    # -- missed-webhook recovery (the shared statements of sql.py, renumbered) ------------------------------
+
+    async def deliveries_to_recover(self, guids: Sequence[str]) -> set[str]:
+        if not guids:
+            return set()
+        rows = await self._fetch(
+            "SELECT g FROM unnest($1::text[]) AS g"
+            " WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.delivery_id = g)"
+            "   AND NOT EXISTS (SELECT 1 FROM redeliveries r WHERE r.guid = g AND r.requested_at IS NOT NULL)",
+            list(guids),
+        )
+        return {r[0] for r in rows}
+
+    async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
+                               stale_before: float) -> bool:  # fmt: skip
+        async def op(conn: asyncpg.Connection) -> bool:
+            if await conn.fetchval("SELECT 1 FROM deliveries WHERE delivery_id = $1", guid):
+                return False
+            claim = q.numbered(sql.CLAIM_REDELIVERY_IF_UNCLAIMED)
+            return await conn.fetchval(claim, guid, delivery_id, owner, now, stale_before) is not None
+
+        return await self._tx(op)
+
+    async def mark_redelivery_requested(self, guid: str, *, owner: str, now: float, error: str | None) -> None:
+        async def op(conn: asyncpg.Connection) -> None:
+            await conn.execute(q.numbered(sql.MARK_REDELIVERY_REQUESTED_IF_CLAIMED), now, error, guid, owner)
+
+        await self._tx(op)
+
+    async def release_redelivery(self, guid: str, *, owner: str, error: str) -> None:
+        async def op(conn: asyncpg.Connection) -> None:
+            await conn.execute(q.numbered(sql.RELEASE_REDELIVERY_IF_CLAIMED), error, guid, owner)
+
+        await self._tx(op)
+
+    async def forget_redeliveries(self, before: float) -> int:
+        async def op(conn: asyncpg.Connection) -> int:
+            return _changed(await conn.execute(q.numbered(sql.FORGET_REDELIVERIES), before))
+
+        return await self._tx(op)
+
+    async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            taken = await conn.fetchval(q.numbered(sql.TAKE_DUTY_LEASE_IF_FREE), duty, owner, now + seconds, now)
+            return taken is not None
+
+        return await self._tx(op)
+
+    async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None:
+        async def op(conn: asyncpg.Connection) -> None:
+            await conn.execute(q.numbered(sql.RELEASE_DUTY_LEASE_IF_HELD), now, duty, owner)
+
+        await self._tx(op)
 
     # -- reads and admin --------------------------------------------------------------------------------
 
@@ -453,9 +488,7 @@ class PostgresStore:
     async def stats(self, *, now: float) -> QueueStats:
         by_state = {r[0]: r[1] for r in await self._fetch("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
         oldest = await self._fetch("SELECT MIN(created_at) FROM jobs WHERE state IN ('queued', 'running')")
-        expired = await self._fetch(
-            "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < $1", now
-        )
+        expired = await self._fetch("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < $1", now)
         awaiting = await self._fetch(
             "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
             " AND state IN ('queued', 'running')"
@@ -470,6 +503,18 @@ class PostgresStore:
     async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool:
         async def op(conn: asyncpg.Connection) -> bool:
             return _changed(await conn.execute(q.OPERATOR_CANCEL, reason, now, now, job_id)) == 1
+
+        return await self._tx(op)
+
+    async def prune(self, before: float, batch: int) -> int:
+        async def op(conn: asyncpg.Connection) -> int:
+            ids = [r[0] for r in await conn.fetch(q.PRUNABLE_JOBS, before, batch)]
+            removed = 0
+            if ids:
+                await conn.execute(q.FORGET_PRUNED_SUPERSEDERS, ids)
+                await conn.execute(q.DELETE_PRUNED_ATTEMPTS, ids)
+                removed += _changed(await conn.execute(q.DELETE_PRUNED_JOBS, ids))
+            return removed + _changed(await conn.execute(q.PRUNE_DELIVERIES, before, batch))
 
         return await self._tx(op)
 

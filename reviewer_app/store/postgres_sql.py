@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reviewer_app.core.states import JobState
+from reviewer_app.core.states import TERMINAL, JobState
 from reviewer_app.store import sql
 
 CHANNEL = "reviewer_jobs"
@@ -53,16 +53,21 @@ UPSERT_INSTALLATION = numbered(sql.UPSERT_INSTALLATION)
 CANCEL_INSTALLATION_PENDING = numbered(sql.CANCEL_INSTALLATION_PENDING)
 CANCEL_REPO_PENDING = numbered(sql.CANCEL_REPO_PENDING)
 LAST_REVIEWED_HEAD = numbered(sql.LAST_REVIEWED_HEAD)
+USAGE_BY_REPO = numbered(sql.USAGE_BY_REPO)
 
 # Take the migration lock of one schema; held until the migrating transaction ends.
 LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 
 # Serialise admissions of one pull request across processes, as SQLite's single writer does: a newer head then
 # always sees (and supersedes) the older head's committed job instead of both staying queued.
-LOCK_PR_ADMISSION = "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || $1::bigint || ':' || $2::bigint, 0))"
+LOCK_PR_ADMISSION = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || $1::bigint || ':' || $2::bigint, 0))"
+)
 
 # Serialise admissions that touch one installation (uninstall, budget counts); taken before the PR lock.
-LOCK_INSTALLATION_ADMISSION = "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || $1::bigint, 0))"
+LOCK_INSTALLATION_ADMISSION = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || $1::bigint, 0))"
+)
 
 INACTIVE_INSTALLATION_REASON = "SELECT reason FROM installations WHERE id = $1 AND active = 0"
 
@@ -147,3 +152,17 @@ UPDATE outbox SET attempts = attempts + 1, last_error = $1, sent_at = CASE WHEN 
 """
 
 SELECT_INSTALLATION_ACTIVE = "SELECT active FROM installations WHERE id = $1"
+
+# Retention: the oldest finished jobs, skipping rows another host's pruner holds.
+PRUNABLE_JOBS = f"""
+SELECT id FROM jobs WHERE state IN ({", ".join(f"'{s.value}'" for s in sorted(TERMINAL))}) AND finished_at < $1
+ ORDER BY finished_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+"""
+
+# A job that stays may name a pruned one as its superseder; its outcome text still says which.
+FORGET_PRUNED_SUPERSEDERS = "UPDATE jobs SET superseded_by = NULL WHERE superseded_by = ANY($1::bigint[])"
+DELETE_PRUNED_ATTEMPTS = "DELETE FROM attempts WHERE job_id = ANY($1::bigint[])"
+DELETE_PRUNED_JOBS = "DELETE FROM jobs WHERE id = ANY($1::bigint[])"
+PRUNE_DELIVERIES = """
+DELETE FROM deliveries WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE received_at < $1 LIMIT $2)
+"""

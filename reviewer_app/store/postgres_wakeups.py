@@ -25,9 +25,7 @@ class WakeupListener:
     and a spurious wake-up only costs the dispatcher one empty claim.
     """
 
-    def __init__(
-        self, connect: Connect, channel: str, payload: str, *, keepalive: float = KEEPALIVE_SECONDS
-    ) -> None:
+    def __init__(self, connect: Connect, channel: str, payload: str, *, keepalive: float = KEEPALIVE_SECONDS) -> None:
         self._connect = connect
         self.channel = channel
         self.payload = payload

@@ -164,3 +164,52 @@ LAST_REVIEWED_HEAD = """
 SELECT head_sha FROM jobs WHERE repo_id = ? AND pr_number = ? AND state = 'succeeded' AND review_id IS NOT NULL
  ORDER BY finished_at DESC, id DESC LIMIT 1
 """
+
+# -- missed-webhook recovery (tables of migration 0003) ------------------------------------------------------
+
+# Claim one GUID for a redelivery request: new, or left unfinished by a claimer that died or gave it back.
+CLAIM_REDELIVERY_IF_UNCLAIMED = """
+INSERT INTO redeliveries (guid, delivery_id, owner, claimed_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (guid) DO UPDATE SET delivery_id = excluded.delivery_id, owner = excluded.owner,
+                                 claimed_at = excluded.claimed_at
+ WHERE redeliveries.requested_at IS NULL AND redeliveries.claimed_at < ?
+RETURNING guid
+"""
+
+# GitHub took the request (or refused it for good, with the error): never ask for this GUID again.
+MARK_REDELIVERY_REQUESTED_IF_CLAIMED = """
+UPDATE redeliveries SET requested_at = ?, error = ? WHERE guid = ? AND owner = ? AND requested_at IS NULL
+"""
+
+# The request failed for now: keep the error, and let the next pass (of any host) claim the GUID again.
+RELEASE_REDELIVERY_IF_CLAIMED = """
+UPDATE redeliveries SET claimed_at = 0, error = ? WHERE guid = ? AND owner = ? AND requested_at IS NULL
+"""
+
+# Rows about deliveries GitHub no longer keeps.
+FORGET_REDELIVERIES = """
+DELETE FROM redeliveries WHERE COALESCE(requested_at, claimed_at) < ?
+"""
+
+# A pass of a periodic duty: taken when free, expired, or already ours.
+TAKE_DUTY_LEASE_IF_FREE = """
+INSERT INTO duty_leases (duty, owner, expires_at) VALUES (?, ?, ?)
+ON CONFLICT (duty) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+ WHERE duty_leases.expires_at <= ? OR duty_leases.owner = excluded.owner
+RETURNING duty
+"""
+
+RELEASE_DUTY_LEASE_IF_HELD = """
+UPDATE duty_leases SET expires_at = ? WHERE duty = ? AND owner = ?
+"""
+
+# Model tokens per repository and model since a time: what reviews cost.
+USAGE_BY_REPO = """
+SELECT j.repo_full_name AS repo, COALESCE(a.model, '') AS model, COUNT(DISTINCT j.id) AS jobs,
+       SUM(a.input_tokens) AS input_tokens, SUM(a.output_tokens) AS output_tokens,
+       SUM(a.cache_creation_tokens) AS cache_creation_tokens, SUM(a.cache_read_tokens) AS cache_read_tokens
+  FROM attempts a JOIN jobs j ON j.id = a.job_id
+ WHERE a.started_at >= ? AND (a.input_tokens > 0 OR a.output_tokens > 0)
+ GROUP BY j.repo_full_name, COALESCE(a.model, '')
+ ORDER BY SUM(a.input_tokens) + SUM(a.output_tokens) DESC
+"""

@@ -555,6 +555,10 @@ class SqliteStore:
 
         await self._write(op)
 
+    async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
+        rows = await self._read(sql.USAGE_BY_REPO, (since,))
+        return [dict(r) for r in rows]
+
     async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
         rows = await self._read(sql.LAST_REVIEWED_HEAD, (repo_id, pr_number))
         return rows[0][0] if rows else None
@@ -577,6 +581,61 @@ class SqliteStore:
     async def get_setting(self, key: str) -> str | None:
         rows = await self._read("SELECT value FROM settings WHERE key = ?", (key,))
         return rows[0][0] if rows else None
+
+    # -- missed-webhook recovery ------------------------------------------------------------------------
+
+    async def deliveries_to_recover(self, guids: Sequence[str]) -> set[str]:
+        if not guids:
+            return set()
+        rows = await self._read(
+            "SELECT j.value FROM json_each(?) AS j"
+            " WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.delivery_id = j.value)"
+            "   AND NOT EXISTS (SELECT 1 FROM redeliveries r WHERE r.guid = j.value AND r.requested_at IS NOT NULL)",
+            (json.dumps(list(guids)),),
+        )
+        return {r[0] for r in rows}
+
+    async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
+                               stale_before: float) -> bool:  # fmt: skip
+        async def op(conn: aiosqlite.Connection) -> bool:
+            if await conn.execute_fetchall("SELECT 1 FROM deliveries WHERE delivery_id = ?", (guid,)):
+                return False
+            rows = await conn.execute_fetchall(
+                sql.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before)
+            )
+            return bool(rows)
+
+        return await self._write(op)
+
+    async def mark_redelivery_requested(self, guid: str, *, owner: str, now: float, error: str | None) -> None:
+        async def op(conn: aiosqlite.Connection) -> None:
+            await conn.execute(sql.MARK_REDELIVERY_REQUESTED_IF_CLAIMED, (now, error, guid, owner))
+
+        await self._write(op)
+
+    async def release_redelivery(self, guid: str, *, owner: str, error: str) -> None:
+        async def op(conn: aiosqlite.Connection) -> None:
+            await conn.execute(sql.RELEASE_REDELIVERY_IF_CLAIMED, (error, guid, owner))
+
+        await self._write(op)
+
+    async def forget_redeliveries(self, before: float) -> int:
+        async def op(conn: aiosqlite.Connection) -> int:
+            return (await conn.execute(sql.FORGET_REDELIVERIES, (before,))).rowcount
+
+        return await self._write(op)
+
+    async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
+        async def op(conn: aiosqlite.Connection) -> bool:
+            return bool(await conn.execute_fetchall(sql.TAKE_DUTY_LEASE_IF_FREE, (duty, owner, now + seconds, now)))
+
+        return await self._write(op)
+
+    async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None:
+        async def op(conn: aiosqlite.Connection) -> None:
+            await conn.execute(sql.RELEASE_DUTY_LEASE_IF_HELD, (now, duty, owner))
+
+        await self._write(op)
 
     # -- reads and admin --------------------------------------------------------------------------------
 
@@ -644,8 +703,11 @@ class SqliteStore:
         terminal = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
 
         async def op(conn: aiosqlite.Connection) -> int:
+            # The newest job always stays: SQLite gives a new row max(id) + 1, and a job id must never be reused
+            # (review markers and check runs name it).
             rows = await conn.execute_fetchall(
-                f"SELECT id FROM jobs WHERE state IN ({terminal}) AND finished_at < ? ORDER BY finished_at, id LIMIT ?",
+                f"SELECT id FROM jobs WHERE state IN ({terminal}) AND finished_at < ?"
+                " AND id < (SELECT MAX(id) FROM jobs) ORDER BY finished_at, id LIMIT ?",
                 (before, batch),
             )
             ids = [r[0] for r in rows]

@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 
 import aiohttp
 import jwt
+import yarl
 from aiohttp import web
 
-from tests.fakes.keys import test_key_pair
+from tests.fakes.keys import generate_key_pair, test_key_pair
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -36,6 +37,7 @@ PER_PAGE_MAX = 100
 PULL_FILES_CAP = 3000  # GitHub lists at most 3000 files of a pull request
 RATE_LIMIT = 5000
 JWT_MAX_LIFETIME = 600 + 60  # GitHub caps app JWTs at 10 minutes; a little slack for clock drift
+MANIFEST_CODE_LIFETIME = 3600.0  # a manifest flow's temporary code works once, within an hour
 DOCS_URL = "https://docs.github.com/rest"
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 CHECK_STATUSES = {"queued", "in_progress", "completed", "waiting", "requested", "pending"}
@@ -174,6 +176,7 @@ class Installation:
     id: int
     account: str
     suspended: bool = False
+    created_at: float = 0.0  # GitHub's installation created_at, epoch seconds
 
 
 @dataclass
@@ -249,6 +252,15 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class ManifestCode:
+    """A manifest the user submitted on GitHub's new-App page, waiting for its one conversion."""
+
+    manifest: Json
+    created_at: float
+    owner: str
+
+
+@dataclass(frozen=True)
 class AuthInfo:
     kind: str  # "none", "jwt", "bad_jwt", "token", "bad_token"
     installation_id: int | None = None
@@ -317,6 +329,7 @@ class FakeGitHub:
         self.deliveries: list[Json] = []
         self._delivery_payloads: dict[str, tuple[str, Json]] = {}  # guid -> (event, payload)
         self.redelivery_requests: list[int] = []
+        self.manifest_codes: dict[str, ManifestCode] = {}  # code -> manifest, until converted or expired
 
         self.faults: list[Fault] = []
         self.requests: list[RecordedRequest] = []
@@ -337,6 +350,12 @@ class FakeGitHub:
         inst = Installation(id=installation_id or self.next_id(), account=account)
         self.installations[inst.id] = inst
         return inst
+
+    def register_manifest_code(self, manifest: Json, *, owner: str | None = None, code: str | None = None) -> str:
+        """As if someone pressed "Create GitHub App" on GitHub's page for ``manifest``: the code for its conversion."""
+        code = code or secrets.token_hex(10)
+        self.manifest_codes[code] = ManifestCode(manifest=manifest, created_at=self.clock(), owner=owner or self.app_owner)
+        return code
 
     def suspend_installation(self, installation_id: int, suspended: bool = True) -> None:
         self.installations[installation_id].suspended = suspended
@@ -634,7 +653,12 @@ class FakeGitHub:
         r = app.router
         repo = "/repos/{owner}/{repo}"
         r.add_get("/app", self._get_app)
+        r.add_post("/app-manifests/{code}/conversions", self._convert_manifest)
+        r.add_post("/settings/apps/new", self._new_app_page)  # github.com's pages, the part the flow needs
+        r.add_post("/organizations/{org}/settings/apps/new", self._new_app_page)
         r.add_post("/app/installations/{installation_id}/access_tokens", self._create_token)
+        r.add_get("/app/installations", self._list_installations)
+        r.add_get("/installation/repositories", self._list_installation_repos)
         r.add_get("/app/hook/deliveries", self._list_deliveries)
         r.add_post("/app/hook/deliveries/{delivery_id}/attempts", self._redeliver)
         r.add_get(repo + "/pulls", self._list_pulls)
@@ -886,6 +910,43 @@ class FakeGitHub:
             }
         )
 
+    async def _new_app_page(self, request: web.Request) -> web.Response:
+        """The user submits the manifest form and presses "Create GitHub App": back to redirect_url with a code."""
+        try:
+            manifest = json.loads(str((await request.post()).get("manifest", "")))
+        except json.JSONDecodeError as exc:
+            raise ApiError(422, "Invalid manifest") from exc
+        if not isinstance(manifest, dict) or not manifest.get("url") or not manifest.get("redirect_url"):
+            raise ApiError(422, "Invalid manifest: url and redirect_url are required")
+        code = self.register_manifest_code(manifest, owner=request.match_info.get("org"))
+        query = {"code": code, **({"state": request.query["state"]} if "state" in request.query else {})}
+        location = str(yarl.URL(manifest["redirect_url"]).update_query(query))
+        return web.Response(status=302, headers={"Location": location})
+
+    async def _convert_manifest(self, request: web.Request) -> web.Response:
+        """Unknown, used and expired codes are all 404, as on GitHub; a good one makes this fake the new App."""
+        pending = self.manifest_codes.pop(request.match_info["code"], None)
+        if pending is None or self.clock() - pending.created_at >= MANIFEST_CODE_LIFETIME:
+            raise ApiError(404, "Not Found")
+        manifest, pair = pending.manifest, generate_key_pair()
+        self.app_id, self.public_key, self.private_key = self.next_id(), pair.public_pem, pair.private_pem
+        self.app_name = str(manifest.get("name") or "app")
+        self.app_slug = re.sub(r"[^a-z0-9]+", "-", self.app_name.lower()).strip("-")
+        self.app_owner = pending.owner
+        self.webhook_secret = secrets.token_hex(20)
+        self.webhook_url = (manifest.get("hook_attributes") or {}).get("url")
+        now = iso(self.clock())
+        return web.json_response(
+            {"id": self.app_id, "slug": self.app_slug, "node_id": f"A_{self.app_id}", "name": self.app_name,
+             "owner": _user(self.app_owner), "description": manifest.get("description", ""),
+             "external_url": manifest["url"], "html_url": f"{self.base_url or 'https://github.com'}/apps/{self.app_slug}",
+             "created_at": now, "updated_at": now, "permissions": manifest.get("default_permissions", {}),
+             "events": manifest.get("default_events", []), "installations_count": 0,
+             "client_id": "Iv1." + secrets.token_hex(8), "client_secret": secrets.token_hex(20),
+             "webhook_secret": self.webhook_secret, "pem": self.private_key},
+            status=201,
+        )  # fmt: skip
+
     async def _create_token(self, request: web.Request) -> web.Response:
         self._require_jwt(request)
         inst = self.installations.get(int(request.match_info["installation_id"]))
@@ -908,6 +969,30 @@ class FakeGitHub:
             },
             status=201,
         )
+
+    async def _list_installations(self, request: web.Request) -> web.Response:
+        self._require_jwt(request)
+        now = iso(self.clock())
+        return self._page(request, [
+            {"id": inst.id, "account": {**_user(inst.account), "type": "Organization"}, "app_id": self.app_id,
+             "app_slug": self.app_slug, "target_type": "Organization", "repository_selection": "selected",
+             "created_at": iso(inst.created_at), "suspended_at": now if inst.suspended else None}
+            for inst in sorted(self.installations.values(), key=lambda i: i.id)
+        ])  # fmt: skip
+
+    async def _list_installation_repos(self, request: web.Request) -> web.Response:
+        auth: AuthInfo = request["auth"]
+        if auth.kind != "token" or auth.expired or auth.installation_id not in self.installations:
+            raise ApiError(401, "Bad credentials")
+        if self.installations[auth.installation_id].suspended:
+            raise ApiError(403, "This installation has been suspended")
+        repos = [
+            {"id": r.id, "full_name": r.full_name, "name": r.full_name.split("/")[1], "private": r.private,
+             "default_branch": r.default_branch, "owner": _user(r.full_name.split("/")[0])}
+            for r in sorted(self.repos.values(), key=lambda r: r.id) if r.installation_id == auth.installation_id
+        ]  # fmt: skip
+        total = len(repos)
+        return self._page(request, repos, lambda chunk: {"total_count": total, "repositories": chunk})
 
     async def _list_deliveries(self, request: web.Request) -> web.Response:
         self._require_jwt(request)

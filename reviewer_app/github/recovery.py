@@ -1,0 +1,307 @@
+"""No missed reviews: ask GitHub to redeliver failed webhooks once, and sweep open PRs for heads never admitted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from reviewer_app.core.admission import Decision, Enqueue, Guard, MalformedPayload, decide_pull_request
+from reviewer_app.core.errors import JobError, PermanentError, RateLimited
+from reviewer_app.core.markers import parse_markers
+from reviewer_app.core.states import JobState
+from reviewer_app.github.client import GitHubClient
+from reviewer_app.store.base import AdmitResult, Delivery, Store
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+DAY = 86400.0
+# A pass that outlives its lease may overlap another host's pass: harmless (the database deduplicates), only wasteful.
+DUTY_LEASE_SECONDS = 900.0
+# A claim this old with no request recorded belongs to a host that died between claiming and asking.
+CLAIM_STALE_SECONDS = 300.0
+# When another host is running a pass, look again this soon rather than a whole interval later.
+BUSY_RETRY_SECONDS = 60.0
+FAILED_STATUSES = frozenset({"failed", "timed out"})
+
+
+# ------------------------------------------------------------------------------------------ pure decisions
+
+
+def parse_time(stamp: object) -> float | None:
+    """Epoch seconds of a GitHub timestamp (``2026-01-02T03:04:05Z``); None when absent or malformed."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def attempt_failed(attempt: Mapping[str, Any]) -> bool:
+    """Whether one delivery attempt failed: a status code other than 2xx, or a failed/timed-out status."""
+    code = attempt.get("status_code")
+    ok = isinstance(code, int) and 200 <= code < 300
+    return not ok or str(attempt.get("status") or "").strip().lower() in FAILED_STATUSES
+
+
+def failed_deliveries(attempts: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """GUID -> newest attempt, for each GUID none of whose attempts succeeded.
+
+    GitHub lists one row per attempt; a redelivery repeats the GUID, so a later success settles the GUID.
+    """
+    newest: dict[str, Mapping[str, Any]] = {}
+    succeeded: set[str] = set()
+    for attempt in attempts:
+        guid = attempt.get("guid")
+        if not isinstance(guid, str) or not guid or not isinstance(attempt.get("id"), int):
+            continue
+        if not attempt_failed(attempt):
+            succeeded.add(guid)
+        elif guid not in newest or int(attempt["id"]) > int(newest[guid]["id"]):
+            newest[guid] = attempt
+    return {guid: attempt for guid, attempt in newest.items() if guid not in succeeded}
+
+
+def reviewed_by_bot(reviews: Iterable[Mapping[str, Any]], *, bot_login: str, head_sha: str) -> bool:
+    """Whether the app's own bot already reviewed ``head_sha``: a marker naming it, or a review pinned to it.
+
+    Reviews by anyone else never count (anyone can paste a marker)."""
+    login, head = bot_login.casefold(), head_sha.lower()
+    for review in reviews:
+        user = review.get("user") or {}
+        author = user.get("login") if isinstance(user, Mapping) else None
+        if not isinstance(author, str) or author.casefold() != login:
+            continue
+        if str(review.get("commit_id") or "").lower() == head:
+            return True
+        if any(marker.head_sha == head for marker in parse_markers(review.get("body"))):
+            return True
+    return False
+
+
+def sweep_delivery_id(repo_id: int, number: int, head_sha: str) -> str:
+    """The synthetic delivery id of a sweep admission: one per head, so a second sweep is a duplicate."""
+    return f"sweep:{repo_id}:{number}:{head_sha}"
+
+
+def sweep_decision(installation_id: int, repo: Mapping[str, Any], pull: Mapping[str, Any],
+                   *, guard: Guard | None) -> Decision:  # fmt: skip
+    """The admission decision for an open PR found by the sweep: the one an ``opened`` webhook would get."""
+    payload = {"action": "opened", "pull_request": dict(pull), "installation": {"id": installation_id},
+               "repository": {"id": repo.get("id"), "full_name": repo.get("full_name")}}  # fmt: skip
+    decision = decide_pull_request("opened", payload, guard=guard)
+    if isinstance(decision, Enqueue):
+        decision.job.details["action"] = "sweep"
+        event_at = parse_time(pull.get("updated_at"))
+        if event_at is not None:
+            # As for a webhook: the admission supersedes only pending heads not newer than what the sweep saw.
+            decision.job.details["event_at"] = event_at
+    return decision
+
+
+# ------------------------------------------------------------------------------------------------ the duty
+
+
+class Recovery:
+    """The two recovery duties, each safe to run on every host at once.
+
+    Deduplication lives in the database: a redelivery is claimed per GUID (and never for a GUID the receiver
+    admitted), and a sweep admission goes through ``store.admit`` with one delivery id per head. A lease row per
+    duty only keeps hosts from doing the same pass at the same time.
+    """
+
+    def __init__(
+        self,
+        github: GitHubClient,
+        store: Store,
+        *,
+        owner: str,
+        clock: Callable[[], float],
+        recovery_interval: float,
+        sweep_interval: float,
+        window_days: float = 3.0,
+        max_attempts: int = 5,
+        guard: Guard | None = None,
+        on_admitted: Callable[[AdmitResult], None] | None = None,
+    ) -> None:
+        self.github = github
+        self.store = store
+        self.owner = owner
+        self.clock = clock
+        self.recovery_interval = recovery_interval
+        self.sweep_interval = sweep_interval
+        self.window_days = window_days
+        self.max_attempts = max_attempts
+        self.guard = guard
+        self.on_admitted = on_admitted
+
+    # -- (a) failed deliveries ---------------------------------------------------------------------------
+
+    async def recent_deliveries(self, since: float) -> list[Json]:
+        """Every delivery attempt GitHub lists from now back to ``since`` (newest first, cursor pages)."""
+        attempts: list[Json] = []
+        cursor: str | None = None
+        while True:
+            page = await self.github.list_app_deliveries(cursor=cursor)
+            times = [parse_time(attempt.get("delivered_at")) for attempt in page.deliveries]
+            attempts.extend(a for a, at in zip(page.deliveries, times, strict=True) if at is None or at >= since)
+            # The list runs newest first; a page that ends before the window ends the walk.
+            if page.next_cursor is None or not page.deliveries or (times[-1] is not None and times[-1] < since):
+                return attempts
+            cursor = page.next_cursor
+
+    async def redeliver_failed_once(self) -> int:
+        """One pass: ask GitHub to redeliver each failed delivery in the window, once; how many were asked for."""
+        since = self.clock() - self.window_days * DAY
+        try:
+            failed = failed_deliveries(await self.recent_deliveries(since))
+        except JobError as exc:
+            log.warning("missed-webhook recovery cannot list the app's deliveries: %s", exc.reason)
+            return 0
+        todo = await self.store.deliveries_to_recover(sorted(failed))
+        requested = 0
+        for guid in sorted(todo, key=lambda g: int(failed[g]["id"])):
+            attempt = failed[guid]
+            now = self.clock()
+            if not await self.store.claim_redelivery(guid, int(attempt["id"]), owner=self.owner, now=now,
+                                                     stale_before=now - CLAIM_STALE_SECONDS):  # fmt: skip
+                continue
+            try:
+                await self.github.redeliver(int(attempt["id"]))
+            except RateLimited as exc:
+                await self.store.release_redelivery(guid, owner=self.owner, error=exc.reason)
+                log.warning("missed-webhook recovery paused by a rate limit: %s", exc.reason)
+                break
+            except PermanentError as exc:
+                await self.store.mark_redelivery_requested(guid, owner=self.owner, now=self.clock(), error=exc.reason)
+                log.warning("delivery %s (%s): GitHub refused a redelivery, not asking again: %s",
+                            guid, attempt.get("event"), exc.reason)  # fmt: skip
+                continue
+            except JobError as exc:
+                await self.store.release_redelivery(guid, owner=self.owner, error=exc.reason)
+                log.warning("delivery %s (%s): redelivery request failed, next pass asks again: %s",
+                            guid, attempt.get("event"), exc.reason)  # fmt: skip
+                continue
+            await self.store.mark_redelivery_requested(guid, owner=self.owner, now=self.clock(), error=None)
+            requested += 1
+            log.info("asked GitHub to redeliver %s %s delivery %s (failed with %s)", attempt.get("event"),
+                     attempt.get("action") or "", guid, attempt.get("status_code"))  # fmt: skip
+        await self.store.forget_redeliveries(since)
+        return requested
+
+    # -- (b) the sweep of open pull requests -------------------------------------------------------------
+
+    async def sweep_once(self) -> int:
+        """One pass over every installation's open PRs; how many heads were admitted."""
+        admitted = 0
+        try:
+            bot_login = await self.github.bot_login()
+            for installation in await self.github.list_installations():
+                admitted += await self._sweep_installation(installation, bot_login)
+        except RateLimited as exc:
+            log.warning("sweep of open pull requests paused by a rate limit: %s", exc.reason)
+        except JobError as exc:
+            log.warning("sweep of open pull requests cannot list the app's installations: %s", exc.reason)
+        return admitted
+
+    async def _sweep_installation(self, installation: Mapping[str, Any], bot_login: str) -> int:
+        inst = int(installation["id"])
+        if installation.get("suspended_at") or not await self.store.installation_active(inst):
+            return 0
+        installed_at = parse_time(installation.get("created_at"))
+        try:
+            repos = await self.github.list_installation_repositories(inst)
+        except RateLimited:
+            raise
+        except JobError as exc:
+            log.warning("sweep: installation %s skipped: %s", inst, exc.reason)
+            return 0
+        admitted = 0
+        for repo in repos:
+            if repo.get("archived"):
+                continue
+            try:
+                pulls = await self.github.list_open_pulls(inst, str(repo["full_name"]))
+            except RateLimited:
+                raise
+            except JobError as exc:
+                log.warning("sweep: %s skipped: %s", repo.get("full_name"), exc.reason)
+                continue
+            for pull in pulls:
+                updated_at = parse_time(pull.get("updated_at"))
+                if installed_at is not None and updated_at is not None and updated_at < installed_at:
+                    continue  # untouched since before the app was installed: no webhook was ever missed
+                try:
+                    admitted += await self._sweep_pull(inst, repo, pull, bot_login)
+                except RateLimited:
+                    raise
+                except JobError as exc:
+                    log.warning("sweep: %s#%s skipped: %s", repo.get("full_name"), pull.get("number"), exc.reason)
+        return admitted
+
+    async def _sweep_pull(self, inst: int, repo: Mapping[str, Any], pull: Mapping[str, Any], bot_login: str) -> int:
+        head = str((pull.get("head") or {}).get("sha") or "")
+        number, full_name = pull.get("number"), str(repo["full_name"])
+        if pull.get("draft") or not head or not isinstance(number, int):
+            return 0
+        if await self._has_job(full_name, number, head):
+            return 0
+        if reviewed_by_bot(await self.github.list_reviews(inst, full_name, number), bot_login=bot_login,
+                           head_sha=head):  # fmt: skip
+            return 0
+        try:
+            decision = sweep_decision(inst, repo, pull, guard=self.guard)
+        except MalformedPayload as exc:
+            log.warning("sweep: %s#%s skipped: %s", full_name, number, exc)
+            return 0
+        if not isinstance(decision, Enqueue):
+            return 0
+        delivery = Delivery(sweep_delivery_id(decision.job.repo_id, number, head), "pull_request", "sweep")
+        result = await self.store.admit(delivery, decision, now=self.clock(), max_attempts=self.max_attempts)
+        if self.on_admitted is not None:
+            self.on_admitted(result)
+        if result.created:
+            log.info("sweep: admitted %s#%s at %s (job %s): no webhook had brought it", full_name, number,
+                     head[:12], result.job_id)  # fmt: skip
+        return 1 if result.created else 0
+
+    async def _has_job(self, repo: str, number: int, head: str) -> bool:
+        """A job for this head, or a pending requested review (it reviews whatever head it finds)."""
+        pending = (JobState.QUEUED, JobState.RUNNING)
+        jobs = await self.store.list_jobs(repo=repo, pr_number=number, limit=500)
+        return any(j.head_sha == head or (not j.head_sha and j.state in pending) for j in jobs)
+
+    # -- the loops ---------------------------------------------------------------------------------------
+
+    async def run_pass(self, duty: str, one_pass: Callable[[], Awaitable[int]]) -> int | None:
+        """One pass under the duty's lease; None when another host is running one right now."""
+        if not await self.store.take_duty_lease(f"duty:{duty}", owner=self.owner, now=self.clock(),
+                                                seconds=DUTY_LEASE_SECONDS):  # fmt: skip
+            return None
+        try:
+            return await one_pass()
+        finally:
+            await self.store.release_duty_lease(f"duty:{duty}", owner=self.owner, now=self.clock())
+
+    async def _every(self, duty: str, interval: float, one_pass: Callable[[], Awaitable[int]]) -> None:
+        while True:
+            delay = interval
+            try:
+                if await self.run_pass(duty, one_pass) is None:
+                    delay = min(interval, BUSY_RETRY_SECONDS)
+            except Exception:  # noqa: BLE001 - the duty must outlive any one failure
+                log.exception("%s pass failed", duty)
+            await asyncio.sleep(delay)
+
+    async def run(self) -> None:
+        """Run each enabled duty at start and then every interval (an interval of 0 disables it)."""
+        loops = []
+        if self.recovery_interval > 0:
+            loops.append(self._every("recovery", self.recovery_interval, self.redeliver_failed_once))
+        if self.sweep_interval > 0:
+            loops.append(self._every("sweep", self.sweep_interval, self.sweep_once))
+        await asyncio.gather(*loops)

@@ -1,0 +1,148 @@
+"""Admission on PostgreSQL: apply one decision inside the caller's transaction, safe against other hosts."""
+
+# SQLite has one writer, so its admissions never interleave. Here several processes admit at once, so a decision
+# first takes transaction-scoped advisory locks, always in the same order (installation, then pull request): two
+# heads of one PR, a budget count and an uninstall then see each other's committed rows, exactly as on SQLite. The
+# unique keys (delivery id, revision key) stay the last word on duplicates.
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import asyncpg
+
+from reviewer_app.core.admission import (
+    CancelPR,
+    Decision,
+    Effect,
+    Enqueue,
+    Ignore,
+    InstallationChange,
+    Reply,
+    ReposRemoved,
+    SetPause,
+)
+from reviewer_app.store import postgres_sql as q
+from reviewer_app.store.base import AdmitResult, Delivery
+from reviewer_app.store.sqlite import pause_key
+
+
+async def admit_in(
+    conn: asyncpg.Connection, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int
+) -> AdmitResult:
+    """Record the delivery and apply its decision; the caller commits (and notifies when a job was created)."""
+    claimed = await conn.fetchval(q.INSERT_DELIVERY_IF_NEW, delivery.delivery_id, delivery.event, delivery.action, now)
+    if claimed is None:
+        seen = await conn.fetchrow(q.SELECT_DELIVERY, delivery.delivery_id)
+        return AdmitResult("duplicate-delivery", job_id=seen["job_id"], reason="delivery already seen")
+    result = await _apply(conn, decision, now=now, max_attempts=max_attempts)
+    await conn.execute(q.RECORD_DELIVERY_OUTCOME, delivery.delivery_id, result.outcome, result.job_id)
+    return result
+
+
+async def _apply(conn: asyncpg.Connection, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
+    if isinstance(decision, Ignore):
+        return AdmitResult("ignored", reason=decision.reason)
+    if isinstance(decision, CancelPR):
+        await conn.execute(q.LOCK_PR_ADMISSION, decision.repo_id, decision.pr_number)
+        rows = await conn.fetch(q.CANCEL_PR_PENDING, decision.reason, now, now, decision.repo_id, decision.pr_number)
+        return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
+    if isinstance(decision, Reply):
+        await _effects(conn, decision.effects, now)
+        return AdmitResult("replied", reason=decision.reason)
+    if isinstance(decision, SetPause):
+        await conn.execute(q.LOCK_PR_ADMISSION, decision.repo_id, decision.pr_number)
+        await conn.execute(
+            q.UPSERT_SETTING, pause_key(decision.repo_id, decision.pr_number), "1" if decision.paused else "0"
+        )
+        await _effects(conn, decision.effects, now)
+        word = "paused" if decision.paused else "resumed"
+        return AdmitResult(word, reason=f"automatic reviews {word} on this pull request")
+    if isinstance(decision, InstallationChange):
+        await conn.execute(q.LOCK_INSTALLATION_ADMISSION, decision.installation_id)
+        await conn.execute(q.UPSERT_INSTALLATION, decision.installation_id, decision.account,
+                           1 if decision.active else 0, decision.reason, now)  # fmt: skip
+        cancelled: tuple[int, ...] = ()
+        if not decision.active:
+            rows = await conn.fetch(q.CANCEL_INSTALLATION_PENDING, decision.reason, now, now, decision.installation_id)
+            cancelled = tuple(r[0] for r in rows)
+        return AdmitResult("installation", cancelled=cancelled, reason=decision.reason,
+                           installation_gone=None if decision.active else decision.installation_id)  # fmt: skip
+    if isinstance(decision, ReposRemoved):
+        await conn.execute(q.LOCK_INSTALLATION_ADMISSION, decision.installation_id)
+        ids: list[int] = []
+        for repo_id in decision.repo_ids:
+            rows = await conn.fetch(q.CANCEL_REPO_PENDING, decision.reason, now, now, decision.installation_id, repo_id)
+            ids.extend(r[0] for r in rows)
+        return AdmitResult("cancelled", cancelled=tuple(ids), reason=decision.reason)
+    assert isinstance(decision, Enqueue)
+    return await _enqueue(conn, decision, now=now, max_attempts=max_attempts)
+
+
+async def _effects(conn: asyncpg.Connection, effects: Sequence[Effect], now: float) -> None:
+    if effects:
+        await conn.executemany(
+            q.INSERT_EFFECT, [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects]
+        )
+
+
+async def _refusal(conn: asyncpg.Connection, decision: Enqueue, now: float) -> str | None:
+    """Why the budget guard refuses this job, or None (counted under the installation and PR locks)."""
+    guard, spec = decision.guard, decision.job
+    if guard is None:
+        return None
+    if guard.manual_per_pr_hour and not decision.automatic:
+        count = await conn.fetchval(q.COUNT_MANUAL_RECENT, spec.repo_id, spec.pr_number, now - 3600)
+        if count >= guard.manual_per_pr_hour:
+            return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
+    if guard.reviews_per_day and spec.installation_id is not None:
+        count = await conn.fetchval(q.COUNT_REVIEWS_RECENT, spec.installation_id, now - 86400)
+        if count >= guard.reviews_per_day:
+            return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
+    return None
+
+
+async def _enqueue(conn: asyncpg.Connection, decision: Enqueue, *, now: float, max_attempts: int) -> AdmitResult:
+    spec = decision.job
+    if spec.installation_id is not None:
+        await conn.execute(q.LOCK_INSTALLATION_ADMISSION, spec.installation_id)
+    await conn.execute(q.LOCK_PR_ADMISSION, spec.repo_id, spec.pr_number)
+    if spec.installation_id is not None:
+        reason = await conn.fetchval(q.INACTIVE_INSTALLATION_REASON, spec.installation_id)
+        if reason is not None:
+            return AdmitResult("ignored", reason=f"installation is not active ({reason})")
+    if decision.automatic and await conn.fetchval(q.SETTING_IS_ON, pause_key(spec.repo_id, spec.pr_number)):
+        return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
+    existing = await conn.fetchval(q.SELECT_JOB_BY_REVISION, spec.revision_key)
+    if existing is not None:
+        return AdmitResult("duplicate-revision", job_id=existing, reason="revision already admitted")
+    refusal = await _refusal(conn, decision, now)
+    event_at = spec.details.get("event_at")
+    state, outcome = ("queued", None) if refusal is None else ("cancelled", f"refused: {refusal}")
+    job_id = await conn.fetchval(
+        q.INSERT_JOB_IF_NEW_REVISION,
+        spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
+        spec.head_sha, spec.trigger, spec.priority, state, json.dumps(spec.details), max_attempts,
+        now + spec.delay_seconds, event_at, now, outcome, None if refusal is None else now,
+    )  # fmt: skip
+    if job_id is None:
+        # Another transaction committed the same revision key first (the key is the last word, not the lock).
+        existing = await conn.fetchval(q.SELECT_JOB_BY_REVISION, spec.revision_key)
+        return AdmitResult("duplicate-revision", job_id=existing, reason="revision already admitted")
+    if refusal is not None:
+        assert decision.guard is not None
+        await _effects(conn, decision.guard.refusal_effects, now)
+        return AdmitResult("refused", job_id=job_id, reason=refusal)
+    await _effects(conn, decision.effects, now)
+    superseded: tuple[int, ...] = ()
+    if decision.supersede_older_heads and spec.head_sha:
+        outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
+        rows = await conn.fetch(
+            q.SUPERSEDE_OLDER_HEADS,
+            job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at,
+        )  # fmt: skip
+        superseded = tuple(sorted(r[0] for r in rows))
+        if superseded:
+            await conn.execute(q.FINISH_SUPERSEDED_ATTEMPTS, now, list(superseded))
+    return AdmitResult("enqueued", job_id=job_id, superseded=superseded)

@@ -1,0 +1,174 @@
+"""The store contract, continued: pauses, replies, installations, budget guard, outbox, retention, check-run sync."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reviewer_app.core.admission import (
+    Effect,
+    Enqueue,
+    Guard,
+    InstallationChange,
+    Reply,
+    ReposRemoved,
+    SetPause,
+)
+from reviewer_app.core.states import JobState
+from reviewer_app.store.base import Delivery, Usage
+from tests.helpers import sha
+from tests.test_store_contract import NOW, spec
+
+_n = 0
+
+
+def delivery() -> Delivery:
+    global _n
+    _n += 1
+    return Delivery(f"c-{_n}", "issue_comment", "created")
+
+
+def react(content: str = "+1", target: int = 99) -> Effect:
+    return Effect("reaction", 7, "o/r", target, content)
+
+
+async def admit(store, decision, now: float = NOW):
+    return await store.admit(delivery(), decision, now=now, max_attempts=3)
+
+
+def manual(pr: int = 1, n: int = 1, head: str = "") -> Enqueue:
+    s = replace(spec(pr=pr), trigger=f"manual:{n}", priority=0, head_sha=head)
+    return Enqueue(s, supersede_older_heads=False, automatic=False, effects=(react(target=n),))
+
+
+async def test_a_paused_pr_ignores_automatic_reviews_but_takes_requested_ones(store) -> None:
+    r = await admit(store, SetPause(1, 1, True, (react(),)))
+    assert r.outcome == "paused"
+    assert (await admit(store, Enqueue(spec(pr=1)))).outcome == "ignored"
+    assert (await admit(store, Enqueue(spec(pr=2)))).outcome == "enqueued"
+    assert (await admit(store, manual(pr=1))).outcome == "enqueued"
+    assert (await admit(store, SetPause(1, 1, False))).outcome == "resumed"
+    assert (await admit(store, Enqueue(spec(pr=1, head=5)))).outcome == "enqueued"
+
+
+async def test_effects_wait_in_the_outbox_until_marked_sent(store) -> None:
+    r = await admit(store, Reply("help requested", (Effect("comment", 7, "o/r", 1, "help text"),)))
+    assert r.outcome == "replied" and r.job_id is None
+    await admit(store, manual(n=42))
+    pending = await store.pending_effects()
+    assert [(e["kind"], e["target"], e["content"], e["attempts"]) for e in pending] == [
+        ("comment", 1, "help text", 0), ("reaction", 42, "+1", 0)]  # fmt: skip
+    await store.mark_effect(pending[0]["id"], now=NOW, error="502 from GitHub", done=False)
+    await store.mark_effect(pending[1]["id"], now=NOW, error=None, done=True)
+    [left] = await store.pending_effects()
+    assert (left["id"], left["attempts"]) == (pending[0]["id"], 1)
+
+
+async def test_an_uninstalled_installation_cancels_its_work_and_admits_no_more(store) -> None:
+    queued = await admit(store, Enqueue(spec(pr=1)))
+    other = await admit(store, Enqueue(replace(spec(pr=2), installation_id=8)))
+    gone = await admit(store, InstallationChange(7, "o", False, "installation deleted"))
+    assert (gone.outcome, gone.cancelled, gone.installation_gone) == ("installation", (queued.job_id,), 7)
+    assert (await store.get_job(queued.job_id)).state == JobState.CANCELLED
+    assert (await store.get_job(other.job_id)).state == JobState.QUEUED
+    assert not await store.installation_active(7) and await store.installation_active(8)
+    late = await admit(store, Enqueue(spec(pr=3)))
+    assert late.outcome == "ignored" and "installation deleted" in late.reason
+    assert all(j.installation_id != 7 for j in await store.jobs_needing_check_sync())
+    back = await admit(store, InstallationChange(7, "o", True, "installation unsuspend"))
+    assert back.installation_gone is None and await store.installation_active(7)
+    assert (await admit(store, Enqueue(spec(pr=3)))).outcome == "enqueued"
+
+
+async def test_removed_repositories_cancel_only_their_pending_jobs(store) -> None:
+    mine = await admit(store, Enqueue(spec(pr=1)))
+    kept = await admit(store, Enqueue(replace(spec(pr=2), repo_id=2, repo_full_name="o/kept")))
+    r = await admit(store, ReposRemoved(7, (1,), "repository removed from the installation"))
+    assert (r.outcome, r.cancelled) == ("cancelled", (mine.job_id,))
+    assert (await store.get_job(kept.job_id)).state == JobState.QUEUED
+
+
+async def test_the_budget_guard_refuses_past_its_limits_and_says_so(store) -> None:
+    hourly = Guard(manual_per_pr_hour=1, refusal_effects=(react("-1"),))
+    first = await admit(store, replace(manual(n=1), guard=hourly))
+    second = await admit(store, replace(manual(n=2), guard=hourly))
+    assert first.outcome == "enqueued"
+    assert second.outcome == "refused" and "per pull request per hour" in second.reason
+    refused = await store.get_job(second.job_id)
+    assert refused.state == JobState.CANCELLED and refused.outcome.startswith("refused: ")
+    assert refused.finished_at == NOW
+    assert [e["content"] for e in await store.pending_effects()] == ["+1", "-1"]
+    assert (await admit(store, replace(manual(n=3), guard=hourly), now=NOW + 3601)).outcome == "enqueued"
+
+    daily = Guard(reviews_per_day=2)
+    assert (await admit(store, Enqueue(spec(pr=5), guard=daily))).outcome == "refused"
+    assert (await admit(store, Enqueue(spec(pr=5, head=2), guard=daily), now=NOW + 86401)).outcome == "enqueued"
+
+
+async def test_the_last_reviewed_head_is_the_latest_published_review(store) -> None:
+    assert await store.last_reviewed_head(1, 1) is None
+    for head in (1, 2):
+        await admit(store, Enqueue(spec(head=head)))
+        [lease] = await store.claim(owner="w", limit=1, now=NOW + head, lease_seconds=30)
+        assert await store.save_progress_if_lease_held(lease, now=NOW + head, review_id=100 + head)
+        assert await store.complete_if_lease_held(lease, now=NOW + head, outcome="review published")
+    await admit(store, Enqueue(spec(head=3)))
+    assert await store.last_reviewed_head(1, 1) == sha(2)
+
+
+async def test_a_manual_job_learns_its_head_under_the_lease(store) -> None:
+    r = await admit(store, manual())
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    assert await store.save_progress_if_lease_held(lease, now=NOW, head_sha=sha(9), details={"full": True})
+    job = await store.get_job(r.job_id)
+    assert (job.head_sha, job.details) == (sha(9), {"full": True})
+
+
+async def test_check_run_sync_sees_each_phase_once(store) -> None:
+    r = await admit(store, Enqueue(spec()))
+    [job] = await store.jobs_needing_check_sync()
+    assert job.id == r.job_id
+    await store.set_check_run(r.job_id, check_run_id=555, key="queued:0")
+    assert await store.jobs_needing_check_sync() == []
+    await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    [job] = await store.jobs_needing_check_sync()
+    assert (job.check_run_id, job.check_run_status) == (555, "queued:0")
+    await store.set_check_run(r.job_id, check_run_id=None, key="in_progress:1")
+    assert await store.jobs_needing_check_sync() == []
+    assert (await store.get_job(r.job_id)).check_run_id == 555
+
+
+async def test_stats_count_states_backlog_and_expired_leases(store) -> None:
+    a = await admit(store, Enqueue(spec(pr=1)), now=NOW)
+    await admit(store, Enqueue(spec(pr=2)), now=NOW + 5)
+    [lease] = await store.claim(owner="w", limit=1, now=NOW + 5, lease_seconds=10)
+    assert lease.job_id == a.job_id
+    assert await store.save_progress_if_lease_held(lease, now=NOW + 6, publish_intent_at=NOW + 6)
+    stats = await store.stats(now=NOW + 20)
+    assert stats.by_state == {"queued": 1, "running": 1}
+    assert (stats.oldest_pending_created_at, stats.expired_leases, stats.awaiting_reconciliation) == (NOW, 1, 1)
+
+
+async def test_prune_removes_old_finished_jobs_and_deliveries_only(store) -> None:
+    old = await admit(store, Enqueue(spec(pr=1)), now=NOW)
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    assert await store.complete_if_lease_held(lease, now=NOW, outcome="done")
+    pending = await admit(store, Enqueue(spec(pr=2)), now=NOW)
+    recent = await admit(store, Enqueue(spec(pr=3)), now=NOW + 100)
+    removed = await store.prune(NOW + 50, 100)
+    assert removed == 1 + 2  # one job, two deliveries
+    assert await store.get_job(old.job_id) is None and await store.attempts_of(old.job_id) == []
+    assert await store.get_job(pending.job_id) is not None and await store.get_job(recent.job_id) is not None
+    assert await store.prune(NOW + 50, 100) == 0
+
+
+async def test_usage_adds_up_per_repository_and_model_in_plain_integers(store) -> None:
+    for pr in (1, 2):
+        await admit(store, Enqueue(spec(pr=pr)))
+    for lease in await store.claim(owner="w", limit=2, now=NOW, lease_seconds=30):
+        assert await store.record_usage_if_lease_held(lease, Usage("claude-x", 100, 20, 5, 7))
+        assert await store.complete_if_lease_held(lease, now=NOW, outcome="done")
+    [row] = await store.usage_by_repo(since=NOW - 1)
+    assert row == {"repo": "o/r", "model": "claude-x", "jobs": 2, "input_tokens": 200, "output_tokens": 40,
+                   "cache_creation_tokens": 10, "cache_read_tokens": 14}  # fmt: skip
+    assert all(type(v) is int for k, v in row.items() if k not in ("repo", "model"))
+    assert await store.usage_by_repo(since=NOW + 1) == []
