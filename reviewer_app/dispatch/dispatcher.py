@@ -128,7 +128,7 @@ class Dispatcher:
 
     async def _execute(self, lease: Lease) -> None:
         try:
-            job = await self.store.get_job(lease.job_id)
+            job = lease.job or await self.store.get_job(lease.job_id)
             if job is None:
                 return
             ctx = JobContext(job=job, lease=lease, store=self.store, clock=self.clock, metrics=self.metrics)

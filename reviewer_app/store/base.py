@@ -94,6 +94,7 @@ class Lease:
     owner: str
     attempt: int
     expires_at: float
+    job: Job | None = field(default=None, compare=False, repr=False)  # the claimed row, when the store returns it
 
 
 @dataclass(frozen=True)

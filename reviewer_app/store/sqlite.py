@@ -8,7 +8,8 @@ import logging
 import os
 import secrets
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -41,7 +42,7 @@ from reviewer_app.store.base import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-WriteOp = Callable[[aiosqlite.Connection], Awaitable[Any]]
+WriteOp = Callable[[sqlite3.Connection], Any]
 
 MAX_BATCH = 256
 
@@ -63,7 +64,8 @@ def _usage(u: Usage | None) -> tuple[str | None, int, int, int, int]:
 
 
 class SqliteStore:
-    """One writer connection whose transactions are batched (group commit), one reader connection."""
+    """Writes go to one connection on its own thread, batched so that each batch is one transaction and one
+    thread hop (group commit); reads go through aiosqlite on a second connection."""
 
     engine = "sqlite"
 
@@ -71,7 +73,8 @@ class SqliteStore:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.synchronous = synchronous
-        self._writer: aiosqlite.Connection | None = None
+        self._writer: sqlite3.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
         self._pending: list[tuple[WriteOp, asyncio.Future[Any]]] = []
         self._writer_task: asyncio.Task[None] | None = None
@@ -81,20 +84,37 @@ class SqliteStore:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
-    async def _connect(self) -> aiosqlite.Connection:
-        conn = await aiosqlite.connect(self.path, isolation_level=None, timeout=self.busy_timeout_ms / 1000)
+    def _pragmas(self) -> list[str]:
+        return [
+            f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}",
+            "PRAGMA journal_mode = WAL",
+            f"PRAGMA synchronous = {self.synchronous}",
+            "PRAGMA foreign_keys = ON",
+        ]
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout_ms / 1000,
+                               check_same_thread=False)  # fmt: skip
         conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-        await conn.execute("PRAGMA journal_mode = WAL")
-        await conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        await conn.execute("PRAGMA foreign_keys = ON")
+        for pragma in self._pragmas():
+            conn.execute(pragma)
         return conn
 
+    async def _in_writer_thread(self, fn: Callable[[], T]) -> T:
+        if self._thread is None:
+            raise StoreUnavailable("store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
+
     async def open(self) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
         try:
-            self._writer = await self._connect()
-            await self._migrate()
-            self._reader = await self._connect()
+            self._writer = await self._in_writer_thread(self._connect_writer)
+            await self._in_writer_thread(self._migrate)
+            self._reader = await aiosqlite.connect(self.path, isolation_level=None,
+                                                   timeout=self.busy_timeout_ms / 1000)  # fmt: skip
+            self._reader.row_factory = sqlite3.Row
+            for pragma in self._pragmas():
+                await self._reader.execute(pragma)
             self._file_id = _file_identity(self.path)
         except sqlite3.Error as exc:
             await self.close()
@@ -103,33 +123,35 @@ class SqliteStore:
     async def close(self) -> None:
         if self._writer_task is not None:
             await asyncio.gather(self._writer_task, return_exceptions=True)
-        for conn in (self._writer, self._reader):
-            if conn is not None:
-                await conn.close()
+        if self._reader is not None:
+            await self._reader.close()
+        if self._writer is not None and self._thread is not None:
+            await self._in_writer_thread(self._writer.close)
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
         self._writer = self._reader = None
+        self._thread = None
 
-    async def _migrate(self) -> None:
-        assert self._writer is not None
+    def _migrate(self) -> None:
         conn = self._writer
-        await conn.execute(
+        assert conn is not None
+        conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)"
         )
-        applied = {r[0] for r in await conn.execute_fetchall("SELECT version FROM schema_migrations")}
+        applied = {r[0] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
         for version, name, script in load_migrations("sqlite"):
             if version in applied:
                 continue
             log.info("applying migration %s", name)
-            await conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 for statement in script.split(";\n"):
                     if statement.strip():
-                        await conn.execute(statement)
-                await conn.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, strftime('%s','now'))", (version, name)
-                )
-                await conn.execute("COMMIT")
+                        conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, strftime('%s','now'))", (version, name))
+                conn.execute("COMMIT")
             except BaseException:
-                await conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 raise
 
     async def migrations_pending(self) -> list[str]:
@@ -172,8 +194,9 @@ class SqliteStore:
     async def _drain(self) -> None:
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            ops = [op for op, _ in batch]
             try:
-                results = await self._commit_batch(batch)
+                results = await self._in_writer_thread(lambda ops=ops: self._commit_batch(ops))
             except sqlite3.OperationalError as exc:
                 # Locked past the timeout, disk full, read-only: nobody in the batch was committed.
                 for _, fut in batch:
@@ -184,7 +207,7 @@ class SqliteStore:
                 # One op failed on its own terms: run each op alone so only the failing ones fail.
                 for op, fut in batch:
                     try:
-                        (result,) = await self._commit_batch([(op, fut)])
+                        (result,) = await self._in_writer_thread(lambda op=op: self._commit_batch([op]))
                     except Exception as exc:
                         if not fut.done():
                             fut.set_exception(self._wrap(exc))
@@ -202,24 +225,25 @@ class SqliteStore:
             return StoreUnavailable(f"database write failed: {exc}")
         return exc
 
-    async def _commit_batch(self, batch: list[tuple[WriteOp, asyncio.Future[Any]]]) -> list[Any]:
+    def _commit_batch(self, ops: list[WriteOp]) -> list[Any]:
+        """In the writer thread: every op of the batch in one transaction, one fsync at COMMIT."""
         conn = self._writer
         if conn is None:
             raise StoreUnavailable("store is closed")
-        await conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            results = [await op(conn) for op, _ in batch]
-            await conn.execute("COMMIT")
+            results = [op(conn) for op in ops]
+            conn.execute("COMMIT")
         except BaseException:
             try:
-                await conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
             raise
         return results
 
     async def _read(self, query: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        conn = self._reader or self._writer
+        conn = self._reader
         if conn is None:
             raise StoreUnavailable("store is closed")
         async with self._read_lock:
@@ -230,16 +254,16 @@ class SqliteStore:
     async def admit(
         self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int
     ) -> AdmitResult:
-        async def op(conn: aiosqlite.Connection) -> AdmitResult:
-            seen = await conn.execute_fetchall(
+        def op(conn: sqlite3.Connection) -> AdmitResult:
+            seen = _fetchall(conn,
                 "SELECT outcome, job_id FROM deliveries WHERE delivery_id = ?", (delivery.delivery_id,)
             )
             if seen:
                 return AdmitResult(
                     "duplicate-delivery", job_id=seen[0]["job_id"], reason="delivery already seen"
                 )
-            result = await self._apply(conn, decision, now=now, max_attempts=max_attempts)
-            await conn.execute(
+            result = self._apply(conn, decision, now=now, max_attempts=max_attempts)
+            conn.execute(
                 "INSERT INTO deliveries (delivery_id, event, action, received_at, outcome, job_id)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (delivery.delivery_id, delivery.event, delivery.action, now, result.outcome, result.job_id),
@@ -251,33 +275,33 @@ class SqliteStore:
             self._wake_subscribers()
         return result
 
-    async def _apply(
-        self, conn: aiosqlite.Connection, decision: Decision, *, now: float, max_attempts: int
+    def _apply(
+        self, conn: sqlite3.Connection, decision: Decision, *, now: float, max_attempts: int
     ) -> AdmitResult:
         if isinstance(decision, Ignore):
             return AdmitResult("ignored", reason=decision.reason)
         if isinstance(decision, CancelPR):
-            rows = await conn.execute_fetchall(
+            rows = _fetchall(conn,
                 sql.CANCEL_PR_PENDING, (decision.reason, now, now, decision.repo_id, decision.pr_number)
             )
             return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
         if isinstance(decision, Reply):
-            await self._effects(conn, decision.effects, now)
+            self._effects(conn, decision.effects, now)
             return AdmitResult("replied", reason=decision.reason)
         if isinstance(decision, SetPause):
-            await conn.execute(
+            conn.execute(
                 "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (pause_key(decision.repo_id, decision.pr_number), "1" if decision.paused else "0"),
             )
-            await self._effects(conn, decision.effects, now)
+            self._effects(conn, decision.effects, now)
             word = "paused" if decision.paused else "resumed"
             return AdmitResult(word, reason=f"automatic reviews {word} on this pull request")
         if isinstance(decision, InstallationChange):
-            await conn.execute(sql.UPSERT_INSTALLATION, (decision.installation_id, decision.account,
+            conn.execute(sql.UPSERT_INSTALLATION, (decision.installation_id, decision.account,
                                                          1 if decision.active else 0, decision.reason, now))  # fmt: skip
             cancelled: tuple[int, ...] = ()
             if not decision.active:
-                rows = await conn.execute_fetchall(
+                rows = _fetchall(conn,
                     sql.CANCEL_INSTALLATION_PENDING, (decision.reason, now, now, decision.installation_id)
                 )
                 cancelled = tuple(r[0] for r in rows)
@@ -286,59 +310,59 @@ class SqliteStore:
         if isinstance(decision, ReposRemoved):
             ids: list[int] = []
             for repo_id in decision.repo_ids:
-                rows = await conn.execute_fetchall(
+                rows = _fetchall(conn,
                     sql.CANCEL_REPO_PENDING, (decision.reason, now, now, decision.installation_id, repo_id)
                 )
                 ids.extend(r[0] for r in rows)
             return AdmitResult("cancelled", cancelled=tuple(ids), reason=decision.reason)
         assert isinstance(decision, Enqueue)
-        return await self._enqueue(conn, decision, now=now, max_attempts=max_attempts)
+        return self._enqueue(conn, decision, now=now, max_attempts=max_attempts)
 
-    async def _effects(self, conn: aiosqlite.Connection, effects: Sequence[Effect], now: float) -> None:
+    def _effects(self, conn: sqlite3.Connection, effects: Sequence[Effect], now: float) -> None:
         if effects:
-            await conn.executemany(
+            conn.executemany(
                 sql.INSERT_EFFECT,
                 [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects],
             )
 
-    async def _refusal(self, conn: aiosqlite.Connection, decision: Enqueue, now: float) -> str | None:
+    def _refusal(self, conn: sqlite3.Connection, decision: Enqueue, now: float) -> str | None:
         """Why the budget guard refuses this job, or None."""
         guard, spec = decision.guard, decision.job
         if guard is None:
             return None
         if guard.manual_per_pr_hour and not decision.automatic:
-            rows = await conn.execute_fetchall(sql.COUNT_MANUAL_RECENT, (spec.repo_id, spec.pr_number, now - 3600))
+            rows = _fetchall(conn, sql.COUNT_MANUAL_RECENT, (spec.repo_id, spec.pr_number, now - 3600))
             if rows[0][0] >= guard.manual_per_pr_hour:
                 return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
         if guard.reviews_per_day and spec.installation_id is not None:
-            rows = await conn.execute_fetchall(sql.COUNT_REVIEWS_RECENT, (spec.installation_id, now - 86400))
+            rows = _fetchall(conn, sql.COUNT_REVIEWS_RECENT, (spec.installation_id, now - 86400))
             if rows[0][0] >= guard.reviews_per_day:
                 return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
         return None
 
-    async def _enqueue(
-        self, conn: aiosqlite.Connection, decision: Enqueue, *, now: float, max_attempts: int
+    def _enqueue(
+        self, conn: sqlite3.Connection, decision: Enqueue, *, now: float, max_attempts: int
     ) -> AdmitResult:
         spec = decision.job
         if spec.installation_id is not None:
-            inactive = await conn.execute_fetchall(
+            inactive = _fetchall(conn,
                 "SELECT reason FROM installations WHERE id = ? AND active = 0", (spec.installation_id,)
             )
             if inactive:
                 return AdmitResult("ignored", reason=f"installation is not active ({inactive[0][0]})")
         if decision.automatic:
-            paused = await conn.execute_fetchall(
+            paused = _fetchall(conn,
                 "SELECT 1 FROM settings WHERE key = ? AND value = '1'", (pause_key(spec.repo_id, spec.pr_number),)
             )
             if paused:
                 return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
-        existing = await conn.execute_fetchall("SELECT id FROM jobs WHERE revision_key = ?", (spec.revision_key,))
+        existing = _fetchall(conn, "SELECT id FROM jobs WHERE revision_key = ?", (spec.revision_key,))
         if existing:
             return AdmitResult("duplicate-revision", job_id=existing[0][0], reason="revision already admitted")
-        refusal = await self._refusal(conn, decision, now)
+        refusal = self._refusal(conn, decision, now)
         event_at = spec.details.get("event_at")
         state, outcome = ("queued", None) if refusal is None else ("cancelled", f"refused: {refusal}")
-        rows = await conn.execute_fetchall(
+        rows = _fetchall(conn,
             "INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger,"
             " priority, state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,"
             " outcome, finished_at)"
@@ -353,19 +377,19 @@ class SqliteStore:
         job_id = rows[0][0]
         if refusal is not None:
             assert decision.guard is not None
-            await self._effects(conn, decision.guard.refusal_effects, now)
+            self._effects(conn, decision.guard.refusal_effects, now)
             return AdmitResult("refused", job_id=job_id, reason=refusal)
-        await self._effects(conn, decision.effects, now)
+        self._effects(conn, decision.effects, now)
         superseded: tuple[int, ...] = ()
         if decision.supersede_older_heads and spec.head_sha:
             outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
-            srows = await conn.execute_fetchall(
+            srows = _fetchall(conn,
                 sql.SUPERSEDE_OLDER_HEADS,
                 (job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at),
             )
             superseded = tuple(r[0] for r in srows)
             if superseded:
-                await conn.execute(
+                conn.execute(
                     f"UPDATE attempts SET finished_at = ?, outcome = 'superseded' WHERE finished_at IS NULL"
                     f" AND job_id IN ({','.join('?' * len(superseded))})",
                     (now, *superseded),
@@ -378,21 +402,23 @@ class SqliteStore:
         if limit <= 0:
             return []
 
-        async def op(conn: aiosqlite.Connection) -> list[Lease]:
+        def op(conn: sqlite3.Connection) -> list[Lease]:
             # One statement picks and leases; the token is random per row.
-            rows = await conn.execute_fetchall(
+            rows = _fetchall(conn,
                 "UPDATE jobs SET state = 'running', lease_owner = ?, lease_token = lower(hex(randomblob(16))),"
                 " lease_expires_at = ?, attempts = attempts + 1, started_at = COALESCE(started_at, ?),"
                 " updated_at = ?"
                 " WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?"
                 "   AND NOT EXISTS (SELECT 1 FROM settings WHERE key = 'queue_paused' AND value = '1')"
                 "   ORDER BY priority, next_attempt_at, id LIMIT ?)"
-                " RETURNING id, lease_token, attempts, lease_expires_at",
+                f" RETURNING {sql.JOB_COLUMNS}",
                 (owner, now + lease_seconds, now, now, now, limit),
             )
-            leases = [Lease(r[0], r[1], owner, r[2], r[3]) for r in rows]
+            # The claimed rows come back whole, so a worker starts without reading its job again.
+            leases = [Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
+                      for r in rows]  # fmt: skip
             if leases:
-                await conn.executemany(
+                conn.executemany(
                     sql.INSERT_ATTEMPT, [(le.job_id, le.attempt, owner, le.token, now) for le in leases]
                 )
             return leases
@@ -402,8 +428,8 @@ class SqliteStore:
     async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
         expires = now + lease_seconds
 
-        async def op(conn: aiosqlite.Connection) -> bool:
-            cur = await conn.execute(sql.RENEW_IF_LEASE_HELD, (expires, now, lease.job_id, lease.token))
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(sql.RENEW_IF_LEASE_HELD, (expires, now, lease.job_id, lease.token))
             return cur.rowcount == 1
 
         return expires if await self._write(op) else None
@@ -418,12 +444,12 @@ class SqliteStore:
         error: str | None,
         usage: Usage | None,
     ) -> bool:
-        async def op(conn: aiosqlite.Connection) -> bool:
-            cur = await conn.execute(
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
                 sql.FINISH_IF_LEASE_HELD, (state.value, outcome, error, now, now, lease.job_id, lease.token)
             )
             held = cur.rowcount == 1
-            await conn.execute(
+            conn.execute(
                 sql.FINISH_ATTEMPT,
                 (now, state.value if held else "lease_lost", error, *_usage(usage), lease.token),
             )
@@ -465,14 +491,14 @@ class SqliteStore:
         counts_attempt: bool = True,
         usage: Usage | None = None,
     ) -> bool:
-        async def op(conn: aiosqlite.Connection) -> bool:
-            cur = await conn.execute(
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
                 sql.REQUEUE_IF_LEASE_HELD,
                 (at, error, 0 if counts_attempt else 1, now, lease.job_id, lease.token),
             )
             held = cur.rowcount == 1
             outcome = ("retry" if counts_attempt else "deferred") if held else "lease_lost"
-            await conn.execute(sql.FINISH_ATTEMPT, (now, outcome, error, *_usage(usage), lease.token))
+            conn.execute(sql.FINISH_ATTEMPT, (now, outcome, error, *_usage(usage), lease.token))
             return held
 
         return await self._write(op)
@@ -484,9 +510,9 @@ class SqliteStore:
         cols = sorted(fields)
         values = [json.dumps(fields[c]) if c in ("answer", "details") else fields[c] for c in cols]
 
-        async def op(conn: aiosqlite.Connection) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
             assignments = ", ".join(f"{c} = ?" for c in cols)
-            cur = await conn.execute(
+            cur = conn.execute(
                 f"UPDATE jobs SET {assignments}, updated_at = ? WHERE id = ? AND lease_token = ? AND state = 'running'",
                 (*values, now, lease.job_id, lease.token),
             )
@@ -495,27 +521,27 @@ class SqliteStore:
         return await self._write(op)
 
     async def record_usage_if_lease_held(self, lease: Lease, usage: Usage) -> bool:
-        async def op(conn: aiosqlite.Connection) -> bool:
-            cur = await conn.execute(sql.ADD_ATTEMPT_USAGE, (*_usage(usage), lease.token))
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(sql.ADD_ATTEMPT_USAGE, (*_usage(usage), lease.token))
             return cur.rowcount == 1
 
         return await self._write(op)
 
     async def rescue_expired(self, *, now: float) -> list[int]:
-        async def op(conn: aiosqlite.Connection) -> list[int]:
+        def op(conn: sqlite3.Connection) -> list[int]:
             rescued = []
-            for row in await conn.execute_fetchall(sql.SELECT_EXPIRED, (now,)):
+            for row in _fetchall(conn, sql.SELECT_EXPIRED, (now,)):
                 job_id, token, attempts, max_attempts = row[0], row[1], row[2], row[3]
                 error = f"lease expired during attempt {attempts} (worker crashed, was killed or hung)"
                 if attempts >= max_attempts:
-                    cur = await conn.execute(
+                    cur = conn.execute(
                         sql.EXPIRE_TO_FAILED, (error, f"failed: {error}", now, now, job_id, token)
                     )
                 else:
-                    cur = await conn.execute(sql.EXPIRE_TO_QUEUE, (now, error, now, job_id, token))
+                    cur = conn.execute(sql.EXPIRE_TO_QUEUE, (now, error, now, job_id, token))
                 if cur.rowcount == 1:
                     rescued.append(job_id)
-                    await conn.execute(
+                    conn.execute(
                         sql.FINISH_ATTEMPT, (now, "lease_expired", error, None, 0, 0, 0, 0, token)
                     )
             return rescued
@@ -535,8 +561,8 @@ class SqliteStore:
         return [Job.from_row(r) for r in await self._read(sql.NEEDS_CHECK_SYNC, (limit,))]
 
     async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
-        async def op(conn: aiosqlite.Connection) -> None:
-            await conn.execute(sql.SET_CHECK_RUN, (check_run_id, key, job_id))
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(sql.SET_CHECK_RUN, (check_run_id, key, job_id))
 
         await self._write(op)
 
@@ -546,8 +572,8 @@ class SqliteStore:
         return [dict(r) for r in await self._read(sql.PENDING_EFFECTS, (limit,))]
 
     async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
-        async def op(conn: aiosqlite.Connection) -> None:
-            await conn.execute(
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?, sent_at = CASE WHEN ? THEN ? END"
                 " WHERE id = ?",
                 (error, 1 if done else 0, now, effect_id),
@@ -570,8 +596,8 @@ class SqliteStore:
     # -- settings (queue pause) -------------------------------------------------------------------------
 
     async def set_setting(self, key: str, value: str) -> None:
-        async def op(conn: aiosqlite.Connection) -> None:
-            await conn.execute(
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
@@ -597,10 +623,10 @@ class SqliteStore:
 
     async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
                                stale_before: float) -> bool:  # fmt: skip
-        async def op(conn: aiosqlite.Connection) -> bool:
-            if await conn.execute_fetchall("SELECT 1 FROM deliveries WHERE delivery_id = ?", (guid,)):
+        def op(conn: sqlite3.Connection) -> bool:
+            if _fetchall(conn, "SELECT 1 FROM deliveries WHERE delivery_id = ?", (guid,)):
                 return False
-            rows = await conn.execute_fetchall(
+            rows = _fetchall(conn,
                 sql.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before)
             )
             return bool(rows)
@@ -608,32 +634,32 @@ class SqliteStore:
         return await self._write(op)
 
     async def mark_redelivery_requested(self, guid: str, *, owner: str, now: float, error: str | None) -> None:
-        async def op(conn: aiosqlite.Connection) -> None:
-            await conn.execute(sql.MARK_REDELIVERY_REQUESTED_IF_CLAIMED, (now, error, guid, owner))
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(sql.MARK_REDELIVERY_REQUESTED_IF_CLAIMED, (now, error, guid, owner))
 
         await self._write(op)
 
     async def release_redelivery(self, guid: str, *, owner: str, error: str) -> None:
-        async def op(conn: aiosqlite.Connection) -> None:
-            await conn.execute(sql.RELEASE_REDELIVERY_IF_CLAIMED, (error, guid, owner))
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(sql.RELEASE_REDELIVERY_IF_CLAIMED, (error, guid, owner))
 
         await self._write(op)
 
     async def forget_redeliveries(self, before: float) -> int:
-        async def op(conn: aiosqlite.Connection) -> int:
-            return (await conn.execute(sql.FORGET_REDELIVERIES, (before,))).rowcount
+        def op(conn: sqlite3.Connection) -> int:
+            return (conn.execute(sql.FORGET_REDELIVERIES, (before,))).rowcount
 
         return await self._write(op)
 
     async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
-        async def op(conn: aiosqlite.Connection) -> bool:
-            return bool(await conn.execute_fetchall(sql.TAKE_DUTY_LEASE_IF_FREE, (duty, owner, now + seconds, now)))
+        def op(conn: sqlite3.Connection) -> bool:
+            return bool(_fetchall(conn, sql.TAKE_DUTY_LEASE_IF_FREE, (duty, owner, now + seconds, now)))
 
         return await self._write(op)
 
     async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None:
-        async def op(conn: aiosqlite.Connection) -> None:
-            await conn.execute(sql.RELEASE_DUTY_LEASE_IF_HELD, (now, duty, owner))
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(sql.RELEASE_DUTY_LEASE_IF_HELD, (now, duty, owner))
 
         await self._write(op)
 
@@ -693,8 +719,8 @@ class SqliteStore:
         )
 
     async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool:
-        async def op(conn: aiosqlite.Connection) -> bool:
-            cur = await conn.execute(sql.OPERATOR_CANCEL, (reason, now, now, job_id))
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(sql.OPERATOR_CANCEL, (reason, now, now, job_id))
             return cur.rowcount == 1
 
         return await self._write(op)
@@ -702,10 +728,10 @@ class SqliteStore:
     async def prune(self, before: float, batch: int) -> int:
         terminal = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
 
-        async def op(conn: aiosqlite.Connection) -> int:
+        def op(conn: sqlite3.Connection) -> int:
             # The newest job always stays: SQLite gives a new row max(id) + 1, and a job id must never be reused
             # (review markers and check runs name it).
-            rows = await conn.execute_fetchall(
+            rows = _fetchall(conn,
                 f"SELECT id FROM jobs WHERE state IN ({terminal}) AND finished_at < ?"
                 " AND id < (SELECT MAX(id) FROM jobs) ORDER BY finished_at, id LIMIT ?",
                 (before, batch),
@@ -715,10 +741,10 @@ class SqliteStore:
             if ids:
                 marks = ",".join("?" * len(ids))
                 # A job that stays may name a pruned one as its superseder; its outcome text still says which.
-                await conn.execute(f"UPDATE jobs SET superseded_by = NULL WHERE superseded_by IN ({marks})", ids)
-                await conn.execute(f"DELETE FROM attempts WHERE job_id IN ({marks})", ids)
-                removed += (await conn.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids)).rowcount
-            cur = await conn.execute(
+                conn.execute(f"UPDATE jobs SET superseded_by = NULL WHERE superseded_by IN ({marks})", ids)
+                conn.execute(f"DELETE FROM attempts WHERE job_id IN ({marks})", ids)
+                removed += (conn.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids)).rowcount
+            cur = conn.execute(
                 "DELETE FROM deliveries WHERE delivery_id IN"
                 " (SELECT delivery_id FROM deliveries WHERE received_at < ? LIMIT ?)",
                 (before, batch),
@@ -728,14 +754,18 @@ class SqliteStore:
         return await self._write(op)
 
     async def retry_job(self, job_id: int, *, now: float) -> bool:
-        async def op(conn: aiosqlite.Connection) -> bool:
-            cur = await conn.execute(sql.OPERATOR_RETRY, (now, now, job_id))
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(sql.OPERATOR_RETRY, (now, now, job_id))
             return cur.rowcount == 1
 
         retried = await self._write(op)
         if retried:
             self._wake_subscribers()
         return retried
+
+
+def _fetchall(conn: sqlite3.Connection, query: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    return conn.execute(query, params).fetchall()
 
 
 def pause_key(repo_id: int, pr_number: int) -> str:
