@@ -75,3 +75,13 @@ def test_config_command_masks_secrets(tmp_path) -> None:
     assert result.returncode == 0
     assert "hunter2" not in result.stdout and "sk-ant-secret" not in result.stdout
     assert "GITHUB_WEBHOOK_SECRET=***" in result.stdout and "REVIEWER_CONCURRENCY=4" in result.stdout
+
+
+def test_every_setting_is_documented() -> None:
+    from pathlib import Path
+
+    from reviewer_app.config import SETTINGS
+
+    doc = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    missing = [s.env for s in SETTINGS if f"`{s.env}`" not in doc]
+    assert missing == [], f"add these to docs/configuration.md: {missing}"
