@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (env HOST, default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="port (env PORT, default 8080)")
     serve.add_argument("--no-worker", action="store_true", help="receive only; run no reviews here")
+    worker = sub.add_parser("worker", help="run reviews and background duties only; receive no webhooks")
+    worker.add_argument("--host", help="bind address of the health port (env HOST, default 0.0.0.0)")
+    worker.add_argument("--port", type=int, help="serve /healthz, /readyz and /metrics on this port (default: none)")
     sub.add_parser("config", help="print the effective configuration, secrets masked")
     admin.add_commands(sub)
     migrate_store.add_command(sub)
@@ -39,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides = {"host": args.host, "port": args.port}
         # Admin commands work on the database only: they need no webhook secret.
         # `serve` without any App starts the setup page instead of failing.
-        cfg = load_config(require_webhook_secret=args.command not in admin.COMMANDS,
+        # A worker receives no webhooks either: it needs no webhook secret.
+        cfg = load_config(require_webhook_secret=args.command not in (*admin.COMMANDS, "worker"),
                           allow_setup=args.command == "serve", **overrides)  # fmt: skip
     except (ConfigError, EnvFileError) as exc:
         print(f"reviewer-app: configuration error: {exc}", file=sys.stderr)
@@ -59,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             pass
         return 0
+    if args.command == "worker":
+        from reviewer_app.service import work
+
+        try:
+            return asyncio.run(work(cfg, host=args.host, port=args.port))
+        except KeyboardInterrupt:
+            return 0
     return 1
 
 

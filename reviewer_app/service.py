@@ -18,8 +18,9 @@ from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
+from reviewer_app.dispatch.duty import PeriodicDuty
 from reviewer_app.github.auth import AppCredentials
-from reviewer_app.github.checks import CheckRuns, CheckSync
+from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.outbox import OutboxSender
 from reviewer_app.github.recovery import Recovery
@@ -30,7 +31,7 @@ from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store
 from reviewer_app.store.factory import make_store
 from reviewer_app.store.sqlite import new_owner_id
-from reviewer_app.web.app import make_app
+from reviewer_app.web.app import healthz, make_app
 from reviewer_app.web.events import make_router
 from reviewer_app.web.health import Probes
 from reviewer_app.web.webhooks import Receiver
@@ -44,9 +45,9 @@ class Service:
     store: Store
     dispatcher: Dispatcher | None
     app: web.Application
-    check_sync: CheckSync | None = None
+    check_sync: PeriodicDuty | None = None
     session: aiohttp.ClientSession | None = None
-    outbox: OutboxSender | None = None
+    outbox: PeriodicDuty | None = None
     receiver: Receiver | None = None
     github: GitHubClient | None = None
     metrics: Metrics | None = None
@@ -88,7 +89,7 @@ class Service:
             await self.dispatcher.stop(self.cfg.shutdown_grace_seconds)
         if self.check_sync is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.check_sync.checks.run_once(), timeout=5)
+                await asyncio.wait_for(self.check_sync.run_pass(), timeout=5)
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
@@ -128,14 +129,25 @@ def retry_policy(cfg: Config) -> RetryPolicy:
     )
 
 
-async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | None = None) -> Service:
+def make_health_app(probes: Probes) -> web.Application:
+    """A worker's optional health port: /healthz, /readyz and /metrics, no webhook route."""
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    probes.register(app)
+    return app
+
+
+async def build_service(
+    cfg: Config, *, worker: bool = True, receive: bool = True, runner: Runner | None = None
+) -> Service:
+    """``receive=False`` (`reviewer-app worker`): no webhook route; the app serves only health and metrics."""
     store = make_store(cfg)
     await store.open()
     metrics = Metrics(store, clock=time.time)
     dispatcher = None
     stack: ReviewStack | None = None
-    check_sync: CheckSync | None = None
-    outbox: OutboxSender | None = None
+    check_sync: PeriodicDuty | None = None
+    outbox: PeriodicDuty | None = None
     if cfg.github_configured and cfg.runner == "review":
         if cfg.anthropic_api_key:
             stack = build_review_stack(cfg, store, metrics)
@@ -147,8 +159,14 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
             runner = noop_runner(cfg.noop_seconds)
         elif stack is not None:
             runner = stack.pipeline
-            check_sync = CheckSync(stack.checks, interval=cfg.check_sync_seconds)
-            outbox = OutboxSender(stack.github, store, clock=time.time, interval=cfg.check_sync_seconds)
+            # One host at a time per pass (a duty lease in the database): no two hosts create the same check run
+            # or send the same reaction.
+            duty_owner = new_owner_id("duty")
+            check_sync = PeriodicDuty("check-sync", stack.checks.run_once, interval=cfg.check_sync_seconds,
+                                      clock=time.time, store=store, owner=duty_owner)  # fmt: skip
+            sender = OutboxSender(stack.github, store, clock=time.time)
+            outbox = PeriodicDuty("outbox", sender.run_once, interval=cfg.check_sync_seconds, clock=time.time,
+                                  store=store, owner=duty_owner)  # fmt: skip
         else:
             log.warning("no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "
                         "but no review runs until the App is configured")  # fmt: skip
@@ -179,18 +197,21 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
         if result.installation_gone is not None and stack is not None:
             stack.github.tokens.invalidate(result.installation_gone)
 
-    receiver = Receiver(
-        store=store,
-        router=make_router(),
-        secret=None if cfg.insecure_no_signature and not cfg.webhook_secret else cfg.webhook_secret,
-        max_body_bytes=cfg.max_body_bytes,
-        max_attempts=cfg.max_attempts,
-        debounce_seconds=cfg.debounce_seconds,
-        app_id=int(cfg.app_id) if cfg.app_id else None,
-        guard=Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour),
-        on_admitted=on_admitted,
-        metrics=metrics,
-    )
+    guard = Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour)
+    receiver: Receiver | None = None
+    if receive:
+        receiver = Receiver(
+            store=store,
+            router=make_router(),
+            secret=None if cfg.insecure_no_signature and not cfg.webhook_secret else cfg.webhook_secret,
+            max_body_bytes=cfg.max_body_bytes,
+            max_attempts=cfg.max_attempts,
+            debounce_seconds=cfg.debounce_seconds,
+            app_id=int(cfg.app_id) if cfg.app_id else None,
+            guard=guard,
+            on_admitted=on_admitted,
+            metrics=metrics,
+        )
     probes = Probes(store, workers_running=(lambda: dispatcher.running) if dispatcher is not None else None,
                     metrics=metrics, metrics_token=cfg.metrics_token)  # fmt: skip
     cleaner = None
@@ -202,9 +223,10 @@ async def build_service(cfg: Config, *, worker: bool = True, runner: Runner | No
         recovery = Recovery(
             stack.github, store, owner=new_owner_id("duty"), clock=time.time, recovery_interval=cfg.recovery_seconds,
             sweep_interval=cfg.sweep_seconds, window_days=cfg.delivery_window_days, max_attempts=cfg.max_attempts,
-            guard=receiver.guard, on_admitted=on_admitted,
+            guard=guard, on_admitted=on_admitted,
         )  # fmt: skip
-    return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=make_app(receiver, probes), check_sync=check_sync,
+    app = make_app(receiver, probes) if receiver is not None else make_health_app(probes)
+    return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=app, check_sync=check_sync,
                    session=stack.session if stack else None, outbox=outbox, receiver=receiver,
                    github=stack.github if stack else None, metrics=metrics, cleaner=cleaner, recovery=recovery)  # fmt: skip
 
@@ -243,3 +265,37 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     await svc.stop()
     await runner.cleanup()
     log.info("stopped")
+
+
+async def work(cfg: Config, *, host: str | None = None, port: int | None = None) -> int:
+    """`reviewer-app worker`: claim and run jobs and the background duties until SIGTERM/SIGINT; no webhooks.
+
+    Only ``port`` opens a server, with /healthz, /readyz and /metrics. Returns the exit status: 2 when there is
+    nothing to run (no App or no Claude key with the review runner), so a misconfigured worker does not idle.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    svc = await build_service(cfg, worker=True, receive=False)
+    if svc.dispatcher is None:
+        await svc.stop()
+        log.error("worker: nothing to run: set GITHUB_APP_ID, its private key and ANTHROPIC_API_KEY "
+                  "(or REVIEWER_RUNNER=noop)")  # fmt: skip
+        return 2
+    runner: web.AppRunner | None = None
+    if port is not None:
+        runner = web.AppRunner(svc.app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host or cfg.host, port).start()
+        log.info("worker health on http://%s:%s", host or cfg.host, port)
+    svc.start_background()
+    log.info("reviewer-app worker running %d slot(s) (database %s)", cfg.concurrency, svc.store.engine)
+    await stop.wait()
+    log.info("shutting down: no new claims, %.0f s grace for running jobs", cfg.shutdown_grace_seconds)
+    await svc.stop()
+    if runner is not None:
+        await runner.cleanup()
+    log.info("stopped")
+    return 0

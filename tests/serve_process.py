@@ -19,8 +19,14 @@ def free_port() -> int:
 
 
 class ServeProcess:
-    def __init__(self, env: dict[str, str], log_path: Path, *, args: tuple[str, ...] = ()) -> None:
+    """`reviewer-app serve` (or ``command="worker"``, which gets ``--port`` for its health port unless
+    ``health=False``: then ``start`` only checks that the process is up, and the test waits on its effects)."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, *, args: tuple[str, ...] = (), command: str = "serve",
+                 health: bool = True) -> None:  # fmt: skip
         self.port = free_port()
+        self.command = command
+        self.health = health
         # A .env of the test's own, so a developer's ./.env never leaks into a test.
         own_env_file = {"REVIEWER_ENV_FILE": str(log_path.parent / ".env")}
         self.env = {**os.environ, **own_env_file, **env, "PORT": str(self.port), "HOST": "127.0.0.1"}
@@ -34,20 +40,24 @@ class ServeProcess:
 
     def start(self, timeout: float = 15.0) -> ServeProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        extra = ("--port", str(self.port)) if self.command == "worker" and self.health else ()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reviewer_app.cli", "serve", *self.args], env=self.env, stdout=log, stderr=log
-        )
+            [sys.executable, "-m", "reviewer_app.cli", self.command, *self.args, *extra],
+            env=self.env, stdout=log, stderr=log,
+        )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"serve exited with {self.proc.returncode}: {self.log_path.read_text()}")
+                raise AssertionError(f"{self.command} exited with {self.proc.returncode}: {self.log_path.read_text()}")
+            if not self.health:
+                return self
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
                     if r.status == 200:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.05)
-        raise AssertionError(f"serve did not become healthy: {self.log_path.read_text()}")
+        raise AssertionError(f"{self.command} did not become healthy: {self.log_path.read_text()}")
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

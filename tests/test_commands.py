@@ -209,8 +209,8 @@ async def test_an_uninstalled_installations_pending_jobs_end_cancelled_without_a
             job = await h.job(job_id)
             assert job.state == JobState.CANCELLED and "uninstalled" in job.outcome
         # Let the duties run a few passes; nothing may reach GitHub for that installation.
-        await h.svc.check_sync.checks.run_once()
-        await h.svc.outbox.run_once()
+        await h.svc.check_sync.run_pass()
+        await h.svc.outbox.run_pass()
         late = [r for r in h.github.requests[seen:] if r.installation_id == h.installation_id]
         assert late == []
         again = await h.deliver("pull_request", h.pr_payload(pulls[0][0], action="reopened"))

@@ -8,6 +8,7 @@ import sqlite3
 import time
 
 import pytest
+
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext

@@ -129,12 +129,14 @@ async def test_check_run_sync_sees_each_phase_once(store) -> None:
     assert job.id == r.job_id
     await store.set_check_run(r.job_id, check_run_id=555, key="queued:0")
     assert await store.jobs_needing_check_sync() == []
-    await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
-    [job] = await store.jobs_needing_check_sync()
-    assert (job.check_run_id, job.check_run_status) == (555, "queued:0")
-    await store.set_check_run(r.job_id, check_run_id=None, key="in_progress:1")
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    # A running job's check run is its worker's to update: the sync leaves it alone.
     assert await store.jobs_needing_check_sync() == []
+    await store.set_check_run(r.job_id, check_run_id=None, key="in_progress:1")
     assert (await store.get_job(r.job_id)).check_run_id == 555
+    assert await store.retry_if_lease_held(lease, now=NOW, at=NOW + 5, error="boom", counts_attempt=True)
+    [job] = await store.jobs_needing_check_sync()  # back in the queue: the sync shows the retry
+    assert (job.check_run_id, job.check_run_status) == (555, "in_progress:1")
 
 
 async def test_stats_count_states_backlog_and_expired_leases(store) -> None:

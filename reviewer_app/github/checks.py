@@ -180,27 +180,3 @@ class CheckRuns:
             except JobError as exc:
                 log.warning("job %s: check run update failed, will retry: %s", job.id, exc.reason)
         return done
-
-
-class CheckSync:
-    """The loop around CheckRuns.run_once: woken after admissions and finished jobs, else periodic."""
-
-    def __init__(self, checks: CheckRuns, *, interval: float) -> None:
-        self.checks = checks
-        self.interval = interval
-        self._wake = asyncio.Event()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    async def run(self) -> None:
-        while True:
-            self._wake.clear()
-            try:
-                await self.checks.run_once()
-            except Exception:  # noqa: BLE001 - the duty must outlive any one failure
-                log.exception("check-run sync pass failed")
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
-            except TimeoutError:
-                pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -16,15 +15,10 @@ MAX_ATTEMPTS = 5
 
 
 class OutboxSender:
-    def __init__(self, github: GitHubClient, store: Store, *, clock: Callable[[], float], interval: float) -> None:
+    def __init__(self, github: GitHubClient, store: Store, *, clock: Callable[[], float]) -> None:
         self.github = github
         self.store = store
         self.clock = clock
-        self.interval = interval
-        self._wake = asyncio.Event()
-
-    def wake(self) -> None:
-        self._wake.set()
 
     async def run_once(self) -> int:
         sent = 0
@@ -48,15 +42,3 @@ class OutboxSender:
             await self.store.mark_effect(e["id"], now=self.clock(), error=None, done=True)
             sent += 1
         return sent
-
-    async def run(self) -> None:
-        while True:
-            self._wake.clear()
-            try:
-                await self.run_once()
-            except Exception:  # noqa: BLE001 - the duty must outlive any one failure
-                log.exception("outbox pass failed")
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
-            except TimeoutError:
-                pass

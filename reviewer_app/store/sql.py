@@ -104,14 +104,16 @@ UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at
  WHERE id = ? AND state IN ({_states(JobEvent.RETRY_BY_OPERATOR)})
 """
 
-# Jobs whose check run does not show their current phase yet (the key names the phase and the attempt).
+# Jobs whose check run does not show their current phase yet (the key names the phase and the attempt). A running
+# job's check run belongs to its worker, so hosts never race to create it.
 CHECK_KEY = (
     "CASE WHEN state = 'queued' THEN 'queued:' || attempts"
     " WHEN state = 'running' THEN 'in_progress:' || attempts ELSE 'completed' END"
 )
 NEEDS_CHECK_SYNC = f"""
 SELECT {JOB_COLUMNS} FROM jobs
- WHERE installation_id IS NOT NULL AND head_sha <> '' AND COALESCE(check_run_status, '') <> {CHECK_KEY}
+ WHERE installation_id IS NOT NULL AND head_sha <> '' AND state <> 'running'
+   AND COALESCE(check_run_status, '') <> {CHECK_KEY}
    AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
  ORDER BY updated_at LIMIT ?
 """
