@@ -25,7 +25,7 @@ from reviewer_app.core.admission import (
 )
 from reviewer_app.store import postgres_sql as q
 from reviewer_app.store.base import AdmitResult, Delivery
-from reviewer_app.store.sqlite import pause_key
+from reviewer_app.store.sqlite_admission import pause_key
 
 
 async def admit_in(

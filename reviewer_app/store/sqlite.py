@@ -16,15 +16,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from reviewer_app.core.admission import (
-    CancelPR,
     Decision,
-    Effect,
-    Enqueue,
-    Ignore,
-    InstallationChange,
-    Reply,
-    ReposRemoved,
-    SetPause,
 )
 from reviewer_app.core.states import TERMINAL, JobState
 from reviewer_app.store import sql
@@ -39,6 +31,7 @@ from reviewer_app.store.base import (
     StoreUnavailable,
     Usage,
 )
+from reviewer_app.store.sqlite_admission import _fetchall, apply_decision
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -262,7 +255,7 @@ class SqliteStore:
                 return AdmitResult(
                     "duplicate-delivery", job_id=seen[0]["job_id"], reason="delivery already seen"
                 )
-            result = self._apply(conn, decision, now=now, max_attempts=max_attempts)
+            result = apply_decision(conn, decision, now=now, max_attempts=max_attempts)
             conn.execute(
                 "INSERT INTO deliveries (delivery_id, event, action, received_at, outcome, job_id)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -274,127 +267,6 @@ class SqliteStore:
         if result.created:
             self._wake_subscribers()
         return result
-
-    def _apply(
-        self, conn: sqlite3.Connection, decision: Decision, *, now: float, max_attempts: int
-    ) -> AdmitResult:
-        if isinstance(decision, Ignore):
-            return AdmitResult("ignored", reason=decision.reason)
-        if isinstance(decision, CancelPR):
-            rows = _fetchall(conn,
-                sql.CANCEL_PR_PENDING, (decision.reason, now, now, decision.repo_id, decision.pr_number)
-            )
-            return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
-        if isinstance(decision, Reply):
-            self._effects(conn, decision.effects, now)
-            return AdmitResult("replied", reason=decision.reason)
-        if isinstance(decision, SetPause):
-            conn.execute(
-                "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (pause_key(decision.repo_id, decision.pr_number), "1" if decision.paused else "0"),
-            )
-            self._effects(conn, decision.effects, now)
-            word = "paused" if decision.paused else "resumed"
-            return AdmitResult(word, reason=f"automatic reviews {word} on this pull request")
-        if isinstance(decision, InstallationChange):
-            conn.execute(sql.UPSERT_INSTALLATION, (decision.installation_id, decision.account,
-                                                         1 if decision.active else 0, decision.reason, now))  # fmt: skip
-            cancelled: tuple[int, ...] = ()
-            if not decision.active:
-                rows = _fetchall(conn,
-                    sql.CANCEL_INSTALLATION_PENDING, (decision.reason, now, now, decision.installation_id)
-                )
-                cancelled = tuple(r[0] for r in rows)
-            return AdmitResult("installation", cancelled=cancelled, reason=decision.reason,
-                               installation_gone=None if decision.active else decision.installation_id)  # fmt: skip
-        if isinstance(decision, ReposRemoved):
-            ids: list[int] = []
-            for repo_id in decision.repo_ids:
-                rows = _fetchall(conn,
-                    sql.CANCEL_REPO_PENDING, (decision.reason, now, now, decision.installation_id, repo_id)
-                )
-                ids.extend(r[0] for r in rows)
-            return AdmitResult("cancelled", cancelled=tuple(ids), reason=decision.reason)
-        assert isinstance(decision, Enqueue)
-        return self._enqueue(conn, decision, now=now, max_attempts=max_attempts)
-
-    def _effects(self, conn: sqlite3.Connection, effects: Sequence[Effect], now: float) -> None:
-        if effects:
-            conn.executemany(
-                sql.INSERT_EFFECT,
-                [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects],
-            )
-
-    def _refusal(self, conn: sqlite3.Connection, decision: Enqueue, now: float) -> str | None:
-        """Why the budget guard refuses this job, or None."""
-        guard, spec = decision.guard, decision.job
-        if guard is None:
-            return None
-        if guard.manual_per_pr_hour and not decision.automatic:
-            rows = _fetchall(conn, sql.COUNT_MANUAL_RECENT, (spec.repo_id, spec.pr_number, now - 3600))
-            if rows[0][0] >= guard.manual_per_pr_hour:
-                return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
-        if guard.reviews_per_day and spec.installation_id is not None:
-            rows = _fetchall(conn, sql.COUNT_REVIEWS_RECENT, (spec.installation_id, now - 86400))
-            if rows[0][0] >= guard.reviews_per_day:
-                return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
-        return None
-
-    def _enqueue(
-        self, conn: sqlite3.Connection, decision: Enqueue, *, now: float, max_attempts: int
-    ) -> AdmitResult:
-        spec = decision.job
-        if spec.installation_id is not None:
-            inactive = _fetchall(conn,
-                "SELECT reason FROM installations WHERE id = ? AND active = 0", (spec.installation_id,)
-            )
-            if inactive:
-                return AdmitResult("ignored", reason=f"installation is not active ({inactive[0][0]})")
-        if decision.automatic:
-            paused = _fetchall(conn,
-                "SELECT 1 FROM settings WHERE key = ? AND value = '1'", (pause_key(spec.repo_id, spec.pr_number),)
-            )
-            if paused:
-                return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
-        existing = _fetchall(conn, "SELECT id FROM jobs WHERE revision_key = ?", (spec.revision_key,))
-        if existing:
-            return AdmitResult("duplicate-revision", job_id=existing[0][0], reason="revision already admitted")
-        refusal = self._refusal(conn, decision, now)
-        event_at = spec.details.get("event_at")
-        state, outcome = ("queued", None) if refusal is None else ("cancelled", f"refused: {refusal}")
-        rows = _fetchall(conn,
-            "INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger,"
-            " priority, state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,"
-            " outcome, finished_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (revision_key) DO NOTHING RETURNING id",
-            (
-                spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
-                spec.head_sha, spec.trigger, spec.priority, state, json.dumps(spec.details), max_attempts,
-                now + spec.delay_seconds, event_at, now, now, outcome, None if refusal is None else now,
-            ),
-        )  # fmt: skip
-        job_id = rows[0][0]
-        if refusal is not None:
-            assert decision.guard is not None
-            self._effects(conn, decision.guard.refusal_effects, now)
-            return AdmitResult("refused", job_id=job_id, reason=refusal)
-        self._effects(conn, decision.effects, now)
-        superseded: tuple[int, ...] = ()
-        if decision.supersede_older_heads and spec.head_sha:
-            outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
-            srows = _fetchall(conn,
-                sql.SUPERSEDE_OLDER_HEADS,
-                (job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at),
-            )
-            superseded = tuple(r[0] for r in srows)
-            if superseded:
-                conn.execute(
-                    f"UPDATE attempts SET finished_at = ?, outcome = 'superseded' WHERE finished_at IS NULL"
-                    f" AND job_id IN ({','.join('?' * len(superseded))})",
-                    (now, *superseded),
-                )
-        return AdmitResult("enqueued", job_id=job_id, superseded=superseded)
 
     # -- dispatch ---------------------------------------------------------------------------------------
 
@@ -762,14 +634,6 @@ class SqliteStore:
         if retried:
             self._wake_subscribers()
         return retried
-
-
-def _fetchall(conn: sqlite3.Connection, query: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-    return conn.execute(query, params).fetchall()
-
-
-def pause_key(repo_id: int, pr_number: int) -> str:
-    return f"paused:{repo_id}:{pr_number}"
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:
