@@ -80,41 +80,36 @@ def insert_effects(conn: sqlite3.Connection, effects: Sequence[Effect], now: flo
             [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects],
         )
 
-def guard_refusal(conn: sqlite3.Connection, decision: Enqueue, now: float) -> str | None:
-    """Why the budget guard refuses this job, or None."""
-    guard, spec = decision.guard, decision.job
+def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) -> str | None:
+    """Why the budget guard refuses this job, or None (pure, over the counts the pre-check read)."""
+    guard = decision.guard
     if guard is None:
         return None
-    if guard.manual_per_pr_hour and not decision.automatic:
-        rows = _fetchall(conn, sql.COUNT_MANUAL_RECENT, (spec.repo_id, spec.pr_number, now - 3600))
-        if rows[0][0] >= guard.manual_per_pr_hour:
-            return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
-    if guard.reviews_per_day and spec.installation_id is not None:
-        rows = _fetchall(conn, sql.COUNT_REVIEWS_RECENT, (spec.installation_id, now - 86400))
-        if rows[0][0] >= guard.reviews_per_day:
-            return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
+    if guard.manual_per_pr_hour and not decision.automatic and manual_recent >= guard.manual_per_pr_hour:
+        return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
+    if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
+        return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
     return None
 
-def enqueue(
-    conn: sqlite3.Connection, decision: Enqueue, *, now: float, max_attempts: int
-) -> AdmitResult:
+
+def enqueue(conn: sqlite3.Connection, decision: Enqueue, *, now: float, max_attempts: int) -> AdmitResult:
     spec = decision.job
-    if spec.installation_id is not None:
-        inactive = _fetchall(conn,
-            "SELECT reason FROM installations WHERE id = ? AND active = 0", (spec.installation_id,)
-        )
-        if inactive:
-            return AdmitResult("ignored", reason=f"installation is not active ({inactive[0][0]})")
-    if decision.automatic:
-        paused = _fetchall(conn,
-            "SELECT 1 FROM settings WHERE key = ? AND value = '1'", (pause_key(spec.repo_id, spec.pr_number),)
-        )
-        if paused:
-            return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
-    existing = _fetchall(conn, "SELECT id FROM jobs WHERE revision_key = ?", (spec.revision_key,))
-    if existing:
-        return AdmitResult("duplicate-revision", job_id=existing[0][0], reason="revision already admitted")
-    refusal = guard_refusal(conn, decision, now)
+    guard = decision.guard
+    # Everything admission must know before inserting, in one statement (one round trip inside the transaction).
+    count_manual = bool(guard and guard.manual_per_pr_hour and not decision.automatic)
+    count_daily = bool(guard and guard.reviews_per_day and spec.installation_id is not None)
+    pre = _fetchall(conn, sql.ENQUEUE_PRECHECK, (
+        spec.installation_id, pause_key(spec.repo_id, spec.pr_number), spec.revision_key,
+        1 if count_daily else 0, spec.installation_id, now - 86400,
+        1 if count_manual else 0, spec.repo_id, spec.pr_number, now - 3600,
+    ))[0]  # fmt: skip
+    if pre["inactive_reason"] is not None:
+        return AdmitResult("ignored", reason=f"installation is not active ({pre['inactive_reason']})")
+    if decision.automatic and pre["paused"]:
+        return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
+    if pre["existing_id"] is not None:
+        return AdmitResult("duplicate-revision", job_id=pre["existing_id"], reason="revision already admitted")
+    refusal = guard_refusal(decision, manual_recent=pre["manual_recent"], reviews_today=pre["reviews_today"])
     event_at = spec.details.get("event_at")
     state, outcome = ("queued", None) if refusal is None else ("cancelled", f"refused: {refusal}")
     rows = _fetchall(conn,
