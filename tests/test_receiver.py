@@ -210,3 +210,13 @@ async def _state(store, job_id, state) -> bool:
 async def test_health(client) -> None:
     resp = await client.get("/healthz")
     assert resp.status == 200 and json.loads(await resp.text()) == {"status": "ok"}
+
+
+async def test_form_encoded_payloads_are_accepted_too(client, sqlite_store) -> None:
+    from urllib.parse import urlencode
+
+    body = urlencode({"payload": encode(pr_payload(head=sha(7))).decode()}).encode()
+    headers = webhook_headers(body)
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    status, answer = await post(client, body, headers=headers)
+    assert status == 202 and (await sqlite_store.get_job(answer["job_id"])).head_sha == sha(7)
