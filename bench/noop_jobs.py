@@ -138,6 +138,7 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
         if mode == "drain":
             admit_seconds = await admit_all()
             t0 = time.perf_counter()
+            drain_cpu0, (drain_mcpu0, drain_steal0) = sum(os.times()[:2]), machine_cpu()
             dispatcher.start()
         else:
             t0 = time.perf_counter()
@@ -149,6 +150,11 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
         seconds = time.perf_counter() - t0
         cpu = sum(os.times()[:2]) - cpu0
         mcpu1, steal1 = machine_cpu()
+        extra: dict[str, Any] = {}
+        if mode == "drain":  # the drain alone, for comparisons with other queues (bench/compare_queues.py)
+            drain_cpu = sum(os.times()[:2]) - drain_cpu0
+            extra = {"drain_cpu_s": drain_cpu, "drain_other_cpu_s": max(0.0, mcpu1 - drain_mcpu0 - drain_cpu),
+                     "drain_steal_s": steal1 - drain_steal0}  # fmt: skip
     except BaseException:
         await dispatcher.stop(5.0)
         await store.close()  # the store's threads would keep the interpreter alive
@@ -171,7 +177,7 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
         admit_seconds=admit_seconds, admit_rate=args.jobs / admit_seconds,
         latency_p50_ms=percentile(lat, 50) if concurrent and lat else None,
         latency_p99_ms=percentile(lat, 99) if concurrent and lat else None,
-        cpu_s=cpu, other_cpu_s=max(0.0, mcpu1 - mcpu0 - cpu), steal_s=steal1 - steal0, succeeded=succeeded, verified=verified, extra={"ok": ok},
+        cpu_s=cpu, other_cpu_s=max(0.0, mcpu1 - mcpu0 - cpu), steal_s=steal1 - steal0, succeeded=succeeded, verified=verified, extra={"ok": ok, **extra},
     )  # fmt: skip
 
 

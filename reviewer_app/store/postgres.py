@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -73,6 +76,26 @@ def _plain(row: asyncpg.Record) -> dict[str, Any]:
     return {k: int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else v for k, v in row.items()}
 
 
+@dataclass
+class _Finish:
+    """One fenced finish waiting for the next batch statement."""
+
+    lease: Lease
+    state: str
+    outcome: str
+    error: str | None
+    now: float
+    usage: tuple[str | None, int, int, int, int]
+    done: asyncio.Future[bool]
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release, instead of asyncpg's default `RESET ALL; UNLISTEN *; ...` round trip.
+
+    Nothing here leaves session state behind: advisory locks are transaction-scoped, SET is only SET LOCAL, LISTEN
+    runs on the dedicated wake-up connection, and asyncpg still rolls back a transaction left open."""
+
+
 def _changed(status: str) -> int:
     """Rows an ``UPDATE``/``INSERT``/``DELETE`` changed, from asyncpg's status string (``"UPDATE 1"``)."""
     return int(status.rsplit(" ", 1)[-1])
@@ -102,6 +125,8 @@ class PostgresStore:
         self._pool: asyncpg.Pool | None = None
         self._schema_name = schema or "public"
         self._wakeups: WakeupListener | None = None
+        self._finishes: list[_Finish] = []
+        self._finisher: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -123,6 +148,7 @@ class PostgresStore:
                 max_size=self.max_size,
                 timeout=max(self.timeout, 1.0),
                 server_settings=self._server_settings(),
+                reset=_keep_session,
             )
             await self._migrate()
             self._schema_name = await self._pool.fetchval("SELECT current_schema()") or self._schema_name
@@ -131,6 +157,10 @@ class PostgresStore:
             raise StoreUnavailable(f"cannot open PostgreSQL database {redact(self.dsn)}: {exc}") from exc
 
     async def close(self) -> None:
+        if self._finisher is not None:
+            # Finishes already handed over still go out (callers normally awaited them all before closing).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._finisher), timeout=10)
         if self._wakeups is not None:
             await self._wakeups.stop()
             self._wakeups = None
@@ -191,13 +221,19 @@ class PostgresStore:
             raise StoreUnavailable("store is closed")
         return self._pool
 
-    async def _tx(self, op: TxOp[T]) -> T:
-        """Run ``op`` in one transaction on a pooled connection; returns after the commit."""
+    async def _tx(self, op: TxOp[T], *, one_statement: bool = False) -> T:
+        """Run ``op`` in one transaction on a pooled connection; returns after the commit.
+
+        ``one_statement``: ``op`` runs a single statement, which PostgreSQL makes atomic on its own (its implicit
+        transaction), so no BEGIN and COMMIT round trips are spent on it."""
         pool = self._require_pool()
         for attempt in range(1, TX_RETRIES + 1):
             try:
-                async with pool.acquire(timeout=self.timeout) as conn, conn.transaction():
-                    return await op(conn)
+                async with pool.acquire(timeout=self.timeout) as conn:
+                    if one_statement:
+                        return await op(conn)
+                    async with conn.transaction():
+                        return await op(conn)
             except asyncpg.TransactionRollbackError as exc:
                 if attempt == TX_RETRIES:
                     raise StoreUnavailable(f"database write failed: {exc}") from exc
@@ -234,9 +270,10 @@ class PostgresStore:
 
         async def op(conn: asyncpg.Connection) -> list[Lease]:
             rows = await conn.fetch(q.CLAIM_QUEUED, owner, now + lease_seconds, now, limit)
-            return [Lease(r[0], r[1], owner, r[2], r[3]) for r in rows]
+            return [Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
+                    for r in rows]  # fmt: skip
 
-        return await self._tx(op)
+        return await self._tx(op, one_statement=True)
 
     async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
         expires = now + lease_seconds
@@ -244,22 +281,46 @@ class PostgresStore:
         async def op(conn: asyncpg.Connection) -> bool:
             return _changed(await conn.execute(q.RENEW_IF_LEASE_HELD, expires, now, lease.job_id, lease.token)) == 1
 
-        return expires if await self._tx(op) else None
+        return expires if await self._tx(op, one_statement=True) else None
 
     async def _finish(
         self, lease: Lease, state: JobState, *, now: float, outcome: str, error: str | None, usage: Usage | None
     ) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            status = await conn.execute(
-                q.FINISH_IF_LEASE_HELD, state.value, outcome, error, now, now, lease.job_id, lease.token
-            )
-            held = _changed(status) == 1
-            await conn.execute(
-                q.FINISH_ATTEMPT, now, state.value if held else "lease_lost", error, *_usage(usage), lease.token
-            )
-            return held
+        """Fenced finish. Finishes that arrive while a batch statement is in flight go out together in the next one:
+        one round trip and one commit for all of them, each job still changed only under its own lease token."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._finishes.append(_Finish(lease, state.value, outcome, error, now, _usage(usage), done))
+        if self._finisher is None or self._finisher.done():
+            # A clean context: the batch is nobody's job in the logs.
+            self._finisher = asyncio.create_task(self._flush_finishes(), name="postgres-finishes",
+                                                 context=contextvars.Context())  # fmt: skip
+        return await done
 
-        return await self._tx(op)
+    async def _flush_finishes(self) -> None:
+        while self._finishes:
+            batch, self._finishes = self._finishes, []
+            batch.sort(key=lambda f: f.lease.job_id)  # rows locked in id order on every host
+            rows = [(f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage) for f in batch]
+            columns = [list(c) for c in zip(*rows, strict=True)]
+
+            async def op(conn: asyncpg.Connection, columns: list[list[Any]] = columns) -> set[str]:
+                return {r[0] for r in await conn.fetch(q.FINISH_JOBS_AND_ATTEMPTS, *columns)}
+
+            try:
+                held = await self._tx(op, one_statement=True)
+            except Exception as exc:  # noqa: BLE001 - every waiter gets it (StoreUnavailable, mostly)
+                for f in batch:
+                    if not f.done.done():
+                        f.done.set_exception(exc)
+                continue
+            except BaseException:
+                for f in batch:
+                    if not f.done.done():
+                        f.done.set_exception(StoreUnavailable("store closed while finishing"))
+                raise
+            for f in batch:
+                if not f.done.done():
+                    f.done.set_result(f.lease.token in held)
 
     async def complete_if_lease_held(
         self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None

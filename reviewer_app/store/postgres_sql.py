@@ -35,7 +35,6 @@ def _typed_event_time(query: str) -> str:
 SUPERSEDE_OLDER_HEADS = numbered(_typed_event_time(sql.SUPERSEDE_OLDER_HEADS))
 CANCEL_PR_PENDING = numbered(sql.CANCEL_PR_PENDING)
 RENEW_IF_LEASE_HELD = numbered(sql.RENEW_IF_LEASE_HELD)
-FINISH_IF_LEASE_HELD = numbered(sql.FINISH_IF_LEASE_HELD)
 REQUEUE_IF_LEASE_HELD = numbered(sql.REQUEUE_IF_LEASE_HELD)
 FINISH_ATTEMPT = numbered(sql.FINISH_ATTEMPT)
 ADD_ATTEMPT_USAGE = numbered(sql.ADD_ATTEMPT_USAGE)
@@ -101,7 +100,8 @@ UPDATE attempts SET finished_at = $1, outcome = 'superseded' WHERE finished_at I
 """
 
 # Claim: lease up to $4 eligible queued jobs (not while the queue is paused), skipping rows another claimer has
-# locked, with a random token per row; the attempt rows are written by the same statement.
+# locked, with a random token per row; the attempt rows are written by the same statement, and the claimed rows
+# come back whole, so a worker starts without reading its job again.
 CLAIM_QUEUED = f"""
 WITH claimed AS (
     UPDATE jobs SET state = '{JobState.RUNNING.value}', lease_owner = $1,
@@ -112,12 +112,42 @@ WITH claimed AS (
                      AND NOT EXISTS (SELECT 1 FROM settings WHERE key = 'queue_paused' AND value = '1')
                    ORDER BY priority, next_attempt_at, id
                    LIMIT $4 FOR UPDATE SKIP LOCKED)
-    RETURNING id, lease_token, attempts, lease_expires_at
+    RETURNING {sql.JOB_COLUMNS}
 ), recorded AS (
     INSERT INTO attempts (job_id, attempt, lease_owner, lease_token, started_at)
     SELECT id, attempts, $1, lease_token, $3 FROM claimed
 )
-SELECT id, lease_token, attempts, lease_expires_at FROM claimed ORDER BY id
+SELECT {sql.JOB_COLUMNS} FROM claimed ORDER BY id
+"""
+
+# sql.FINISH_IF_LEASE_HELD and sql.FINISH_ATTEMPT for a batch of finishes, in one statement (one round trip and one
+# commit for all): each job leaves `running` for its terminal state only while its attempt's token still holds the
+# lease, and that attempt's history row is closed with the state, or with 'lease_lost' when the lease was no longer
+# held. Returns the tokens whose job it finished.
+FINISH_JOBS_AND_ATTEMPTS = f"""
+WITH input AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::double precision[],
+                         $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
+        AS i(job_id, token, state, outcome, error, at, model, input_tokens, output_tokens, cache_creation_tokens,
+             cache_read_tokens)
+), finished AS (
+    UPDATE jobs SET state = i.state, outcome = i.outcome, last_error = COALESCE(i.error, jobs.last_error),
+           finished_at = i.at, updated_at = i.at, lease_token = NULL, lease_expires_at = NULL
+      FROM input i
+     WHERE jobs.id = i.job_id AND jobs.lease_token = i.token AND jobs.state = '{JobState.RUNNING.value}'
+    RETURNING i.token
+), closed AS (
+    UPDATE attempts SET finished_at = i.at,
+           outcome = CASE WHEN i.token IN (SELECT token FROM finished) THEN i.state ELSE 'lease_lost' END,
+           error = i.error, model = COALESCE(i.model, attempts.model),
+           input_tokens = attempts.input_tokens + i.input_tokens,
+           output_tokens = attempts.output_tokens + i.output_tokens,
+           cache_creation_tokens = attempts.cache_creation_tokens + i.cache_creation_tokens,
+           cache_read_tokens = attempts.cache_read_tokens + i.cache_read_tokens
+      FROM input i
+     WHERE attempts.lease_token = i.token AND attempts.finished_at IS NULL
+)
+SELECT token FROM finished
 """
 
 # Expired leases, locked in id order; a row another rescuer is already handling is skipped, not waited for.
