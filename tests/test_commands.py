@@ -202,6 +202,12 @@ async def test_an_uninstalled_installations_pending_jobs_end_cancelled_without_a
         busy, busy_id = await h.open_pr(number=1)
         await h.wait_state(busy_id, JobState.RUNNING)
         pulls = [await h.open_pr(number=n) for n in (2, 3)]
+
+        async def queued_runs_shown() -> bool:  # the duties are idle: no request of theirs is in flight
+            statuses = [(await h.job(j)).check_run_status for _, j in pulls]
+            return all(len(h.check_runs(p.head_sha)) == 1 for p, _ in pulls) and statuses == ["queued:0"] * 2
+
+        await eventually(queued_runs_shown)
         answer = await h.deliver("installation", h.installation_payload("deleted"))
         assert sorted(answer["cancelled"]) == sorted([busy_id] + [j for _, j in pulls])
         seen = len(h.github.requests)
