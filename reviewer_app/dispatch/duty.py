@@ -59,5 +59,8 @@ class PeriodicDuty:
                 await self.run_pass()
             except Exception:  # noqa: BLE001 - the duty must outlive any one failure
                 log.exception("%s pass failed", self.name)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that lands as the wake-up
+            # fires, and this loop would then never end (Service.stop waits for it).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
