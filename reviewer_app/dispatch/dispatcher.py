@@ -99,7 +99,9 @@ class Dispatcher:
                     log.error("dispatcher: database unavailable, retrying: %s", exc)
                     timeout = self.scan_interval
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands with a wake-up.
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
         finally:
             self.running = False
 
