@@ -95,6 +95,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def main_thread_cpu_seconds(pid: int) -> float:
+    """CPU time of a process's main thread (the event loop), from /proc/<pid>/task/<pid>/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 def machine_cpu() -> tuple[float, float]:
     """(busy, steal) CPU seconds of the whole machine so far: busy is user+nice+system+irq+softirq, from /proc/stat."""
     try:
@@ -249,6 +258,7 @@ class RunResult:
     client_cpu_s: float
     other_cpu_s: float  # CPU the rest of the machine used meanwhile: noise from other work
     steal_s: float  # CPU time the hypervisor gave to other guests meanwhile (VMs): noise too
+    loop_cpu_ms_per_req: float = float("nan")  # the server's main thread (event loop) alone
     verified: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -299,8 +309,10 @@ async def run_target(server: Server, run: int, items: list[tuple[bytes, dict]], 
         spy = start_py_spy(server.proc.pid, profile) if profile else None
         try:
             cpu0, ccpu0, (mcpu0, steal0) = cpu_seconds(server.proc.pid), self_cpu_seconds(), machine_cpu()
+            loop0 = main_thread_cpu_seconds(server.proc.pid)
             seconds, lat, status, bodies = await post_all(session, server.url, items, concurrency, deadline)
             cpu1, ccpu1, (mcpu1, steal1) = cpu_seconds(server.proc.pid), self_cpu_seconds(), machine_cpu()
+            loop1 = main_thread_cpu_seconds(server.proc.pid)
         finally:
             if spy is not None:
                 stop_py_spy(spy)
@@ -314,7 +326,7 @@ async def run_target(server: Server, run: int, items: list[tuple[bytes, dict]], 
         p50_ms=percentile(lat_ms, 50), p90_ms=percentile(lat_ms, 90), p99_ms=percentile(lat_ms, 99),
         max_ms=lat_ms[-1], statuses=statuses, server_cpu_s=cpu1 - cpu0, server_cpu_ms_per_req=(cpu1 - cpu0) / n * 1000,
         client_cpu_s=ccpu1 - ccpu0, other_cpu_s=max(0.0, (mcpu1 - mcpu0) - (cpu1 - cpu0) - (ccpu1 - ccpu0)),
-        steal_s=steal1 - steal0,
+        steal_s=steal1 - steal0, loop_cpu_ms_per_req=(loop1 - loop0) / n * 1000,
     )  # fmt: skip
     if server.db_path and before is not None:
         after = count_rows(server.db_path)
@@ -338,7 +350,7 @@ def start_py_spy(pid: int, out: str) -> subprocess.Popen:
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     fmt = "speedscope" if out.endswith(".json") else ("raw" if out.endswith(".txt") else "flamegraph")
     spy = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "250", "--format", fmt, "--output", out,
-                            "--nonblocking", "--threads"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                            "--nonblocking", "--threads", *(["--gil"] if os.environ.get("BENCH_PY_SPY_GIL") else [])], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     time.sleep(0.5)  # let it attach before the timed part starts
     return spy
 
@@ -356,12 +368,12 @@ def stop_py_spy(spy: subprocess.Popen) -> None:
 
 
 def print_table(results: list[RunResult], summary: dict[str, Any]) -> None:
-    head = f"{'target':<10} {'run':>3} {'req':>6} {'conc':>4} {'req/s':>8} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7} {'srv CPU ms/req':>14} {'CPU s srv/cli/oth/steal':>23}  statuses"
+    head = f"{'target':<10} {'run':>3} {'req':>6} {'conc':>4} {'req/s':>8} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7} {'srv CPU ms/req':>14} {'loop ms/req':>11} {'CPU s srv/cli/oth/steal':>23}  statuses"
     print(head)
     print("-" * len(head))
     for r in results:
         print(f"{r.target:<10} {r.run:>3} {r.requests:>6} {r.concurrency:>4} {r.rate:>8.0f} {r.p50_ms:>7.2f} {r.p90_ms:>7.2f}"
-              f" {r.p99_ms:>7.2f} {r.max_ms:>7.2f} {r.server_cpu_ms_per_req:>14.3f}"
+              f" {r.p99_ms:>7.2f} {r.max_ms:>7.2f} {r.server_cpu_ms_per_req:>14.3f} {r.loop_cpu_ms_per_req:>11.3f}"
               f" {f'{r.server_cpu_s:.1f}/{r.client_cpu_s:.1f}/{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>23}  {r.statuses}")  # fmt: skip
     for r in results:
         if r.verified:

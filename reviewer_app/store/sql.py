@@ -17,6 +17,8 @@ JOB_COLUMNS = (
 )
 
 # Supersede the PR's pending jobs for other heads whose event is not newer than the new job's.
+SUPERSEDABLE_STATES = _states(JobEvent.SUPERSEDE)
+
 SUPERSEDE_OLDER_HEADS = f"""
 UPDATE jobs SET state = '{JobState.SUPERSEDED.value}', superseded_by = ?, outcome = ?, finished_at = ?,
        updated_at = ?, lease_token = NULL, lease_expires_at = NULL
@@ -218,12 +220,3 @@ SELECT j.repo_full_name AS repo, COALESCE(a.model, '') AS model, COUNT(DISTINCT 
 
 # Admission's pre-check in one statement: installation gone, PR paused, revision admitted, budget counts (a count is
 # only taken when its guard is on).
-ENQUEUE_PRECHECK = """
-SELECT (SELECT reason FROM installations WHERE id = ? AND active = 0) AS inactive_reason,
-       EXISTS (SELECT 1 FROM settings WHERE key = ? AND value = '1') AS paused,
-       (SELECT id FROM jobs WHERE revision_key = ?) AS existing_id,
-       CASE WHEN ? = 1 THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ?
-                             AND state NOT IN ('superseded', 'cancelled')) ELSE 0 END AS reviews_today,
-       CASE WHEN ? = 1 THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ? AND priority = 0
-                             AND created_at > ?) ELSE 0 END AS manual_recent
-"""

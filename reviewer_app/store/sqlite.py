@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
 import secrets
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -15,9 +17,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from reviewer_app.core.admission import (
-    Decision,
-)
+from reviewer_app.core.admission import Decision, Enqueue
 from reviewer_app.core.states import TERMINAL, JobState
 from reviewer_app.store import sql
 from reviewer_app.store.base import (
@@ -31,13 +31,31 @@ from reviewer_app.store.base import (
     StoreUnavailable,
     Usage,
 )
-from reviewer_app.store.sqlite_admission import _fetchall, apply_decision
+from reviewer_app.store.sqlite_admission import _fetchall, apply_decision, enqueue
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 WriteOp = Callable[[sqlite3.Connection], Any]
 
 MAX_BATCH = 256
+
+
+def _post(loop: asyncio.AbstractEventLoop, settled: list[tuple[asyncio.Future[Any], Any, bool]]) -> None:
+    """From the writer thread: resolve a batch's futures on their event loop, with one wake-up."""
+    try:
+        loop.call_soon_threadsafe(_resolve, settled)
+    except RuntimeError:  # the loop is closed: nobody is waiting any more
+        pass
+
+
+def _resolve(settled: list[tuple[asyncio.Future[Any], Any, bool]]) -> None:
+    for fut, value, ok in settled:
+        if fut.done():  # the caller was cancelled; its write happened all the same
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
 
 
 def load_migrations(engine: str) -> list[tuple[int, str, str]]:
@@ -69,8 +87,11 @@ class SqliteStore:
         self._writer: sqlite3.Connection | None = None
         self._thread: ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._pending: list[tuple[WriteOp, asyncio.Future[Any]]] = []
-        self._writer_task: asyncio.Task[None] | None = None
+        # The write queue, shared with the writer thread: futures are only resolved on the event loop.
+        self._queue: collections.deque[tuple[WriteOp, asyncio.Future[Any]]] = collections.deque()
+        self._queue_lock = threading.Lock()
+        self._draining = False
+        self._drain_job: asyncio.Future[None] | None = None
         self._read_lock = asyncio.Lock()
         self._file_id: tuple[int, int] | None = None
         self._wakeup_callbacks: list[Callable[[], None]] = []
@@ -114,8 +135,8 @@ class SqliteStore:
             raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
 
     async def close(self) -> None:
-        if self._writer_task is not None:
-            await asyncio.gather(self._writer_task, return_exceptions=True)
+        if self._drain_job is not None:
+            await asyncio.gather(self._drain_job, return_exceptions=True)
         if self._reader is not None:
             await self._reader.close()
         if self._writer is not None and self._thread is not None:
@@ -176,41 +197,60 @@ class SqliteStore:
 
     async def _write(self, op: WriteOp) -> Any:
         """Run ``op`` inside a write transaction; returns after the transaction committed."""
-        if self._writer is None:
+        if self._writer is None or self._thread is None:
             raise StoreUnavailable("store is closed")
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((op, fut))
-        if self._writer_task is None or self._writer_task.done():
-            self._writer_task = asyncio.create_task(self._drain())
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        with self._queue_lock:
+            self._queue.append((op, fut))
+            start = not self._draining
+            self._draining = True
+        if start:
+            self._drain_job = loop.run_in_executor(self._thread, self._drain, loop)
         return await fut
 
-    async def _drain(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            ops = [op for op, _ in batch]
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """In the writer thread: commit batches until the queue is empty.
+
+        The thread takes the next batch as soon as one commits, without a round trip through the event loop: the
+        loop only resolves the batch's futures. Everything queued meanwhile goes into the next transaction."""
+        while True:
+            with self._queue_lock:
+                if not self._queue:
+                    self._draining = False
+                    return
+                batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
             try:
-                results = await self._in_writer_thread(lambda ops=ops: self._commit_batch(ops))
-            except sqlite3.OperationalError as exc:
-                # Locked past the timeout, disk full, read-only: nobody in the batch was committed.
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(self._wrap(exc))
-                continue
-            except Exception:
-                # One op failed on its own terms: run each op alone so only the failing ones fail.
-                for op, fut in batch:
-                    try:
-                        (result,) = await self._in_writer_thread(lambda op=op: self._commit_batch([op]))
-                    except Exception as exc:
-                        if not fut.done():
-                            fut.set_exception(self._wrap(exc))
-                    else:
-                        if not fut.done():
-                            fut.set_result(result)
-                continue
-            for (_, fut), result in zip(batch, results, strict=True):
-                if not fut.done():
-                    fut.set_result(result)
+                settled = self._settle_batch(batch)
+            except BaseException as exc:  # a bug, or the thread is being torn down: fail what it took, stop
+                settled = [(fut, exc, False) for _, fut in batch]
+                with self._queue_lock:
+                    self._draining = False
+                _post(loop, settled)
+                raise
+            _post(loop, settled)
+
+    def _settle_batch(
+        self, batch: list[tuple[WriteOp, asyncio.Future[Any]]]
+    ) -> list[tuple[asyncio.Future[Any], Any, bool]]:
+        """(future, result or exception, ok) for each op of the batch, committed as one transaction if possible."""
+        try:
+            results = self._commit_batch([op for op, _ in batch])
+        except sqlite3.OperationalError as exc:
+            # Locked past the timeout, disk full, read-only: nobody in the batch was committed.
+            return [(fut, self._wrap(exc), False) for _, fut in batch]
+        except Exception:
+            # One op failed on its own terms: run each op alone so only the failing ones fail.
+            settled: list[tuple[asyncio.Future[Any], Any, bool]] = []
+            for op, fut in batch:
+                try:
+                    (result,) = self._commit_batch([op])
+                except Exception as exc:
+                    settled.append((fut, self._wrap(exc), False))
+                else:
+                    settled.append((fut, result, True))
+            return settled
+        return [(fut, result, True) for (_, fut), result in zip(batch, results, strict=True)]
 
     @staticmethod
     def _wrap(exc: Exception) -> Exception:
@@ -244,18 +284,19 @@ class SqliteStore:
 
     # -- admission --------------------------------------------------------------------------------------
 
-    async def admit(
-        self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int
-    ) -> AdmitResult:
+    async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
         def op(conn: sqlite3.Connection) -> AdmitResult:
-            seen = _fetchall(conn,
-                "SELECT outcome, job_id FROM deliveries WHERE delivery_id = ?", (delivery.delivery_id,)
-            )
-            if seen:
-                return AdmitResult(
-                    "duplicate-delivery", job_id=seen[0]["job_id"], reason="delivery already seen"
-                )
-            result = apply_decision(conn, decision, now=now, max_attempts=max_attempts)
+            if isinstance(decision, Enqueue):  # the hot path: the delivery check rides on enqueue's pre-check
+                result = enqueue(conn, decision, now=now, max_attempts=max_attempts, delivery_id=delivery.delivery_id)
+                if result.outcome == "duplicate-delivery":
+                    return result
+            else:
+                seen = conn.execute(
+                    "SELECT job_id FROM deliveries WHERE delivery_id = ?", (delivery.delivery_id,)
+                ).fetchone()
+                if seen:
+                    return AdmitResult("duplicate-delivery", job_id=seen[0], reason="delivery already seen")
+                result = apply_decision(conn, decision, now=now, max_attempts=max_attempts)
             conn.execute(
                 "INSERT INTO deliveries (delivery_id, event, action, received_at, outcome, job_id)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -276,7 +317,8 @@ class SqliteStore:
 
         def op(conn: sqlite3.Connection) -> list[Lease]:
             # One statement picks and leases; the token is random per row.
-            rows = _fetchall(conn,
+            rows = _fetchall(
+                conn,
                 "UPDATE jobs SET state = 'running', lease_owner = ?, lease_token = lower(hex(randomblob(16))),"
                 " lease_expires_at = ?, attempts = attempts + 1, started_at = COALESCE(started_at, ?),"
                 " updated_at = ?"
@@ -290,9 +332,7 @@ class SqliteStore:
             leases = [Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
                       for r in rows]  # fmt: skip
             if leases:
-                conn.executemany(
-                    sql.INSERT_ATTEMPT, [(le.job_id, le.attempt, owner, le.token, now) for le in leases]
-                )
+                conn.executemany(sql.INSERT_ATTEMPT, [(le.job_id, le.attempt, owner, le.token, now) for le in leases])
             return leases
 
         return await self._write(op)
@@ -332,16 +372,10 @@ class SqliteStore:
     async def complete_if_lease_held(
         self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
     ) -> bool:
-        return await self._finish(
-            lease, JobState.SUCCEEDED, now=now, outcome=outcome, error=None, usage=usage
-        )
+        return await self._finish(lease, JobState.SUCCEEDED, now=now, outcome=outcome, error=None, usage=usage)
 
-    async def fail_if_lease_held(
-        self, lease: Lease, *, now: float, error: str, usage: Usage | None = None
-    ) -> bool:
-        return await self._finish(
-            lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage
-        )
+    async def fail_if_lease_held(self, lease: Lease, *, now: float, error: str, usage: Usage | None = None) -> bool:
+        return await self._finish(lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage)
 
     async def cancel_if_lease_held(self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None) -> bool:
         return await self._finish(lease, JobState.CANCELLED, now=now, outcome=outcome, error=None, usage=usage)
@@ -349,9 +383,7 @@ class SqliteStore:
     async def supersede_if_lease_held(
         self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
     ) -> bool:
-        return await self._finish(
-            lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage
-        )
+        return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
 
     async def retry_if_lease_held(
         self,
@@ -406,16 +438,12 @@ class SqliteStore:
                 job_id, token, attempts, max_attempts = row[0], row[1], row[2], row[3]
                 error = f"lease expired during attempt {attempts} (worker crashed, was killed or hung)"
                 if attempts >= max_attempts:
-                    cur = conn.execute(
-                        sql.EXPIRE_TO_FAILED, (error, f"failed: {error}", now, now, job_id, token)
-                    )
+                    cur = conn.execute(sql.EXPIRE_TO_FAILED, (error, f"failed: {error}", now, now, job_id, token))
                 else:
                     cur = conn.execute(sql.EXPIRE_TO_QUEUE, (now, error, now, job_id, token))
                 if cur.rowcount == 1:
                     rescued.append(job_id)
-                    conn.execute(
-                        sql.FINISH_ATTEMPT, (now, "lease_expired", error, None, 0, 0, 0, 0, token)
-                    )
+                    conn.execute(sql.FINISH_ATTEMPT, (now, "lease_expired", error, None, 0, 0, 0, 0, token))
             return rescued
 
         return await self._write(op)
@@ -498,9 +526,7 @@ class SqliteStore:
         def op(conn: sqlite3.Connection) -> bool:
             if _fetchall(conn, "SELECT 1 FROM deliveries WHERE delivery_id = ?", (guid,)):
                 return False
-            rows = _fetchall(conn,
-                sql.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before)
-            )
+            rows = _fetchall(conn, sql.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before))
             return bool(rows)
 
         return await self._write(op)
@@ -576,9 +602,7 @@ class SqliteStore:
     async def stats(self, *, now: float) -> QueueStats:
         by_state = {r[0]: r[1] for r in await self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
         oldest = await self._read("SELECT MIN(created_at) FROM jobs WHERE state IN ('queued', 'running')")
-        expired = await self._read(
-            "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?", (now,)
-        )
+        expired = await self._read("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?", (now,))
         awaiting = await self._read(
             "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
             " AND state IN ('queued', 'running')"
@@ -603,7 +627,8 @@ class SqliteStore:
         def op(conn: sqlite3.Connection) -> int:
             # The newest job always stays: SQLite gives a new row max(id) + 1, and a job id must never be reused
             # (review markers and check runs name it).
-            rows = _fetchall(conn,
+            rows = _fetchall(
+                conn,
                 f"SELECT id FROM jobs WHERE state IN ({terminal}) AND finished_at < ?"
                 " AND id < (SELECT MAX(id) FROM jobs) ORDER BY finished_at, id LIMIT ?",
                 (before, batch),

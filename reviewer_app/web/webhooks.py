@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import orjson
 from aiohttp import web
 from gidgethub import BadRequest, ValidationFailure, routing, sansio
 
@@ -41,7 +41,7 @@ class Receiver:
             self.metrics.webhooks.labels(*_webhook_labels(request, response)).inc()
         return response
 
-    async def _receive(self, request: web.Request) -> web.Response:
+    async def _receive(self, request: web.Request) -> _Answer:
         if request.content_length is not None and request.content_length > self.max_body_bytes:
             return _answer(413, error=f"body larger than {self.max_body_bytes} bytes")
         try:
@@ -67,8 +67,9 @@ class Receiver:
         headers.setdefault("content-type", "application/json")
         try:
             if headers["content-type"].split(";")[0].strip().lower() == "application/json":
-                # The common case, parsed directly: the signature was checked above.
-                event = sansio.Event(json.loads(body), event=event_name, delivery_id=delivery_id)
+                # The common case, parsed directly (orjson: a third of json's time on a 30 KB body); the
+                # signature was checked above.
+                event = sansio.Event(orjson.loads(body), event=event_name, delivery_id=delivery_id)
             else:  # form-encoded payloads (a webhook setting GitHub offers): gidgethub decodes them
                 headers.pop("x-hub-signature-256", None)
                 event = sansio.Event.from_http(headers, body, secret=None)
@@ -120,7 +121,13 @@ _REFUSALS = {400: "bad_request", 401: "bad_signature", 413: "too_large", 503: "u
 _EVENT_NAME = re.compile(r"[a-z_]{1,40}")
 
 
-def _webhook_labels(request: web.Request, response: web.Response) -> tuple[str, str]:
+class _Answer(web.Response):
+    """A JSON answer that remembers its admission outcome, so the metrics need not parse the body again."""
+
+    outcome: str = "unknown"
+
+
+def _webhook_labels(request: web.Request, response: _Answer) -> tuple[str, str]:
     """(event, outcome) for the webhooks counter; label values stay few whatever a sender puts in its headers."""
     if response.status in (401, 413):
         return "unverified", _REFUSALS[response.status]  # nothing of an unverified request is trusted
@@ -128,9 +135,13 @@ def _webhook_labels(request: web.Request, response: web.Response) -> tuple[str, 
     event = event if _EVENT_NAME.fullmatch(event) else "other"
     if response.status in _REFUSALS:
         return event, _REFUSALS[response.status]
-    return event, str(json.loads(response.text or "{}").get("outcome", "unknown"))
+    return event, response.outcome
 
 
-def _answer(status: int, **fields: object) -> web.Response:
+def _answer(status: int, **fields: object) -> _Answer:
     body = {k: v for k, v in fields.items() if v is not None and v != []}
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json")
+    response = _Answer(status=status, body=orjson.dumps(body), content_type="application/json")
+    outcome = body.get("outcome")
+    if isinstance(outcome, str):
+        response.outcome = outcome
+    return response
