@@ -139,6 +139,7 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
             admit_seconds = await admit_all()
             t0 = time.perf_counter()
             drain_cpu0, (drain_mcpu0, drain_steal0) = sum(os.times()[:2]), machine_cpu()
+            drain_loop_cpu0 = time.thread_time()  # this (main) thread runs the event loop
             dispatcher.start()
         else:
             t0 = time.perf_counter()
@@ -153,7 +154,8 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
         extra: dict[str, Any] = {}
         if mode == "drain":  # the drain alone, for comparisons with other queues (bench/compare_queues.py)
             drain_cpu = sum(os.times()[:2]) - drain_cpu0
-            extra = {"drain_cpu_s": drain_cpu, "drain_other_cpu_s": max(0.0, mcpu1 - drain_mcpu0 - drain_cpu),
+            extra = {"drain_cpu_s": drain_cpu, "drain_loop_cpu_ms_per_job": (time.thread_time() - drain_loop_cpu0) / args.jobs * 1000,
+                     "drain_cpu_ms_per_job": drain_cpu / args.jobs * 1000, "drain_other_cpu_s": max(0.0, mcpu1 - drain_mcpu0 - drain_cpu),
                      "drain_steal_s": steal1 - drain_steal0}  # fmt: skip
     except BaseException:
         await dispatcher.stop(5.0)
@@ -196,6 +198,9 @@ def print_table(results: list[Result], summary: dict[str, Any], engine: str) -> 
               f" {r.cpu_s:>6.2f} {f'{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>9}")  # fmt: skip
     for r in results:
         print(f"  check {r.mode} run {r.run}: {r.verified}")
+        if "drain_cpu_ms_per_job" in r.extra:
+            print(f"  drain CPU per job: {r.extra['drain_cpu_ms_per_job']:.3f} ms, of which the event loop's thread"
+                  f" {r.extra['drain_loop_cpu_ms_per_job']:.3f} ms")  # fmt: skip
         if r.other_cpu_s > 0.25 * r.seconds or r.steal_s > 0.25 * r.seconds:
             print(f"  warning: other processes used {r.other_cpu_s:.1f} CPU-s and the hypervisor stole {r.steal_s:.1f} s"
                   f" during this {r.seconds:.1f} s run; its figures are disturbed, rerun on an idle machine")  # fmt: skip

@@ -280,3 +280,45 @@ async def test_admission_wakes_the_dispatcher_without_waiting_for_a_scan(sqlite_
     d.wake()
     await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED), timeout=3)
     await d.stop(1)
+
+
+class SlowOutcomes(SqliteStore):
+    """The real SQLite store whose completion writes wait until released (a disk that is slow to commit)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.commit_outcomes = asyncio.Event()
+        self.completions_waiting = 0
+
+    async def complete_if_lease_held(self, lease, **kw):  # type: ignore[no-untyped-def]
+        self.completions_waiting += 1
+        await self.commit_outcomes.wait()
+        return await super().complete_if_lease_held(lease, **kw)
+
+
+async def test_a_slot_frees_when_its_runner_finishes_not_when_the_outcome_is_written(tmp_path) -> None:
+    # The next claim must not wait for the previous job's outcome to commit: with one slot, the second job starts
+    # while the first one's completion is still being written (so both can share one group commit).
+    store = SlowOutcomes(str(tmp_path / "slow.db"))
+    await store.open()
+    try:
+        started: list[int] = []
+
+        async def quick(ctx: JobContext) -> str:
+            started.append(ctx.job.id)
+            return "done"
+
+        first, second = await admit(store, pr=1), await admit(store, pr=2)
+        d = dispatcher(store, quick, concurrency=1)
+        d.start()
+        await eventually(lambda: asyncio.sleep(0, started == [first, second] and store.completions_waiting == 2))
+        assert await state_of(store, first) == JobState.RUNNING  # its outcome is not written yet
+        store.commit_outcomes.set()
+
+        async def both_done() -> bool:
+            return [await state_of(store, first), await state_of(store, second)] == [JobState.SUCCEEDED] * 2
+
+        await eventually(both_done)
+        await d.stop(1)
+    finally:
+        await store.close()

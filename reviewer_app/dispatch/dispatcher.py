@@ -52,6 +52,10 @@ class Dispatcher:
         self.metrics = metrics
         self.rescuer = Rescuer(store, clock=clock, metrics=metrics)
         self.tasks: dict[str, asyncio.Task[None]] = {}  # by lease token: one job may have a stale attempt too
+        # Tokens whose runner has not finished yet: a slot is busy while its runner runs. Recording the outcome
+        # happens after the slot is free, so the next claim joins the same group commit as the finished jobs'
+        # outcomes instead of waiting for them.
+        self._busy: set[str] = set()
         self._wake = asyncio.Event()
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
@@ -66,7 +70,7 @@ class Dispatcher:
 
     @property
     def free_slots(self) -> int:
-        return self.concurrency - len(self.tasks)
+        return self.concurrency - len(self._busy)
 
     async def run_once(self) -> list[Lease]:
         """Claim as many jobs as there are free slots and start them."""
@@ -76,6 +80,7 @@ class Dispatcher:
             owner=self.owner, limit=self.free_slots, now=self.clock(), lease_seconds=self.lease_seconds
         )
         for lease in leases:
+            self._busy.add(lease.token)
             self.tasks[lease.token] = asyncio.create_task(self._execute(lease), name=f"job-{lease.job_id}")
         return leases
 
@@ -142,7 +147,10 @@ class Dispatcher:
             work = asyncio.create_task(self._timed(ctx), name=f"run-{job.id}")
             renewer = asyncio.create_task(self._renew(ctx, work), name=f"renew-{job.id}")
             try:
-                outcome = await asyncio.wait_for(work, timeout=self.job_timeout)
+                try:
+                    outcome = await asyncio.wait_for(work, timeout=self.job_timeout)
+                finally:
+                    self._free_slot(lease)  # the runner is done (wait_for waits for a timed-out one to stop)
             except TimeoutError:
                 await self._settle(ctx, TransientError(f"timed out after {self.job_timeout:g} s"))
             except asyncio.CancelledError:
@@ -163,10 +171,15 @@ class Dispatcher:
             log.error("job %s: could not record the outcome (%s); the lease will expire and be rescued",
                       lease.job_id, exc)  # fmt: skip
         finally:
+            self._free_slot(lease)
             self.tasks.pop(lease.token, None)
-            self._wake.set()
             if self.on_finished is not None:
                 self.on_finished(lease.job_id)
+
+    def _free_slot(self, lease: Lease) -> None:
+        if lease.token in self._busy:
+            self._busy.discard(lease.token)
+            self._wake.set()
 
     def _observe_queue_wait(self, job: Job, lease: Lease) -> None:
         """At a job's first claim only (started_at is set once): how long it waited from admission to a slot."""
