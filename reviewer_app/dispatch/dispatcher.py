@@ -148,7 +148,9 @@ class Dispatcher:
             renewer = asyncio.create_task(self._renew(ctx, work), name=f"renew-{job.id}")
             try:
                 try:
-                    outcome = await asyncio.wait_for(work, timeout=self.job_timeout)
+                    # On timeout the work task is cancelled and awaited: it has stopped when TimeoutError arrives.
+                    async with asyncio.timeout(self.job_timeout):
+                        outcome = await work
                 finally:
                     self._free_slot(lease)  # the runner is done (wait_for waits for a timed-out one to stop)
             except TimeoutError:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import orjson
 
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
 from reviewer_app.core.states import JobState
@@ -62,7 +63,7 @@ class Job:
             trigger=r["trigger"],
             priority=r["priority"],
             state=JobState(r["state"]),
-            details=json.loads(r["details"]) if r["details"] else {},
+            details=orjson.loads(r["details"]) if r["details"] else {},
             attempts=r["attempts"],
             max_attempts=r["max_attempts"],
             next_attempt_at=r["next_attempt_at"],
@@ -76,7 +77,7 @@ class Job:
             check_run_status=r["check_run_status"],
             review_id=r["review_id"],
             publish_intent_at=r["publish_intent_at"],
-            answer=json.loads(r["answer"]) if r["answer"] else None,
+            answer=orjson.loads(r["answer"]) if r["answer"] else None,
             event_at=r["event_at"],
             created_at=r["created_at"],
             started_at=r["started_at"],
