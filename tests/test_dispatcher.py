@@ -235,6 +235,31 @@ async def test_lease_lost_mid_run_stops_the_runner(sqlite_store) -> None:
     await d.stop(1)
 
 
+async def test_one_renewer_keeps_every_running_lease_alive_past_its_first_expiry(sqlite_store) -> None:
+    gate = Gate()
+    d = dispatcher(sqlite_store, gate, concurrency=3, lease=0.5, renew=0.1)
+    ids = [await admit(sqlite_store, pr=i) for i in range(3)]
+    d.start()
+    await eventually(lambda: asyncio.sleep(0, len(gate.started) == 3))
+    first = {i: (await sqlite_store.get_job(i)).lease_expires_at for i in ids}
+
+    async def renewed_well_past_the_first_lease() -> bool:
+        jobs = [await sqlite_store.get_job(i) for i in ids]
+        return all(j.lease_expires_at is not None and j.lease_expires_at > first[j.id] + 1.0 for j in jobs)
+
+    await eventually(renewed_well_past_the_first_lease)
+    assert await d.rescuer.run_once() == []  # nothing expired although each ran for more than two leases
+    gate.release.set()
+
+    async def all_done() -> bool:
+        return all([await _is(sqlite_store, i, JobState.SUCCEEDED) for i in ids])
+
+    await eventually(all_done)
+    assert gate.runs == Counter({i: 1 for i in ids})
+    await d.stop(1)
+    assert d._renewer is None or d._renewer.done()
+
+
 async def test_shutdown_hands_running_work_back_without_burning_the_attempt(sqlite_store) -> None:
     job_id = await admit(sqlite_store)
     gate = Gate()

@@ -120,6 +120,24 @@ async def test_renewal_extends_the_lease(store) -> None:
     assert await store.rescue_expired(now=NOW + 12) == []
 
 
+async def test_batch_renewal_extends_only_the_leases_still_held(store) -> None:
+    for pr in (1, 2, 3):
+        await admit(store, spec(pr=pr))
+    a, b, c = await store.claim(owner="w", limit=3, now=NOW, lease_seconds=10)
+    assert await store.complete_if_lease_held(b, now=NOW + 1, outcome="done")  # b's lease ended with its job
+    assert await store.rescue_expired(now=NOW + 11) == sorted([a.job_id, c.job_id])  # a and c expired...
+    [c2] = await store.claim(owner="other", limit=1, now=NOW + 11, lease_seconds=10)  # ...and one is claimed again
+    [a_again] = [x for x in (a, c) if x.job_id != c2.job_id]
+    [a2] = await store.claim(owner="other", limit=1, now=NOW + 11, lease_seconds=10)
+    assert a2.job_id == a_again.job_id
+    # The old attempts hold nothing any more; the new ones are extended, each under its own token.
+    assert await store.renew_leases([a, b, c], now=NOW + 12, lease_seconds=10) == set()
+    assert await store.renew_leases([a2, c2, b], now=NOW + 12, lease_seconds=30) == {a2.token, c2.token}
+    assert await store.renew_leases([], now=NOW + 12, lease_seconds=30) == set()
+    assert await store.rescue_expired(now=NOW + 25) == []  # renewed to NOW + 42
+    assert sorted(await store.rescue_expired(now=NOW + 43)) == sorted([a2.job_id, c2.job_id])
+
+
 async def test_retry_is_delayed_and_deferral_gives_the_attempt_back(store) -> None:
     r = await admit(store, spec())
     [l1] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
@@ -167,9 +185,7 @@ async def test_priority_then_eligibility_order_claims(store) -> None:
 async def test_concurrent_claims_never_hand_one_job_to_two_workers(store) -> None:
     for pr in range(40):
         await admit(store, spec(pr=pr))
-    results = await asyncio.gather(
-        *[store.claim(owner=f"w{i}", limit=3, now=NOW, lease_seconds=10) for i in range(20)]
-    )
+    results = await asyncio.gather(*[store.claim(owner=f"w{i}", limit=3, now=NOW, lease_seconds=10) for i in range(20)])
     ids = [le.job_id for leases in results for le in leases]
     assert len(ids) == len(set(ids)) == 40
 
@@ -184,7 +200,12 @@ async def test_progress_and_usage_are_recorded_under_the_lease(store) -> None:
     assert job.check_run_id == 55 and job.answer == {"summary": "ok"}
     [a] = await store.attempts_of(r.job_id)
     assert (a.model, a.input_tokens, a.output_tokens, a.cache_creation_tokens, a.cache_read_tokens) == (
-        "claude-x", 100, 20, 5, 7)
+        "claude-x",
+        100,
+        20,
+        5,
+        7,
+    )
 
 
 async def test_operator_cancel_and_retry(store) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from reviewer_app.core.errors import Cancelled, JobError, LeaseLost, PermanentError, Superseded, TransientError
 from reviewer_app.core.retry import GiveUp, RetryPolicy, decide_retry
@@ -17,6 +18,15 @@ from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import Job, Lease, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Running:
+    """A job whose runner is running in this process: what the lease renewer needs to keep or stop it."""
+
+    ctx: JobContext
+    work: asyncio.Task[str]
+    expires: float
 
 
 class Dispatcher:
@@ -56,6 +66,9 @@ class Dispatcher:
         # happens after the slot is free, so the next claim joins the same group commit as the finished jobs'
         # outcomes instead of waiting for them.
         self._busy: set[str] = set()
+        # Jobs whose runner runs here, by token: one task renews all their leases, one statement per interval.
+        self._running: dict[str, _Running] = {}
+        self._renewer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
@@ -122,6 +135,9 @@ class Dispatcher:
                 task.cancel()
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
+        if self._renewer is not None:
+            self._renewer.cancel()
+            await asyncio.gather(self._renewer, return_exceptions=True)
 
     # -- one attempt ----------------------------------------------------------------------------------
 
@@ -145,14 +161,15 @@ class Dispatcher:
             log.info("job %s attempt %s started", job.id, lease.attempt)
             self._observe_queue_wait(job, lease)
             work = asyncio.create_task(self._timed(ctx), name=f"run-{job.id}")
-            renewer = asyncio.create_task(self._renew(ctx, work), name=f"renew-{job.id}")
+            self._running[lease.token] = _Running(ctx, work, lease.expires_at)
+            self._ensure_renewer()
             try:
                 try:
                     # On timeout the work task is cancelled and awaited: it has stopped when TimeoutError arrives.
                     async with asyncio.timeout(self.job_timeout):
                         outcome = await work
                 finally:
-                    self._free_slot(lease)  # the runner is done (wait_for waits for a timed-out one to stop)
+                    self._free_slot(lease)  # the runner is done (a timed-out one was cancelled and awaited)
             except TimeoutError:
                 await self._settle(ctx, TransientError(f"timed out after {self.job_timeout:g} s"))
             except asyncio.CancelledError:
@@ -166,9 +183,6 @@ class Dispatcher:
                 await self._settle(ctx, exc)
             else:
                 await self._succeed(ctx, outcome)
-            finally:
-                renewer.cancel()
-                await asyncio.gather(renewer, return_exceptions=True)
         except StoreUnavailable as exc:
             log.error("job %s: could not record the outcome (%s); the lease will expire and be rescued",
                       lease.job_id, exc)  # fmt: skip
@@ -179,6 +193,7 @@ class Dispatcher:
                 self.on_finished(lease.job_id)
 
     def _free_slot(self, lease: Lease) -> None:
+        self._running.pop(lease.token, None)  # nothing left to renew: the outcome write is fenced by the token
         if lease.token in self._busy:
             self._busy.discard(lease.token)
             self._wake.set()
@@ -203,22 +218,48 @@ class Dispatcher:
             if self.metrics is not None:
                 self.metrics.review_duration.labels(result).observe(max(0.0, self.clock() - started))
 
-    async def _renew(self, ctx: JobContext, work: asyncio.Task[str]) -> None:
-        expires = ctx.lease.expires_at
-        while True:
+    def _ensure_renewer(self) -> None:
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew_all(), name="lease-renewer")
+
+    async def _renew_all(self) -> None:
+        """Every ``renew_interval``, extend the leases of all jobs running here in one store call.
+
+        A lease the store no longer holds for us (rescued after a stall, taken by another worker) stops that job's
+        runner. If the database cannot be reached, a job keeps running until its last known expiry passes."""
+        while self._running:
             await asyncio.sleep(self.renew_interval)
-            try:
-                new = await self.store.renew_lease(ctx.lease, now=self.clock(), lease_seconds=self.lease_seconds)
-            except StoreUnavailable:
-                if self.clock() < expires:
-                    continue
-                new = None
-            if new is None:
-                ctx.lost.set()
-                log.warning("job %s attempt %s: lease lost; stopping the runner", ctx.job.id, ctx.attempt)
-                work.cancel()
+            running = list(self._running.values())
+            if not running:
                 return
-            expires = new
+            now = self.clock()
+            held: set[str] | None
+            try:
+                leases = [r.ctx.lease for r in running]
+                held = await self.store.renew_leases(leases, now=now, lease_seconds=self.lease_seconds)
+            except StoreUnavailable as exc:
+                log.warning("lease renewal failed, retrying next interval: %s", exc)
+                held = None
+            except Exception:  # noqa: BLE001 - the renewer must outlive a bug in one round
+                log.exception("lease renewal failed unexpectedly")
+                held = None
+            for r in running:
+                token = r.ctx.lease.token
+                if self._running.get(token) is not r:
+                    continue  # its runner finished meanwhile
+                if held is not None and token in held:
+                    r.expires = now + self.lease_seconds
+                elif held is None and self.clock() < r.expires:
+                    continue  # not renewed this time, but the lease has not run out yet
+                else:
+                    self._lose(r)
+
+    def _lose(self, r: _Running) -> None:
+        ctx = r.ctx
+        self._running.pop(ctx.lease.token, None)
+        ctx.lost.set()
+        log.warning("job %s attempt %s: lease lost; stopping the runner", ctx.job.id, ctx.attempt)
+        r.work.cancel()
 
     @staticmethod
     def _is_cancelling() -> bool:

@@ -283,6 +283,17 @@ class PostgresStore:
 
         return expires if await self._tx(op, one_statement=True) else None
 
+    async def renew_leases(self, leases: Sequence[Lease], *, now: float, lease_seconds: float) -> set[str]:
+        if not leases:
+            return set()
+        ids, tokens = [le.job_id for le in leases], [le.token for le in leases]
+
+        async def op(conn: asyncpg.Connection) -> set[str]:
+            rows = await conn.fetch(q.RENEW_MANY_IF_LEASE_HELD, now + lease_seconds, now, ids, tokens)
+            return {r[0] for r in rows}
+
+        return await self._tx(op, one_statement=True)
+
     async def _finish(
         self, lease: Lease, state: JobState, *, now: float, outcome: str, error: str | None, usage: Usage | None
     ) -> bool:

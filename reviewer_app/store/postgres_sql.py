@@ -35,6 +35,12 @@ def _typed_event_time(query: str) -> str:
 SUPERSEDE_OLDER_HEADS = numbered(_typed_event_time(sql.SUPERSEDE_OLDER_HEADS))
 CANCEL_PR_PENDING = numbered(sql.CANCEL_PR_PENDING)
 RENEW_IF_LEASE_HELD = numbered(sql.RENEW_IF_LEASE_HELD)
+RENEW_MANY_IF_LEASE_HELD = f"""
+UPDATE jobs SET lease_expires_at = $1, updated_at = $2
+  FROM unnest($3::bigint[], $4::text[]) AS held(id, token)
+ WHERE jobs.id = held.id AND jobs.lease_token = held.token AND jobs.state = '{JobState.RUNNING.value}'
+RETURNING jobs.lease_token
+"""
 REQUEUE_IF_LEASE_HELD = numbered(sql.REQUEUE_IF_LEASE_HELD)
 FINISH_ATTEMPT = numbered(sql.FINISH_ATTEMPT)
 ADD_ATTEMPT_USAGE = numbered(sql.ADD_ATTEMPT_USAGE)

@@ -346,6 +346,20 @@ class SqliteStore:
 
         return expires if await self._write(op) else None
 
+    async def renew_leases(self, leases: Sequence[Lease], *, now: float, lease_seconds: float) -> set[str]:
+        if not leases:
+            return set()
+        expires = now + lease_seconds
+
+        def op(conn: sqlite3.Connection) -> set[str]:
+            held = set()
+            for lease in leases:
+                if conn.execute(sql.RENEW_IF_LEASE_HELD, (expires, now, lease.job_id, lease.token)).rowcount == 1:
+                    held.add(lease.token)
+            return held
+
+        return await self._write(op)
+
     async def _finish(
         self,
         lease: Lease,
