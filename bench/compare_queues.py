@@ -4,7 +4,7 @@ Every system gets the same work, measured the same way ("drain"): enqueue N no-o
 time them until the N-th job is done.
 
 - reviewer-app, SQLite and PostgreSQL: `bench/noop_jobs.py`'s drain mode (jobs admitted with `store.admit`, then the
-  real `Dispatcher` with `--concurrency` slots claims, runs `noop_runner(0)` and completes them, all fenced).
+  real `Dispatcher` with `--slots` slots (default `--concurrency`; a list runs each) claims, runs `noop_runner(0)` and completes them, all fenced).
   PostgreSQL gets a fresh schema per run on the server of `--pg-dsn`, dropped afterwards.
 - procrastinate (PostgreSQL): an async no-op task, N jobs deferred one per transaction (in batches of `--batch`
   awaited together, as our admissions are), then `run_worker_async(concurrency=--concurrency, wait=False)`, which
@@ -87,11 +87,11 @@ def with_database(dsn: str, database: str, **query: str) -> str:
 # -- reviewer-app ---------------------------------------------------------------------------------------------
 
 
-def ours(args: argparse.Namespace, run: int, engine: str, workdir: str) -> Measurement:
-    ns = argparse.Namespace(jobs=args.jobs, concurrency=args.concurrency, batch=args.batch, scan_seconds=1.0,
+def ours(args: argparse.Namespace, run: int, engine: str, workdir: str, slots: int) -> Measurement:
+    ns = argparse.Namespace(jobs=args.jobs, concurrency=slots, batch=args.batch, scan_seconds=1.0,
                             sqlite_synchronous=None, deadline=time.monotonic() + args.max_seconds)  # fmt: skip
     if engine == "sqlite":
-        result = asyncio.run(noop_jobs.one_run(ns, "drain", run, f"sqlite:///{workdir}/reviewer-{run}.db"))
+        result = asyncio.run(noop_jobs.one_run(ns, "drain", run, f"sqlite:///{workdir}/reviewer-{run}-{slots}.db"))
     else:
         schema = f"bench_{uuid.uuid4().hex[:12]}"
         asyncio.run(pg_execute(args.pg_dsn, f'CREATE SCHEMA "{schema}"'))
@@ -101,7 +101,7 @@ def ours(args: argparse.Namespace, run: int, engine: str, workdir: str) -> Measu
         finally:
             asyncio.run(pg_execute(args.pg_dsn, f'DROP SCHEMA "{schema}" CASCADE'))
     x = result.extra
-    return Measurement(f"reviewer-app {engine}", run, args.jobs, args.concurrency, result.admit_rate or 0.0,
+    return Measurement(f"reviewer-app {engine}", run, args.jobs, slots, result.admit_rate or 0.0,
                        result.seconds, result.rate, x["drain_cpu_s"], x["drain_other_cpu_s"], x["drain_steal_s"],
                        result.verified, bool(x["ok"]))  # fmt: skip
 
@@ -280,6 +280,8 @@ def main() -> int:
                    help="reviewer-app dispatcher slots and procrastinate worker concurrency (default 32)")  # fmt: skip
     p.add_argument("--huey-workers", default="32",
                    help="huey consumer thread workers; a comma list runs each (default 32)")  # fmt: skip
+    p.add_argument("--slots", default=None,
+                   help="reviewer-app dispatcher slots; a comma list runs each (default: --concurrency)")  # fmt: skip
     p.add_argument("--procrastinate-concurrency", default=None,
                    help="procrastinate worker concurrency; a comma list runs each (default: --concurrency)")  # fmt: skip
     p.add_argument("--batch", type=int, default=64, help="enqueues awaited together (default 64)")
@@ -298,16 +300,17 @@ def main() -> int:
     if unknown:
         p.error(f"unknown system(s): {', '.join(sorted(unknown))}")
     huey_workers = [int(w) for w in args.huey_workers.split(",")]
+    slots = [int(c) for c in (args.slots or str(args.concurrency)).split(",")]
     procrastinate_concurrency = [int(c) for c in (args.procrastinate_concurrency or str(args.concurrency)).split(",")]
     results: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="reviewer-compare-") as workdir:
         for run in range(1, args.runs + 1):
             if "reviewer-app sqlite" in only:
-                results.append(ours(args, run, "sqlite", workdir))
+                results.extend(ours(args, run, "sqlite", workdir, n) for n in slots)
             if "huey sqlite" in only:
                 results.extend(huey_drain(args, run, w, workdir) for w in huey_workers)
             if "reviewer-app postgres" in only:
-                results.append(ours(args, run, "postgres", workdir))
+                results.extend(ours(args, run, "postgres", workdir, n) for n in slots)
             if "procrastinate postgres" in only:
                 results.extend(asyncio.run(procrastinate_drain(args, run, c)) for c in procrastinate_concurrency)
     summary = summarize(results)
