@@ -163,6 +163,20 @@ async def test_prune_removes_old_finished_jobs_and_deliveries_only(store) -> Non
     assert await store.prune(NOW + 50, 100) == 0
 
 
+async def test_prune_removes_old_effects_the_outbox_finished_with_only(store) -> None:
+    await admit(store, Reply("help", (Effect("comment", 7, "o/r", 1, "sent long ago"),
+                                      Effect("comment", 7, "o/r", 2, "still failing"),
+                                      Effect("comment", 7, "o/r", 3, "sent recently"))), now=NOW)  # fmt: skip
+    sent_old, failing, sent_recently = await store.pending_effects()
+    await store.mark_effect(sent_old["id"], now=NOW + 10, error=None, done=True)
+    await store.mark_effect(failing["id"], now=NOW + 10, error="502 from GitHub", done=False)
+    await store.mark_effect(sent_recently["id"], now=NOW + 100, error=None, done=True)
+    assert await store.prune(NOW + 50, 100) == 1 + 1  # the delivery and the effect sent before the cut-off
+    assert [e["content"] for e in await store.pending_effects()] == ["still failing"]  # unsent work is kept
+    assert await store.prune(NOW + 200, 100) == 1  # the recent one, once it is old too
+    assert [e["content"] for e in await store.pending_effects()] == ["still failing"]
+
+
 async def test_usage_adds_up_per_repository_and_model_in_plain_integers(store) -> None:
     for pr in (1, 2):
         await admit(store, Enqueue(spec(pr=pr)))

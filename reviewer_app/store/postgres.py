@@ -586,7 +586,8 @@ class PostgresStore:
                 await conn.execute(q.FORGET_PRUNED_SUPERSEDERS, ids)
                 await conn.execute(q.DELETE_PRUNED_ATTEMPTS, ids)
                 removed += _changed(await conn.execute(q.DELETE_PRUNED_JOBS, ids))
-            return removed + _changed(await conn.execute(q.PRUNE_DELIVERIES, before, batch))
+            removed += _changed(await conn.execute(q.PRUNE_DELIVERIES, before, batch))
+            return removed + _changed(await conn.execute(q.PRUNE_FINISHED_EFFECTS, before, batch))
 
         return await self._tx(op)
 

@@ -35,6 +35,7 @@ def _typed_event_time(query: str) -> str:
 SUPERSEDE_OLDER_HEADS = numbered(_typed_event_time(sql.SUPERSEDE_OLDER_HEADS))
 CANCEL_PR_PENDING = numbered(sql.CANCEL_PR_PENDING)
 RENEW_IF_LEASE_HELD = numbered(sql.RENEW_IF_LEASE_HELD)
+PRUNE_FINISHED_EFFECTS = numbered(sql.PRUNE_FINISHED_EFFECTS)
 RENEW_MANY_IF_LEASE_HELD = f"""
 UPDATE jobs SET lease_expires_at = $1, updated_at = $2
   FROM unnest($3::bigint[], $4::text[]) AS held(id, token)

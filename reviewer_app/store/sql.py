@@ -220,3 +220,8 @@ SELECT j.repo_full_name AS repo, COALESCE(a.model, '') AS model, COUNT(DISTINCT 
 
 # Admission's pre-check in one statement: installation gone, PR paused, revision admitted, budget counts (a count is
 # only taken when its guard is on).
+
+# Retention: effects the outbox finished with (sent, or given up on) before the cut-off, a batch at a time.
+PRUNE_FINISHED_EFFECTS = """
+DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE sent_at IS NOT NULL AND sent_at < ? LIMIT ?)
+"""

@@ -660,7 +660,8 @@ class SqliteStore:
                 " (SELECT delivery_id FROM deliveries WHERE received_at < ? LIMIT ?)",
                 (before, batch),
             )
-            return removed + cur.rowcount
+            removed += cur.rowcount
+            return removed + conn.execute(sql.PRUNE_FINISHED_EFFECTS, (before, batch)).rowcount
 
         return await self._write(op)
 
