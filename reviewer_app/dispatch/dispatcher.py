@@ -25,7 +25,7 @@ class _Running:
     """A job whose runner is running in this process: what the lease renewer needs to keep or stop it."""
 
     ctx: JobContext
-    work: asyncio.Task[str]
+    task: asyncio.Task[None]  # the job's task: cancelling it stops the runner
     expires: float
 
 
@@ -160,20 +160,22 @@ class Dispatcher:
                              pr=job.pr_number, head_sha=job.head_sha, attempt=lease.attempt)  # fmt: skip
             log.info("job %s attempt %s started", job.id, lease.attempt)
             self._observe_queue_wait(job, lease)
-            work = asyncio.create_task(self._timed(ctx), name=f"run-{job.id}")
-            self._running[lease.token] = _Running(ctx, work, lease.expires_at)
+            # The runner runs in this task: a lost lease (the renewer) and shutdown (stop) both cancel it; the lost
+            # flag, set before the renewer cancels, tells them apart.
+            this = asyncio.current_task()
+            assert this is not None
+            self._running[lease.token] = _Running(ctx, this, lease.expires_at)
             self._ensure_renewer()
             try:
                 try:
-                    # On timeout the work task is cancelled and awaited: it has stopped when TimeoutError arrives.
-                    async with asyncio.timeout(self.job_timeout):
-                        outcome = await work
+                    async with asyncio.timeout(self.job_timeout):  # on timeout the runner is cancelled first
+                        outcome = await self._timed(ctx)
                 finally:
-                    self._free_slot(lease)  # the runner is done (a timed-out one was cancelled and awaited)
+                    self._free_slot(lease)  # the runner is done
             except TimeoutError:
                 await self._settle(ctx, TransientError(f"timed out after {self.job_timeout:g} s"))
             except asyncio.CancelledError:
-                if ctx.lost.is_set() and not self._is_cancelling():
+                if ctx.lost.is_set() and this.uncancel() == 0:  # the renewer's cancel, and nobody else's
                     self._refused(ctx, "runner stopped: lease lost")
                     return
                 # Shutdown: hand the job back without burning the attempt.
@@ -259,12 +261,7 @@ class Dispatcher:
         self._running.pop(ctx.lease.token, None)
         ctx.lost.set()
         log.warning("job %s attempt %s: lease lost; stopping the runner", ctx.job.id, ctx.attempt)
-        r.work.cancel()
-
-    @staticmethod
-    def _is_cancelling() -> bool:
-        task = asyncio.current_task()
-        return bool(task and task.cancelling())
+        r.task.cancel()
 
     def _refused(self, ctx: JobContext, what: str) -> None:
         self.stale_writes_refused += 1
