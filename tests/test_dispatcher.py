@@ -211,6 +211,33 @@ async def test_hung_runner_times_out_and_is_retried(sqlite_store) -> None:
     await d.stop(1)
 
 
+async def test_every_hung_runner_times_out_while_quick_ones_finish(sqlite_store) -> None:
+    # One watchdog timer serves all running jobs: jobs that finish early must not stop it from catching the later
+    # ones, started at different times, each at its own deadline.
+    hung = [await admit(sqlite_store, pr=i) for i in range(3)]
+    quick = [await admit(sqlite_store, pr=10 + i) for i in range(3)]
+    started: Counter[int] = Counter()
+
+    async def runner(ctx: JobContext) -> str:
+        started[ctx.job.id] += 1
+        if ctx.job.id in hung and ctx.attempt == 1:
+            await asyncio.Event().wait()
+        return "done"
+
+    d = dispatcher(sqlite_store, runner, concurrency=2, job_timeout=0.3)
+    d.start()
+
+    async def all_done() -> bool:
+        return all([await _is(sqlite_store, i, JobState.SUCCEEDED) for i in hung + quick])
+
+    await eventually(all_done)
+    for job_id in hung:
+        first, second = await sqlite_store.attempts_of(job_id)
+        assert first.outcome == "retry" and "timed out after 0.3 s" in first.error and second.outcome == "succeeded"
+    assert all(started[i] == 1 for i in quick)
+    await d.stop(1)
+
+
 async def test_lease_lost_mid_run_stops_the_runner(sqlite_store) -> None:
     job_id = await admit(sqlite_store, head=1)
     cancelled = asyncio.Event()

@@ -26,7 +26,9 @@ class _Running:
 
     ctx: JobContext
     task: asyncio.Task[None]  # the job's task: cancelling it stops the runner
-    expires: float
+    expires: float  # the lease's last known expiry (store clock)
+    deadline: float  # when the runner has run for job_timeout (event-loop clock)
+    stopped_for: str | None = None  # "lost" or "timeout" once the dispatcher cancelled the runner
 
 
 class Dispatcher:
@@ -67,8 +69,10 @@ class Dispatcher:
         # outcomes instead of waiting for them.
         self._busy: set[str] = set()
         # Jobs whose runner runs here, by token: one task renews all their leases, one statement per interval.
+        # In start order, which is deadline order: one timer for the earliest deadline watches them all.
         self._running: dict[str, _Running] = {}
         self._renewer: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
         self._wake = asyncio.Event()
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
@@ -138,6 +142,9 @@ class Dispatcher:
         if self._renewer is not None:
             self._renewer.cancel()
             await asyncio.gather(self._renewer, return_exceptions=True)
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
 
     # -- one attempt ----------------------------------------------------------------------------------
 
@@ -160,27 +167,29 @@ class Dispatcher:
                              pr=job.pr_number, head_sha=job.head_sha, attempt=lease.attempt)  # fmt: skip
             log.info("job %s attempt %s started", job.id, lease.attempt)
             self._observe_queue_wait(job, lease)
-            # The runner runs in this task: a lost lease (the renewer) and shutdown (stop) both cancel it; the lost
-            # flag, set before the renewer cancels, tells them apart.
+            # The runner runs in this task. A lost lease (the renewer), the job timeout (the watchdog) and shutdown
+            # (stop) all cancel it; `stopped_for`, set before the dispatcher cancels, tells them apart.
             this = asyncio.current_task()
             assert this is not None
-            self._running[lease.token] = _Running(ctx, this, lease.expires_at)
+            running = _Running(ctx, this, lease.expires_at, asyncio.get_running_loop().time() + self.job_timeout)
+            self._running[lease.token] = running
             self._ensure_renewer()
+            self._arm_watchdog()
             try:
                 try:
-                    async with asyncio.timeout(self.job_timeout):  # on timeout the runner is cancelled first
-                        outcome = await self._timed(ctx)
+                    outcome = await self._timed(ctx)
                 finally:
                     self._free_slot(lease)  # the runner is done
-            except TimeoutError:
-                await self._settle(ctx, TransientError(f"timed out after {self.job_timeout:g} s"))
             except asyncio.CancelledError:
-                if ctx.lost.is_set() and this.uncancel() == 0:  # the renewer's cancel, and nobody else's
+                why = running.stopped_for
+                if why is None or this.uncancel() > 0:
+                    # Shutdown: hand the job back without burning the attempt.
+                    await self._hand_back(ctx)
+                    raise
+                if why == "lost":
                     self._refused(ctx, "runner stopped: lease lost")
                     return
-                # Shutdown: hand the job back without burning the attempt.
-                await self._hand_back(ctx)
-                raise
+                await self._settle(ctx, TransientError(f"timed out after {self.job_timeout:g} s"))
             except BaseException as exc:  # noqa: BLE001 - every runner error has a defined outcome
                 await self._settle(ctx, exc)
             else:
@@ -261,7 +270,33 @@ class Dispatcher:
         self._running.pop(ctx.lease.token, None)
         ctx.lost.set()
         log.warning("job %s attempt %s: lease lost; stopping the runner", ctx.job.id, ctx.attempt)
-        r.task.cancel()
+        if r.stopped_for is None:
+            r.stopped_for = "lost"
+            r.task.cancel()
+
+    def _arm_watchdog(self) -> None:
+        """One timer at the earliest deadline of the jobs running here (cheaper than a timer per job)."""
+        if self._watchdog is None and self._running:
+            first = next(iter(self._running.values()))
+            self._watchdog = asyncio.get_running_loop().call_at(first.deadline, self._check_deadlines)
+
+    def _check_deadlines(self) -> None:
+        self._watchdog = None
+        now = asyncio.get_running_loop().time()
+        for r in list(self._running.values()):
+            if r.deadline > now:
+                break
+            if r.stopped_for is None:
+                log.warning("job %s attempt %s: runner timed out after %g s; stopping it", r.ctx.job.id,
+                            r.ctx.attempt, self.job_timeout)  # fmt: skip
+                r.stopped_for = "timeout"
+                r.task.cancel()
+        else:
+            return  # nothing left to watch; the next job to start arms the timer again
+        self._arm_watchdog_at(r)
+
+    def _arm_watchdog_at(self, r: _Running) -> None:
+        self._watchdog = asyncio.get_running_loop().call_at(r.deadline, self._check_deadlines)
 
     def _refused(self, ctx: JobContext, what: str) -> None:
         self.stale_writes_refused += 1
