@@ -52,6 +52,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REVIEWER_RETRY_MAX_SECONDS", "retry_max_seconds", float, 600.0, "cap of the retry delay", minimum=0),
     Setting("REVIEWER_SCAN_SECONDS", "scan_seconds", float, 5.0, "interval of scans for due retries and expired leases", minimum=0.05),
     Setting("REVIEWER_SHUTDOWN_GRACE_SECONDS", "shutdown_grace_seconds", float, 20.0, "time in-flight jobs get on SIGTERM", minimum=0),
+    Setting("REVIEWER_JOB_TIMEOUT_SECONDS", "job_timeout_seconds", float, 900.0, "a review running longer is stopped and retried", minimum=0.1),
     Setting("REVIEWER_MAX_BODY_BYTES", "max_body_bytes", int, 25 * 1024 * 1024, "largest webhook body accepted", minimum=1024),
     Setting("REVIEWER_DB_BUSY_TIMEOUT_MS", "db_busy_timeout_ms", int, 5000, "how long a write waits for a locked database", minimum=1),
     Setting("REVIEWER_DB_POOL_SIZE", "db_pool_size", int, 10, "PostgreSQL: connections per process for queries (plus one for LISTEN)", minimum=1, maximum=1000),
@@ -103,6 +104,7 @@ class Config:
     retry_max_seconds: float = 600.0
     scan_seconds: float = 5.0
     shutdown_grace_seconds: float = 20.0
+    job_timeout_seconds: float = 900.0
     max_body_bytes: int = 25 * 1024 * 1024
     db_busy_timeout_ms: int = 5000
     db_pool_size: int = 10

@@ -179,6 +179,7 @@ async def build_service(
             lease_seconds=cfg.lease_seconds,
             renew_interval=cfg.renew_interval,
             scan_interval=cfg.scan_seconds,
+            job_timeout=cfg.job_timeout_seconds,
             retry_policy=retry_policy(cfg),
             clock=time.time,
             on_finished=(lambda _job_id: check_sync.wake()) if check_sync is not None else None,

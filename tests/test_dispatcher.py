@@ -374,3 +374,21 @@ async def test_a_slot_frees_when_its_runner_finishes_not_when_the_outcome_is_wri
         await d.stop(1)
     finally:
         await store.close()
+
+
+async def test_the_service_stops_a_runner_after_the_configured_job_timeout(tmp_path) -> None:
+    from reviewer_app.config import load_config
+    from reviewer_app.service import build_service
+
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "GITHUB_WEBHOOK_SECRET": "x", "REVIEWER_RUNNER": "noop",
+           "REVIEWER_NOOP_SECONDS": "60", "REVIEWER_JOB_TIMEOUT_SECONDS": "0.3", "REVIEWER_MAX_ATTEMPTS": "1",
+           "REVIEWER_SCAN_SECONDS": "0.05"}  # fmt: skip
+    svc = await build_service(load_config(env))
+    try:
+        job_id = await admit(svc.store, max_attempts=1)
+        svc.start_background()
+        await eventually(lambda: _is(svc.store, job_id, JobState.FAILED))
+        job = await svc.store.get_job(job_id)
+        assert "timed out after 0.3 s" in (job.last_error or "")
+    finally:
+        await svc.stop()

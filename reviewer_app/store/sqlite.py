@@ -31,7 +31,7 @@ from reviewer_app.store.base import (
     StoreUnavailable,
     Usage,
 )
-from reviewer_app.store.sqlite_admission import _fetchall, apply_decision, enqueue
+from reviewer_app.store.sqlite_admission import _fetchall, apply_decision, enqueue, prepare_enqueue
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -285,9 +285,15 @@ class SqliteStore:
     # -- admission --------------------------------------------------------------------------------------
 
     async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
+        prepared = (
+            prepare_enqueue(decision, now=now, max_attempts=max_attempts, delivery_id=delivery.delivery_id)
+            if isinstance(decision, Enqueue)
+            else None
+        )
+
         def op(conn: sqlite3.Connection) -> AdmitResult:
             if isinstance(decision, Enqueue):  # the hot path: the delivery check rides on enqueue's pre-check
-                result = enqueue(conn, decision, now=now, max_attempts=max_attempts, delivery_id=delivery.delivery_id)
+                result = enqueue(conn, decision, now=now, max_attempts=max_attempts, prepared=prepared)
                 if result.outcome == "duplicate-delivery":
                     return result
             else:
