@@ -86,22 +86,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc (Linux)."""
+def _stat_cpu_seconds(stat_path: str) -> float:
+    """User + system CPU time from a /proc stat file (Linux)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return float("nan")
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a whole process, all its threads."""
+    return _stat_cpu_seconds(f"/proc/{pid}/stat")
 
 
 def main_thread_cpu_seconds(pid: int) -> float:
-    """CPU time of a process's main thread (the event loop), from /proc/<pid>/task/<pid>/stat."""
-    try:
-        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    """CPU time of a process's main thread (the event loop)."""
+    return _stat_cpu_seconds(f"/proc/{pid}/task/{pid}/stat")
 
 
 def machine_cpu() -> tuple[float, float]:
