@@ -25,7 +25,7 @@ from reviewer_app.core.admission import (
 )
 from reviewer_app.store import postgres_sql as q
 from reviewer_app.store.base import AdmitResult, Delivery
-from reviewer_app.store.sqlite_admission import pause_key
+from reviewer_app.store.sqlite_admission import guard_refusal, pause_key
 
 
 async def admit_in(
@@ -87,37 +87,24 @@ async def _effects(conn: asyncpg.Connection, effects: Sequence[Effect], now: flo
         )
 
 
-async def _refusal(conn: asyncpg.Connection, decision: Enqueue, now: float) -> str | None:
-    """Why the budget guard refuses this job, or None (counted under the installation and PR locks)."""
-    guard, spec = decision.guard, decision.job
-    if guard is None:
-        return None
-    if guard.manual_per_pr_hour and not decision.automatic:
-        count = await conn.fetchval(q.COUNT_MANUAL_RECENT, spec.repo_id, spec.pr_number, now - 3600)
-        if count >= guard.manual_per_pr_hour:
-            return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
-    if guard.reviews_per_day and spec.installation_id is not None:
-        count = await conn.fetchval(q.COUNT_REVIEWS_RECENT, spec.installation_id, now - 86400)
-        if count >= guard.reviews_per_day:
-            return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
-    return None
-
-
 async def _enqueue(conn: asyncpg.Connection, decision: Enqueue, *, now: float, max_attempts: int) -> AdmitResult:
-    spec = decision.job
-    if spec.installation_id is not None:
-        await conn.execute(q.LOCK_INSTALLATION_ADMISSION, spec.installation_id)
-    await conn.execute(q.LOCK_PR_ADMISSION, spec.repo_id, spec.pr_number)
-    if spec.installation_id is not None:
-        reason = await conn.fetchval(q.INACTIVE_INSTALLATION_REASON, spec.installation_id)
-        if reason is not None:
-            return AdmitResult("ignored", reason=f"installation is not active ({reason})")
-    if decision.automatic and await conn.fetchval(q.SETTING_IS_ON, pause_key(spec.repo_id, spec.pr_number)):
+    spec, guard = decision.job, decision.guard
+    supersede = decision.supersede_older_heads and bool(spec.head_sha)
+    await conn.execute(q.LOCK_ENQUEUE_ADMISSION, spec.installation_id, spec.repo_id, spec.pr_number)
+    pre = await conn.fetchrow(
+        q.ENQUEUE_PRECHECK,
+        spec.installation_id, pause_key(spec.repo_id, spec.pr_number), spec.revision_key,
+        bool(guard and guard.reviews_per_day and spec.installation_id is not None), now - 86400,
+        bool(guard and guard.manual_per_pr_hour and not decision.automatic), spec.repo_id, spec.pr_number,
+        now - 3600, supersede,
+    )  # fmt: skip
+    if pre["inactive_reason"] is not None:
+        return AdmitResult("ignored", reason=f"installation is not active ({pre['inactive_reason']})")
+    if decision.automatic and pre["paused"]:
         return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
-    existing = await conn.fetchval(q.SELECT_JOB_BY_REVISION, spec.revision_key)
-    if existing is not None:
-        return AdmitResult("duplicate-revision", job_id=existing, reason="revision already admitted")
-    refusal = await _refusal(conn, decision, now)
+    if pre["existing_id"] is not None:
+        return AdmitResult("duplicate-revision", job_id=pre["existing_id"], reason="revision already admitted")
+    refusal = guard_refusal(decision, manual_recent=pre["manual_recent"], reviews_today=pre["reviews_today"])
     event_at = spec.details.get("event_at")
     state, outcome = ("queued", None) if refusal is None else ("cancelled", f"refused: {refusal}")
     job_id = await conn.fetchval(
@@ -136,7 +123,7 @@ async def _enqueue(conn: asyncpg.Connection, decision: Enqueue, *, now: float, m
         return AdmitResult("refused", job_id=job_id, reason=refusal)
     await _effects(conn, decision.effects, now)
     superseded: tuple[int, ...] = ()
-    if decision.supersede_older_heads and spec.head_sha:
+    if pre["may_supersede"]:  # only when the PR has pending jobs: most admissions skip this statement
         outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
         rows = await conn.fetch(
             q.SUPERSEDE_OLDER_HEADS,

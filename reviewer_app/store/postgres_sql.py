@@ -51,8 +51,6 @@ OPERATOR_CANCEL = numbered(sql.OPERATOR_CANCEL)
 OPERATOR_RETRY = numbered(sql.OPERATOR_RETRY)
 NEEDS_CHECK_SYNC = numbered(sql.NEEDS_CHECK_SYNC)
 SET_CHECK_RUN = numbered(sql.SET_CHECK_RUN)
-COUNT_MANUAL_RECENT = numbered(sql.COUNT_MANUAL_RECENT)
-COUNT_REVIEWS_RECENT = numbered(sql.COUNT_REVIEWS_RECENT)
 INSERT_EFFECT = numbered(sql.INSERT_EFFECT)
 PENDING_EFFECTS = numbered(sql.PENDING_EFFECTS)
 UPSERT_INSTALLATION = numbered(sql.UPSERT_INSTALLATION)
@@ -75,9 +73,26 @@ LOCK_INSTALLATION_ADMISSION = (
     "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || $1::bigint, 0))"
 )
 
-INACTIVE_INSTALLATION_REASON = "SELECT reason FROM installations WHERE id = $1 AND active = 0"
+# Both admission locks of an Enqueue in one round trip, installation first (a NULL installation takes only the PR
+# lock). A statement of its own: the pre-check that follows must take its snapshot after the locks are held.
+LOCK_ENQUEUE_ADMISSION = """
+SELECT CASE WHEN $1::bigint IS NULL THEN NULL
+            ELSE pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || $1::bigint, 0)) END,
+       pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || $2::bigint || ':' || $3::bigint, 0))
+"""
 
-SETTING_IS_ON = "SELECT TRUE FROM settings WHERE key = $1 AND value = '1'"
+# Everything an Enqueue must know before inserting, in one round trip under the locks (as on SQLite).
+ENQUEUE_PRECHECK = f"""
+SELECT (SELECT reason FROM installations WHERE id = $1 AND active = 0) AS inactive_reason,
+       EXISTS (SELECT 1 FROM settings WHERE key = $2 AND value = '1') AS paused,
+       (SELECT id FROM jobs WHERE revision_key = $3) AS existing_id,
+       CASE WHEN $4::boolean THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = $1 AND created_at > $5
+                                   AND state NOT IN ('superseded', 'cancelled')) ELSE 0 END AS reviews_today,
+       CASE WHEN $6::boolean THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = $7 AND pr_number = $8 AND priority = 0
+                                   AND created_at > $9) ELSE 0 END AS manual_recent,
+       CASE WHEN $10::boolean THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = $7 AND pr_number = $8
+                                          AND state IN ({sql.SUPERSEDABLE_STATES})) ELSE FALSE END AS may_supersede
+"""
 
 # Claim the delivery id first: a concurrent redelivery waits on this row and then sees it as a duplicate.
 INSERT_DELIVERY_IF_NEW = """

@@ -120,14 +120,6 @@ SELECT {JOB_COLUMNS} FROM jobs
  ORDER BY updated_at LIMIT ?
 """
 
-# Budget guard: manual requests on one PR in the last hour, reviews of one installation in the last day.
-COUNT_MANUAL_RECENT = """
-SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ? AND priority = 0 AND created_at > ?
-"""
-COUNT_REVIEWS_RECENT = """
-SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ? AND state NOT IN ('superseded', 'cancelled')
-"""
-
 INSERT_EFFECT = """
 INSERT INTO outbox (kind, installation_id, repo_full_name, target, content, created_at) VALUES (?, ?, ?, ?, ?, ?)
 """
@@ -217,9 +209,6 @@ SELECT j.repo_full_name AS repo, COALESCE(a.model, '') AS model, COUNT(DISTINCT 
  GROUP BY j.repo_full_name, COALESCE(a.model, '')
  ORDER BY SUM(a.input_tokens) + SUM(a.output_tokens) DESC
 """
-
-# Admission's pre-check in one statement: installation gone, PR paused, revision admitted, budget counts (a count is
-# only taken when its guard is on).
 
 # Retention: effects the outbox finished with (sent, or given up on) before the cut-off, a batch at a time.
 PRUNE_FINISHED_EFFECTS = """
