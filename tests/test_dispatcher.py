@@ -392,3 +392,26 @@ async def test_the_service_stops_a_runner_after_the_configured_job_timeout(tmp_p
         assert "timed out after 0.3 s" in (job.last_error or "")
     finally:
         await svc.stop()
+
+
+async def test_a_retry_runs_when_due_not_at_the_next_periodic_scan(store) -> None:
+    # On both stores (on PostgreSQL the claim and the retry write use different connections). The periodic scan is
+    # 30 s here: the retry (due 0.05 s later) must still run at once, because recording it
+    # wakes the dispatcher, which then sleeps only until the retry is due.
+    job_id = await admit(store)
+    attempts: list[int] = []
+
+    async def flaky(ctx: JobContext) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise TransientError("502 from GitHub")
+        return "done"
+
+    d = Dispatcher(store, flaky, owner="w", concurrency=1, lease_seconds=5, renew_interval=1,
+                   scan_interval=30, retry_policy=RetryPolicy(max_attempts=3, base_seconds=0.05, max_seconds=0.05,
+                   jitter=0.0), clock=time.time)  # fmt: skip
+    d.start()
+    d.wake()
+    await eventually(lambda: _is(store, job_id, JobState.SUCCEEDED), timeout=5)
+    assert attempts == [1, 2]
+    await d.stop(1)

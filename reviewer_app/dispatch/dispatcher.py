@@ -341,6 +341,7 @@ class Dispatcher:
         if ok:
             log.info("job %s attempt %s: %s; next try in %.1f s", ctx.job.id, ctx.attempt, decision.reason,
                      decision.at - now)  # fmt: skip
+            self._wake.set()  # the loop's next wake-up time may now be this retry's
         else:
             self._refused(ctx, "retry")
 
