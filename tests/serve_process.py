@@ -10,6 +10,24 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+from tests.helpers import SECRET
+
+
+def fakes_env(database_url: str, fakes: Any, github: Any, **settings: str) -> dict[str, str]:
+    """The environment of an app process that talks to the fakes of ``fakes`` (a FakesThread) as its GitHub App
+    and Claude, plus ``settings`` (environment variable names to values)."""
+    return {
+        "DATABASE_URL": database_url,
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "GITHUB_APP_ID": str(github.app_id),
+        "GITHUB_PRIVATE_KEY": github.private_key,
+        "GITHUB_API_URL": fakes.github_url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "ANTHROPIC_BASE_URL": fakes.anthropic_url,
+        **settings,
+    }
 
 
 def free_port() -> int:

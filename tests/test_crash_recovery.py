@@ -9,8 +9,8 @@ from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github import FakeGitHub
 from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
-from tests.helpers import SECRET, webhook_headers
-from tests.serve_process import ServeProcess
+from tests.helpers import webhook_headers
+from tests.serve_process import ServeProcess, fakes_env
 from tests.test_serve_subprocess import job_row, wait_until
 
 
@@ -25,20 +25,14 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
     with FakesThread(github, anthropic) as fakes:
         # The publisher's look for an existing review hangs: the process dies right there.
         hang = fakes.call(github.inject, "GET", r"/pulls/1/reviews", "hang", times=1)
-        env = {
-            "DATABASE_URL": f"sqlite:///{db}",
-            "GITHUB_WEBHOOK_SECRET": SECRET,
-            "GITHUB_APP_ID": str(github.app_id),
-            "GITHUB_PRIVATE_KEY": github.private_key,
-            "GITHUB_API_URL": fakes.github_url,
-            "ANTHROPIC_API_KEY": "sk-ant-test",
-            "ANTHROPIC_BASE_URL": fakes.anthropic_url,
-            "REVIEWER_LEASE_SECONDS": "1",
-            "REVIEWER_RENEW_SECONDS": "0.3",
-            "REVIEWER_SCAN_SECONDS": "0.2",
-            "REVIEWER_CHECK_SYNC_SECONDS": "0.2",
-            "REVIEWER_SWEEP_SECONDS": "0",  # the sweep would list PR 1's reviews and take the hang meant for the publisher
-        }
+        env = fakes_env(
+            f"sqlite:///{db}", fakes, github,
+            REVIEWER_LEASE_SECONDS="1",
+            REVIEWER_RENEW_SECONDS="0.3",
+            REVIEWER_SCAN_SECONDS="0.2",
+            REVIEWER_CHECK_SYNC_SECONDS="0.2",
+            REVIEWER_SWEEP_SECONDS="0",  # the sweep would list PR 1's reviews and take the hang meant for the publisher
+        )  # fmt: skip
         payload = {
             "action": "opened", "number": 1,
             "pull_request": {"number": 1, "state": "open", "draft": False, "title": pull.title, "body": "",

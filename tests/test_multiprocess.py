@@ -34,7 +34,7 @@ from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
 from tests.helpers import SECRET, encode, pr_payload, sha, webhook_headers
 from tests.pg import create_schema, drop_schema, postgres_dsn
-from tests.serve_process import ServeProcess, free_port
+from tests.serve_process import ServeProcess, fakes_env, free_port
 from tests.test_postgres_hosts import query, wait_until
 
 PRS = 40
@@ -89,28 +89,22 @@ def plan(rng: random.Random) -> list[list[Step]]:
 
 
 def app_env(url: str, fakes: FakesThread, github: FakeGitHub) -> dict[str, str]:
-    return {
-        "DATABASE_URL": url,
-        "GITHUB_WEBHOOK_SECRET": SECRET,
-        "GITHUB_APP_ID": str(github.app_id),
-        "GITHUB_PRIVATE_KEY": github.private_key,
-        "GITHUB_API_URL": fakes.github_url,
-        "ANTHROPIC_API_KEY": "sk-ant-test",
-        "ANTHROPIC_BASE_URL": fakes.anthropic_url,
-        "REVIEWER_LEASE_SECONDS": "2",
-        "REVIEWER_SCAN_SECONDS": "0.2",
-        "REVIEWER_CHECK_SYNC_SECONDS": "0.5",
-        "REVIEWER_RETRY_BASE_SECONDS": "0.1",
-        "REVIEWER_RETRY_MAX_SECONDS": "0.5",
-        "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
-        "REVIEWER_MODEL_TIMEOUT_SECONDS": "10",
-        "REVIEWER_SHUTDOWN_GRACE_SECONDS": "5",
-        "REVIEWER_DEBOUNCE_SECONDS": "0",
-        "REVIEWER_SWEEP_SECONDS": "0",
-        "REVIEWER_RECOVERY_SECONDS": "0",
-        "REVIEWER_MAX_REVIEWS_PER_DAY": "100000",
-        "REVIEWER_DB_POOL_SIZE": "4",
-    }
+    return fakes_env(
+        url, fakes, github,
+        REVIEWER_LEASE_SECONDS="2",
+        REVIEWER_SCAN_SECONDS="0.2",
+        REVIEWER_CHECK_SYNC_SECONDS="0.5",
+        REVIEWER_RETRY_BASE_SECONDS="0.1",
+        REVIEWER_RETRY_MAX_SECONDS="0.5",
+        REVIEWER_GITHUB_RETRY_SECONDS="0.01",
+        REVIEWER_MODEL_TIMEOUT_SECONDS="10",
+        REVIEWER_SHUTDOWN_GRACE_SECONDS="5",
+        REVIEWER_DEBOUNCE_SECONDS="0",
+        REVIEWER_SWEEP_SECONDS="0",
+        REVIEWER_RECOVERY_SECONDS="0",
+        REVIEWER_MAX_REVIEWS_PER_DAY="100000",
+        REVIEWER_DB_POOL_SIZE="4",
+    )  # fmt: skip
 
 
 def start_all(procs: list[ServeProcess]) -> None:

@@ -274,29 +274,28 @@ class Dispatcher:
             r.stopped_for = "lost"
             r.task.cancel()
 
-    def _arm_watchdog(self) -> None:
-        """One timer at the earliest deadline of the jobs running here (cheaper than a timer per job)."""
-        if self._watchdog is None and self._running:
-            first = next(iter(self._running.values()))
-            self._watchdog = asyncio.get_running_loop().call_at(first.deadline, self._check_deadlines)
+    def _arm_watchdog(self, at: _Running | None = None) -> None:
+        """One timer at the earliest deadline of the jobs running here (cheaper than a timer per job): ``at``, or
+        the oldest job's when no timer is set."""
+        if at is None:
+            if self._watchdog is not None or not self._running:
+                return
+            at = next(iter(self._running.values()))
+        self._watchdog = asyncio.get_running_loop().call_at(at.deadline, self._check_deadlines)
 
     def _check_deadlines(self) -> None:
         self._watchdog = None
         now = asyncio.get_running_loop().time()
         for r in list(self._running.values()):
             if r.deadline > now:
-                break
+                self._arm_watchdog(r)  # the first job not yet due; those before it were stopped
+                return
             if r.stopped_for is None:
                 log.warning("job %s attempt %s: runner timed out after %g s; stopping it", r.ctx.job.id,
                             r.ctx.attempt, self.job_timeout)  # fmt: skip
                 r.stopped_for = "timeout"
                 r.task.cancel()
-        else:
-            return  # nothing left to watch; the next job to start arms the timer again
-        self._arm_watchdog_at(r)
-
-    def _arm_watchdog_at(self, r: _Running) -> None:
-        self._watchdog = asyncio.get_running_loop().call_at(r.deadline, self._check_deadlines)
+        # Nothing left to watch; the next job to start arms the timer again.
 
     def _refused(self, ctx: JobContext, what: str) -> None:
         self.stale_writes_refused += 1

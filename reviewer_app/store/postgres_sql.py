@@ -62,24 +62,24 @@ USAGE_BY_REPO = numbered(sql.USAGE_BY_REPO)
 # Take the migration lock of one schema; held until the migrating transaction ends.
 LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 
+# The two admission locks, each keyed the same way wherever it is taken (a key written twice could drift apart and
+# silently stop serialising). {installation}, {repo} and {pr} are the statement's parameters.
+_INSTALLATION_LOCK = "pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || {installation}::bigint, 0))"
+_PR_LOCK = "pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || {repo}::bigint || ':' || {pr}::bigint, 0))"
+
 # Serialise admissions of one pull request across processes, as SQLite's single writer does: a newer head then
 # always sees (and supersedes) the older head's committed job instead of both staying queued.
-LOCK_PR_ADMISSION = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || $1::bigint || ':' || $2::bigint, 0))"
-)
+LOCK_PR_ADMISSION = "SELECT " + _PR_LOCK.format(repo="$1", pr="$2")
 
 # Serialise admissions that touch one installation (uninstall, budget counts); taken before the PR lock.
-LOCK_INSTALLATION_ADMISSION = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || $1::bigint, 0))"
-)
+LOCK_INSTALLATION_ADMISSION = "SELECT " + _INSTALLATION_LOCK.format(installation="$1")
 
 # Both admission locks of an Enqueue in one round trip, installation first (a NULL installation takes only the PR
 # lock). A statement of its own: the pre-check that follows must take its snapshot after the locks are held.
-LOCK_ENQUEUE_ADMISSION = """
-SELECT CASE WHEN $1::bigint IS NULL THEN NULL
-            ELSE pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || $1::bigint, 0)) END,
-       pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || $2::bigint || ':' || $3::bigint, 0))
-"""
+LOCK_ENQUEUE_ADMISSION = (
+    f"SELECT CASE WHEN $1::bigint IS NULL THEN NULL ELSE {_INSTALLATION_LOCK.format(installation='$1')} END,"
+    f" {_PR_LOCK.format(repo='$2', pr='$3')}"
+)
 
 # Everything an Enqueue must know before inserting, in one round trip under the locks (as on SQLite).
 ENQUEUE_PRECHECK = f"""

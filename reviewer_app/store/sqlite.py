@@ -31,7 +31,7 @@ from reviewer_app.store.base import (
     StoreUnavailable,
     Usage,
 )
-from reviewer_app.store.sqlite_admission import _fetchall, apply_decision, enqueue, prepare_enqueue
+from reviewer_app.store.sqlite_admission import _fetchall, admit_in, prepare_enqueue
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -40,7 +40,11 @@ WriteOp = Callable[[sqlite3.Connection], Any]
 MAX_BATCH = 256
 
 
-def _post(loop: asyncio.AbstractEventLoop, settled: list[tuple[asyncio.Future[Any], Any, bool]]) -> None:
+Queued = tuple[WriteOp, "asyncio.Future[Any]"]  # an op and its caller's future
+Settled = tuple["asyncio.Future[Any]", Any, bool]  # (future, result or exception, ok)
+
+
+def _post(loop: asyncio.AbstractEventLoop, settled: list[Settled]) -> None:
     """From the writer thread: resolve a batch's futures on their event loop, with one wake-up."""
     try:
         loop.call_soon_threadsafe(_resolve, settled)
@@ -48,7 +52,7 @@ def _post(loop: asyncio.AbstractEventLoop, settled: list[tuple[asyncio.Future[An
         pass
 
 
-def _resolve(settled: list[tuple[asyncio.Future[Any], Any, bool]]) -> None:
+def _resolve(settled: list[Settled]) -> None:
     for fut, value, ok in settled:
         if fut.done():  # the caller was cancelled; its write happened all the same
             continue
@@ -88,7 +92,7 @@ class SqliteStore:
         self._thread: ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
         # The write queue, shared with the writer thread: futures are only resolved on the event loop.
-        self._queue: collections.deque[tuple[WriteOp, asyncio.Future[Any]]] = collections.deque()
+        self._queue: collections.deque[Queued] = collections.deque()
         self._queue_lock = threading.Lock()
         self._draining = False
         self._drain_job: asyncio.Future[None] | None = None
@@ -230,9 +234,7 @@ class SqliteStore:
                 raise
             _post(loop, settled)
 
-    def _settle_batch(
-        self, batch: list[tuple[WriteOp, asyncio.Future[Any]]]
-    ) -> list[tuple[asyncio.Future[Any], Any, bool]]:
+    def _settle_batch(self, batch: list[Queued]) -> list[Settled]:
         """(future, result or exception, ok) for each op of the batch, committed as one transaction if possible."""
         try:
             results = self._commit_batch([op for op, _ in batch])
@@ -241,7 +243,7 @@ class SqliteStore:
             return [(fut, self._wrap(exc), False) for _, fut in batch]
         except Exception:
             # One op failed on its own terms: run each op alone so only the failing ones fail.
-            settled: list[tuple[asyncio.Future[Any], Any, bool]] = []
+            settled: list[Settled] = []
             for op, fut in batch:
                 try:
                     (result,) = self._commit_batch([op])
@@ -285,6 +287,7 @@ class SqliteStore:
     # -- admission --------------------------------------------------------------------------------------
 
     async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
+        # Statement parameters are built here, so the writer thread (the serial resource) only runs statements.
         prepared = (
             prepare_enqueue(decision, now=now, max_attempts=max_attempts, delivery_id=delivery.delivery_id)
             if isinstance(decision, Enqueue)
@@ -292,23 +295,7 @@ class SqliteStore:
         )
 
         def op(conn: sqlite3.Connection) -> AdmitResult:
-            if isinstance(decision, Enqueue):  # the hot path: the delivery check rides on enqueue's pre-check
-                result = enqueue(conn, decision, now=now, max_attempts=max_attempts, prepared=prepared)
-                if result.outcome == "duplicate-delivery":
-                    return result
-            else:
-                seen = conn.execute(
-                    "SELECT job_id FROM deliveries WHERE delivery_id = ?", (delivery.delivery_id,)
-                ).fetchone()
-                if seen:
-                    return AdmitResult("duplicate-delivery", job_id=seen[0], reason="delivery already seen")
-                result = apply_decision(conn, decision, now=now, max_attempts=max_attempts)
-            conn.execute(
-                "INSERT INTO deliveries (delivery_id, event, action, received_at, outcome, job_id)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (delivery.delivery_id, delivery.event, delivery.action, now, result.outcome, result.job_id),
-            )
-            return result
+            return admit_in(conn, delivery, decision, prepared, now=now)
 
         result = await self._write(op)
         if result.created:

@@ -21,7 +21,7 @@ from reviewer_app.core.admission import (
     SetPause,
 )
 from reviewer_app.store import sql
-from reviewer_app.store.base import AdmitResult
+from reviewer_app.store.base import AdmitResult, Delivery
 
 
 def _fetchall(conn: sqlite3.Connection, query: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
@@ -32,7 +32,30 @@ def pause_key(repo_id: int, pr_number: int) -> str:
     return f"paused:{repo_id}:{pr_number}"
 
 
-def apply_decision(conn: sqlite3.Connection, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
+def admit_in(
+    conn: sqlite3.Connection, delivery: Delivery, decision: Decision, prepared: PreparedEnqueue | None, *, now: float
+) -> AdmitResult:
+    """Record the delivery and apply its decision inside the writer's transaction. ``prepared`` is the Enqueue
+    decision's statement parameters (``prepare_enqueue``), None for every other decision."""
+    if isinstance(decision, Enqueue):  # the hot path: the delivery check rides on enqueue's pre-check
+        assert prepared is not None
+        result = enqueue(conn, decision, prepared, now=now)
+        if result.outcome == "duplicate-delivery":
+            return result
+    else:
+        seen = conn.execute("SELECT job_id FROM deliveries WHERE delivery_id = ?", (delivery.delivery_id,)).fetchone()
+        if seen:
+            return AdmitResult("duplicate-delivery", job_id=seen[0], reason="delivery already seen")
+        result = _apply(conn, decision, now=now)
+    conn.execute(
+        "INSERT INTO deliveries (delivery_id, event, action, received_at, outcome, job_id) VALUES (?, ?, ?, ?, ?, ?)",
+        (delivery.delivery_id, delivery.event, delivery.action, now, result.outcome, result.job_id),
+    )
+    return result
+
+
+def _apply(conn: sqlite3.Connection, decision: Decision, *, now: float) -> AdmitResult:
+    """Every decision but Enqueue."""
     if isinstance(decision, Ignore):
         return AdmitResult("ignored", reason=decision.reason)
     if isinstance(decision, CancelPR):
@@ -68,8 +91,7 @@ def apply_decision(conn: sqlite3.Connection, decision: Decision, *, now: float, 
             )
             ids.extend(r[0] for r in rows)
         return AdmitResult("cancelled", cancelled=tuple(ids), reason=decision.reason)
-    assert isinstance(decision, Enqueue)
-    return enqueue(conn, decision, now=now, max_attempts=max_attempts)
+    raise TypeError(f"unexpected decision {decision!r}")
 
 
 def insert_effects(conn: sqlite3.Connection, effects: Sequence[Effect], now: float) -> None:
@@ -92,8 +114,6 @@ def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) 
     return None
 
 
-# Everything admission must know before inserting a job, in one statement: one round trip (and one hand-over of
-# the GIL) inside the writer's transaction instead of three.
 # Everything admission must know before inserting a job, in one statement: one round trip (and one hand-over of
 # the GIL) inside the writer's transaction instead of three. Positional parameters, in PreparedEnqueue.precheck's
 # order: binding by position is cheaper than by name, and this runs for every webhook.
@@ -128,14 +148,11 @@ class PreparedEnqueue:
     """An Enqueue decision with its statement parameters built ahead, outside the writer's transaction: the writer
     thread (the one serial resource of the SQLite store) then only runs statements."""
 
-    decision: Enqueue
-    now: float
     precheck: tuple[Any, ...]
     insert: tuple[Any, ...]  # for the common case, a queued job
-    supersede: bool
 
 
-def prepare_enqueue(decision: Enqueue, *, now: float, max_attempts: int, delivery_id: str = "") -> PreparedEnqueue:
+def prepare_enqueue(decision: Enqueue, *, now: float, max_attempts: int, delivery_id: str) -> PreparedEnqueue:
     spec = decision.job
     guard = decision.guard
     supersede = decision.supersede_older_heads and bool(spec.head_sha)
@@ -152,21 +169,12 @@ def prepare_enqueue(decision: Enqueue, *, now: float, max_attempts: int, deliver
         spec.head_sha, spec.trigger, spec.priority, "queued", orjson.dumps(spec.details).decode(), max_attempts,
         now + spec.delay_seconds, spec.details.get("event_at"), now, now, None, None,
     )  # fmt: skip
-    return PreparedEnqueue(decision, now, precheck, insert, supersede)
+    return PreparedEnqueue(precheck, insert)
 
 
-def enqueue(
-    conn: sqlite3.Connection,
-    decision: Enqueue,
-    *,
-    now: float,
-    max_attempts: int,
-    delivery_id: str = "",
-    prepared: PreparedEnqueue | None = None,
-) -> AdmitResult:
-    """Apply an Enqueue decision. With ``delivery_id``, a delivery already recorded answers duplicate-delivery
-    (checked in the same statement as everything else)."""
-    p = prepared or prepare_enqueue(decision, now=now, max_attempts=max_attempts, delivery_id=delivery_id)
+def enqueue(conn: sqlite3.Connection, decision: Enqueue, p: PreparedEnqueue, *, now: float) -> AdmitResult:
+    """Apply an Enqueue decision; a delivery already recorded answers duplicate-delivery (checked in the same
+    statement as everything else)."""
     spec = decision.job
     seen, seen_job_id, inactive_reason, paused, existing_id, reviews_today, manual_recent, may_supersede = conn.execute(
         ENQUEUE_PRECHECK, p.precheck
