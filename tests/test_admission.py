@@ -16,9 +16,15 @@ def test_review_actions_enqueue_the_head(action: str) -> None:
     assert d.job.revision_key == f"1001:1:{sha(1)}:auto"
 
 
-def test_draft_waits() -> None:
-    d = decide_pull_request("opened", pr_payload(draft=True))
-    assert isinstance(d, Ignore) and "draft" in d.reason
+@pytest.mark.parametrize("action", ["opened", "reopened", "synchronize"])
+def test_a_draft_gets_a_draft_job_of_its_own(action: str) -> None:
+    # Whether drafts are reviewed is the repository's `drafts:` setting, which the worker reads: admission queues a
+    # job under its own trigger, so ready_for_review for the same head is not a duplicate of it.
+    d = decide_pull_request(action, pr_payload(action=action, head=sha(1), draft=True))
+    assert isinstance(d, Enqueue) and d.automatic and d.supersede_older_heads
+    assert d.job.trigger == "draft" and d.job.revision_key == f"1001:1:{sha(1)}:draft"
+    ready = decide_pull_request("ready_for_review", pr_payload(action="ready_for_review", head=sha(1)))
+    assert isinstance(ready, Enqueue) and ready.job.revision_key != d.job.revision_key
 
 
 def test_closed_cancels() -> None:

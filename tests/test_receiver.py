@@ -55,12 +55,14 @@ async def test_same_delivery_and_same_revision_create_nothing_new(client, sqlite
     assert len(await sqlite_store.list_jobs()) == 1
 
 
-async def test_draft_waits_for_ready_for_review(client, sqlite_store) -> None:
-    status, body = await post(client, pr_payload(draft=True))
-    assert status == 200 and "draft" in body["reason"]
-    assert await sqlite_store.list_jobs() == []
-    status, body = await post(client, pr_payload(action="ready_for_review"))
-    assert status == 202 and body["outcome"] == "enqueued"
+async def test_a_draft_is_queued_under_its_own_trigger_and_ready_for_review_gets_a_job(client, sqlite_store) -> None:
+    # The worker decides with the repository's `drafts:` setting; ready_for_review of the same head is a new job.
+    status, draft = await post(client, pr_payload(draft=True, head=sha(1)))
+    assert status == 202 and draft["outcome"] == "enqueued"
+    assert (await sqlite_store.get_job(draft["job_id"])).trigger == "draft"
+    status, ready = await post(client, pr_payload(action="ready_for_review", head=sha(1)))
+    assert status == 202 and ready["outcome"] == "enqueued" and ready["job_id"] != draft["job_id"]
+    assert (await sqlite_store.get_job(ready["job_id"])).trigger == "auto"
 
 
 async def test_closed_cancels_pending_jobs(client, sqlite_store) -> None:

@@ -243,15 +243,29 @@ async def test_the_sweep_reviews_only_heads_nobody_reviewed(tmp_path) -> None:
         gh.add_review_by(REPO, 3, BOT, "Earlier review.\n" + make_marker(99, three.head_sha))
         four = gh.add_pull(REPO, 4, files=[SOURCE])  # someone pasted a marker: not our review
         gh.add_review_by(REPO, 4, "mallory", make_marker(99, four.head_sha))
-        gh.add_pull(REPO, 5, files=[SOURCE], draft=True)
+        gh.add_pull(REPO, 5, files=[SOURCE], draft=True)  # queued as a draft job, skipped (no `drafts: true`)
 
         r = recovery(h)
-        assert await r.sweep_once() == 2
+        assert await r.sweep_once() == 3
         await all_reviewed(h, [1, 4])
-        assert [len(bot_reviews(h, n)) for n in (1, 2, 3, 4, 5)] == [1, 1, 1, 1, 0]
         jobs = {j.pr_number: j for j in await h.store.list_jobs()}
-        assert sorted(jobs) == [1, 2, 4] and jobs[1].details["action"] == "sweep"
+        draft = await h.wait_state(jobs[5].id, JobState.CANCELLED)
+        assert draft.trigger == "draft" and "draft pull request" in draft.outcome
+        assert [len(bot_reviews(h, n)) for n in (1, 2, 3, 4, 5)] == [1, 1, 1, 1, 0]
+        assert sorted(jobs) == [1, 2, 4, 5] and jobs[1].details["action"] == "sweep"
         assert await r.sweep_once() == 0
+
+
+async def test_a_draft_marked_ready_while_its_webhook_went_missing_is_swept(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull, draft_job = await h.open_pr(draft=True)
+        assert (await h.wait_state(draft_job, JobState.CANCELLED)).trigger == "draft"
+        pull.draft = False  # marked ready; the ready_for_review webhook never arrived
+        r = recovery(h)
+        assert await r.sweep_once() == 1
+        await all_reviewed(h, [1])
+        assert await r.sweep_once() == 0
+        assert len(bot_reviews(h, 1)) == 1 and len(h.anthropic.message_requests) == 1
 
 
 async def test_after_an_outage_every_open_head_is_reviewed_exactly_once(tmp_path) -> None:

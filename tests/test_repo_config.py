@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from reviewer_app.core.states import JobState
+from reviewer_app.github.checks import COVERED_PREFIX, desired_check
 from reviewer_app.review.repo_config import CONFIG_PATH, parse_repo_config
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
+from tests.helpers import eventually
 
 
 def parse(text: str | None):
@@ -25,6 +28,13 @@ def test_a_valid_file() -> None:
     assert (cfg.auto, cfg.ignore, cfg.instructions, cfg.language, cfg.max_input_tokens, cfg.max_parts) == (
         False, ("docs/**", "*.snap"), "Focus on security.", "German", 20000, 2)
     assert cfg.errors == ()
+
+
+def test_drafts_is_off_unless_the_file_turns_it_on() -> None:
+    assert parse(None).drafts is False and parse("auto: true\n").drafts is False
+    assert parse("drafts: true\n").drafts is True
+    cfg = parse("drafts: sometimes\n")
+    assert cfg.drafts is False and cfg.errors == ("drafts must be true or false",)
 
 
 def test_limits_above_the_operators_are_capped() -> None:
@@ -91,3 +101,95 @@ async def test_the_file_is_read_at_the_base_branch_not_the_head(tmp_path) -> Non
         assert len(h.reviews()) == 1
         reads = h.github.requests_matching("GET", r"/contents/")
         assert reads and all(r.query.get("ref") == "main" for r in reads)
+
+
+async def test_a_draft_waits_for_ready_for_review_by_default(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull, draft_job = await h.open_pr(draft=True)
+        job = await h.wait_state(draft_job, JobState.CANCELLED)
+        assert job.trigger == "draft" and "draft pull request" in job.outcome
+        assert h.reviews() == [] and h.check_runs(pull.head_sha) == [] and h.anthropic.message_requests == []
+
+        pull.draft = False
+        ready = await h.deliver("pull_request", h.pr_payload(pull, "ready_for_review"))
+        assert ready["outcome"] == "enqueued" and ready["job_id"] != draft_job
+        await h.wait_state(ready["job_id"], JobState.SUCCEEDED)
+        assert len(h.reviews()) == 1 and len(h.check_runs(pull.head_sha)) == 1
+
+
+async def test_drafts_true_reviews_drafts_and_ready_for_review_does_not_review_the_same_head_again(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        h.github.set_file(REPO, CONFIG_PATH, "drafts: true\n")
+        pull, draft_job = await h.open_pr(draft=True)
+        await h.wait_state(draft_job, JobState.SUCCEEDED)
+        assert len(h.reviews()) == 1 and len(h.anthropic.message_requests) == 1
+        await h.wait_check_synced(draft_job)
+        assert len(h.check_runs(pull.head_sha)) == 1
+
+        pull.draft = False
+        ready = await h.deliver("pull_request", h.pr_payload(pull, "ready_for_review"))
+        job = await h.wait_state(ready["job_id"], JobState.CANCELLED)
+        assert "already reviewed" in job.outcome
+        assert len(h.reviews()) == 1 and len(h.anthropic.message_requests) == 1
+
+        # A new push to the ready pull request is reviewed as usual.
+        h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, "synchronize"))
+        await h.wait_state(pushed["job_id"], JobState.SUCCEEDED)
+        assert len(h.reviews()) == 2
+
+
+async def test_a_draft_job_of_a_pull_request_marked_ready_since_is_skipped(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        h.github.set_file(REPO, CONFIG_PATH, "drafts: true\n")
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])  # ready by the time the worker looks
+        payload = h.pr_payload(pull)
+        payload["pull_request"]["draft"] = True  # the webhook was sent while it was a draft
+        answer = await h.deliver("pull_request", payload)
+        job = await h.wait_state(answer["job_id"], JobState.CANCELLED)
+        assert job.trigger == "draft" and "no longer a draft" in job.outcome
+        assert h.reviews() == [] and h.anthropic.message_requests == []
+
+
+async def test_a_pull_request_turned_draft_before_its_automatic_review_ran_waits(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE], draft=True)  # converted to draft after the push
+        payload = h.pr_payload(pull)
+        payload["pull_request"]["draft"] = False
+        answer = await h.deliver("pull_request", payload)
+        job = await h.wait_state(answer["job_id"], JobState.CANCELLED)
+        assert job.trigger == "auto" and "draft pull request" in job.outcome
+        # `/review` is never skipped for being a draft.
+        manual = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
+        await h.wait_state(manual["job_id"], JobState.SUCCEEDED)
+        assert len(h.reviews()) == 1
+
+
+async def test_a_waiting_draft_job_shows_no_queued_check_run(tmp_path) -> None:
+    # Every push to a draft gets a job, but most repositories do not review drafts: only a review that starts
+    # opens a check run on a draft, never a "waiting for a review slot" one.
+    async with harness(tmp_path, REVIEWER_DEBOUNCE_SECONDS="60") as h:
+        draft = h.github.add_pull(REPO, 1, files=[SOURCE], draft=True)
+        ready = h.github.add_pull(REPO, 2, files=[SOURCE])
+        d = await h.deliver("pull_request", h.pr_payload(draft, "synchronize"))
+        r = await h.deliver("pull_request", h.pr_payload(ready, "synchronize"))
+
+        async def synced() -> bool:
+            jobs = [await h.job(d["job_id"]), await h.job(r["job_id"])]
+            return all(j.check_run_status == "queued:0" for j in jobs)
+
+        await eventually(synced, timeout=10)
+        assert [run["status"] for run in h.check_runs(ready.head_sha)] == ["queued"]
+        assert h.check_runs(draft.head_sha) == []
+        assert (await h.job(d["job_id"])).state == JobState.QUEUED
+
+
+async def test_the_check_run_of_a_head_already_reviewed_says_success(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        _, job_id = await h.open_pr()
+        job = await h.wait_state(job_id, JobState.SUCCEEDED)
+    covered = replace(job, state=JobState.CANCELLED, outcome=f"{COVERED_PREFIX}commit {job.head_sha} was reviewed")
+    view = desired_check(covered)
+    assert (view.status, view.conclusion, view.title) == ("completed", "success", "Already reviewed")
+    skipped = desired_check(replace(covered, outcome="skipped: draft pull request"))
+    assert skipped.conclusion == "skipped"

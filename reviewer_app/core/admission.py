@@ -7,6 +7,12 @@ from typing import Any
 
 AUTO_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review"})
 
+# Automatic triggers: a push to a ready pull request, and a push to a draft (reviewed only where the repository
+# asks for drafts). Requested reviews carry "manual:<comment id>" or "rerun:<check run node id>".
+TRIGGER_AUTO = "auto"
+TRIGGER_DRAFT = "draft"
+AUTOMATIC_TRIGGERS = frozenset({TRIGGER_AUTO, TRIGGER_DRAFT})
+
 # Lower number, earlier claim. Manual requests go ahead of automatic work.
 PRIORITY_MANUAL = 0
 PRIORITY_AUTO = 10
@@ -21,7 +27,7 @@ class JobSpec:
     installation_id: int | None
     pr_number: int
     head_sha: str
-    trigger: str = "auto"
+    trigger: str = TRIGGER_AUTO
     priority: int = PRIORITY_AUTO
     delay_seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
@@ -145,8 +151,7 @@ def decide_pull_request(
         return CancelPR(repo_id, number, "pull request closed")
     if action not in AUTO_ACTIONS:
         return Ignore(f"pull_request action {action!r} does not start a review")
-    if _get(payload, "pull_request").get("draft") is True:
-        return Ignore("draft pull request: waiting for ready_for_review")
+    draft = _get(payload, "pull_request").get("draft") is True
     if _get(payload, "pull_request").get("state", "open") != "open":
         return Ignore("pull request is not open")
     installation = payload.get("installation")
@@ -157,7 +162,10 @@ def decide_pull_request(
         installation_id=installation_id if isinstance(installation_id, int) else None,
         pr_number=number,
         head_sha=_str(payload, "pull_request", "head", "sha"),
-        trigger="auto",
+        # A draft's job has its own revision key: whether drafts are reviewed is the repository's setting, which
+        # only the worker reads (`drafts:` in .github/reviewer.yml), and ready_for_review must still get a job of
+        # its own for the same head when the draft's job was skipped.
+        trigger=TRIGGER_DRAFT if draft else TRIGGER_AUTO,
         priority=PRIORITY_AUTO,
         delay_seconds=debounce_seconds if action == "synchronize" else 0.0,
         details={

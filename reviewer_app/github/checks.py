@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from reviewer_app.core.admission import TRIGGER_DRAFT
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.states import JobState
 from reviewer_app.github.client import GitHubClient
@@ -43,6 +44,11 @@ class CheckView:
 
 def external_id(job_id: int) -> str:
     return f"reviewer-app-job-{job_id}"
+
+
+# The outcome prefix of an automatic job whose head an earlier job already reviewed (a draft reviewed with
+# `drafts: true`, then marked ready): its check run, if it had one, completes as success, not as skipped.
+COVERED_PREFIX = "covered: "
 
 
 def check_key(job: Job) -> str:
@@ -83,6 +89,9 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("skipped: "):
         reason = (job.outcome or "")[len("skipped: "):]
         return CheckView(key, "completed", "Review skipped", f"No review was run: {reason}.", "skipped")
+    if job.state == JobState.CANCELLED and (job.outcome or "").startswith(COVERED_PREFIX):
+        reason = (job.outcome or "")[len(COVERED_PREFIX):]
+        return CheckView(key, "completed", "Already reviewed", f"No new review: {reason}.", "success")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
         reason = (job.outcome or "")[len("refused: "):]
         return CheckView(key, "completed", "Review skipped: budget limit reached",
@@ -157,6 +166,11 @@ class CheckRuns:
             if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not refused:
                 # Never shown to anyone: no check run to close, and none worth opening.
                 await self.store.set_check_run(job.id, check_run_id=None, key="completed")
+                return
+            if job.check_run_id is None and job.trigger == TRIGGER_DRAFT and job.state != JobState.SUCCEEDED:
+                # A draft's job is reviewed only where the repository asks for drafts, which the worker finds out:
+                # the pipeline opens the check run when it starts the review. No "waiting" check on every draft.
+                await self.store.set_check_run(job.id, check_run_id=None, key=check_key(job))
                 return
             newer = None
             if job.state == JobState.SUPERSEDED and job.superseded_by is not None:

@@ -8,7 +8,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from reviewer_app.core.admission import Decision, Enqueue, Guard, MalformedPayload, decide_pull_request
+from reviewer_app.core.admission import (
+    TRIGGER_AUTO,
+    TRIGGER_DRAFT,
+    Decision,
+    Enqueue,
+    Guard,
+    MalformedPayload,
+    decide_pull_request,
+)
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import parse_markers
 from reviewer_app.core.states import JobState
@@ -83,9 +91,11 @@ def reviewed_by_bot(reviews: Iterable[Mapping[str, Any]], *, bot_login: str, hea
     return False
 
 
-def sweep_delivery_id(repo_id: int, number: int, head_sha: str) -> str:
-    """The synthetic delivery id of a sweep admission: one per head, so a second sweep is a duplicate."""
-    return f"sweep:{repo_id}:{number}:{head_sha}"
+def sweep_delivery_id(repo_id: int, number: int, head_sha: str, trigger: str = TRIGGER_AUTO) -> str:
+    """The synthetic delivery id of a sweep admission: one per head and trigger, so a second sweep is a duplicate
+    (and a head swept while a draft is swept again once the pull request is ready)."""
+    key = f"sweep:{repo_id}:{number}:{head_sha}"
+    return key if trigger == TRIGGER_AUTO else f"{key}:{trigger}"
 
 
 def sweep_decision(installation_id: int, repo: Mapping[str, Any], pull: Mapping[str, Any],
@@ -246,9 +256,9 @@ class Recovery:
     async def _sweep_pull(self, inst: int, repo: Mapping[str, Any], pull: Mapping[str, Any], bot_login: str) -> int:
         head = str((pull.get("head") or {}).get("sha") or "")
         number, full_name = pull.get("number"), str(repo["full_name"])
-        if pull.get("draft") or not head or not isinstance(number, int):
+        if not head or not isinstance(number, int):
             return 0
-        if await self._has_job(full_name, number, head):
+        if await self._has_job(full_name, number, head, draft=pull.get("draft") is True):
             return 0
         if reviewed_by_bot(await self.github.list_reviews(inst, full_name, number), bot_login=bot_login,
                            head_sha=head):  # fmt: skip
@@ -260,7 +270,8 @@ class Recovery:
             return 0
         if not isinstance(decision, Enqueue):
             return 0
-        delivery = Delivery(sweep_delivery_id(decision.job.repo_id, number, head), "pull_request", "sweep")
+        spec = decision.job
+        delivery = Delivery(sweep_delivery_id(spec.repo_id, number, head, spec.trigger), "pull_request", "sweep")
         result = await self.store.admit(delivery, decision, now=self.clock(), max_attempts=self.max_attempts)
         if self.on_admitted is not None:
             self.on_admitted(result)
@@ -269,11 +280,14 @@ class Recovery:
                      head[:12], result.job_id)  # fmt: skip
         return 1 if result.created else 0
 
-    async def _has_job(self, repo: str, number: int, head: str) -> bool:
-        """A job for this head, or a pending requested review (it reviews whatever head it finds)."""
+    async def _has_job(self, repo: str, number: int, head: str, *, draft: bool) -> bool:
+        """A job for this head, or a pending requested review (it reviews whatever head it finds). For a pull request
+        that is no longer a draft, a job its draft got does not count: that one may have been skipped (a review it
+        published is found by the caller's look at the reviews)."""
         pending = (JobState.QUEUED, JobState.RUNNING)
         jobs = await self.store.list_jobs(repo=repo, pr_number=number, limit=500)
-        return any(j.head_sha == head or (not j.head_sha and j.state in pending) for j in jobs)
+        return any((j.head_sha == head and (draft or j.trigger != TRIGGER_DRAFT)) or (not j.head_sha and j.state in pending)
+                   for j in jobs)  # fmt: skip
 
     # -- the loops ---------------------------------------------------------------------------------------
 

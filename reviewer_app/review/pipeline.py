@@ -6,12 +6,13 @@ import logging
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT
 from reviewer_app.core.anchoring import anchor
 from reviewer_app.core.errors import Cancelled, Superseded
 from reviewer_app.core.markers import find_published_review, make_marker
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.dispatch.context import JobContext
-from reviewer_app.github.checks import CheckRuns, desired_check
+from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
@@ -72,9 +73,8 @@ class ReviewPipeline:
         text = await self.github.get_file_content(inst, repo, CONFIG_PATH, base_ref) if base_ref else None
         rc = parse_repo_config(text, max_input_tokens=self.settings.max_input_tokens,
                                max_parts=self.settings.max_parts)  # fmt: skip
-        if job.trigger == "auto" and not rc.auto:
-            raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask "
-                            "for one")  # fmt: skip
+        if job.trigger in AUTOMATIC_TRIGGERS:
+            await self._check_automatic(ctx, pr, rc)
         async with self.checks.lock(job.id):
             check_run_id = await self.checks.show(job, desired_check(job))
         ctx.ensure_held()
@@ -107,6 +107,28 @@ class ReviewPipeline:
                                       "config_errors": list(rc.errors)})  # fmt: skip
         return (f"reviewed: {counts.inline} inline comment(s), {counts.moved} in the body, "
                 f"{counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
+
+    async def _check_automatic(self, ctx: JobContext, pr: dict[str, Any], rc: RepoConfig) -> None:
+        """Raise Cancelled (a visible skip) when the repository's settings or the pull request's state as it is now
+        say this automatic review should not run. `/review` and Re-run are never skipped here."""
+        job = ctx.job
+        if not rc.auto:
+            raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask "
+                            "for one")  # fmt: skip
+        is_draft = pr.get("draft") is True
+        if is_draft and not rc.drafts:
+            raise Cancelled("skipped: draft pull request; it is reviewed when marked ready for review (or set "
+                            f"`drafts: true` in {CONFIG_PATH}, or comment /review)")  # fmt: skip
+        if job.trigger == TRIGGER_DRAFT and not is_draft:
+            # Marked ready since: its ready_for_review job (or the sweep, if that webhook went missing) reviews it.
+            raise Cancelled("skipped: the pull request is no longer a draft; its ready-for-review review covers "
+                            "this head")  # fmt: skip
+        if await ctx.store.last_reviewed_head(job.repo_id, job.pr_number) == job.head_sha:
+            # Reviewed as a draft (drafts: true), then marked ready at the same head: nothing new to review.
+            # "covered", not "skipped": the check run (if one was opened) says success, so a later run on this head
+            # does not hide the review's own check behind a grey "skipped".
+            raise Cancelled(f"{COVERED_PREFIX}commit {job.head_sha} was already reviewed; comment /review to "
+                            "review it again")  # fmt: skip
 
     async def _scope(self, ctx: JobContext, selection: Selection, ignore: tuple[str, ...]) -> Scope:
         """What the model reviews: the whole PR, or only what changed since the last reviewed head."""

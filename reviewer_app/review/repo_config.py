@@ -12,12 +12,13 @@ from reviewer_app.review.selection import compile_ignore
 CONFIG_PATH = ".github/reviewer.yml"
 MAX_INSTRUCTIONS_CHARS = 2000
 MAX_IGNORE_PATTERNS = 200
-KNOWN_KEYS = frozenset({"auto", "ignore", "instructions", "language", "max_input_tokens", "max_parts"})
+KNOWN_KEYS = frozenset({"auto", "drafts", "ignore", "instructions", "language", "max_input_tokens", "max_parts"})
 
 
 @dataclass(frozen=True)
 class RepoConfig:
     auto: bool = True  # automatic reviews of pushes; `/review` works either way
+    drafts: bool = False  # automatic reviews of draft pull requests too (otherwise they wait for ready_for_review)
     ignore: tuple[str, ...] = ()
     instructions: str | None = None
     language: str | None = None
@@ -43,11 +44,12 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any
-    if "auto" in data:
-        if isinstance(data["auto"], bool):
-            cfg = replace(cfg, auto=data["auto"])
-        else:
-            errors.append("auto must be true or false")
+    for key in ("auto", "drafts"):
+        if key in data:
+            if isinstance(data[key], bool):
+                cfg = replace(cfg, **{key: data[key]})
+            else:
+                errors.append(f"{key} must be true or false")
     if "ignore" in data:
         value = data["ignore"]
         if isinstance(value, str):
