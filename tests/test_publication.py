@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from reviewer_app.core.states import JobState
+from reviewer_app.github.checks import CheckRuns, desired_check
 from tests.harness import REPO, SOURCE, harness
+from tests.helpers import eventually
 
 
 async def test_a_pull_request_gets_one_review_and_a_completed_check_run(tmp_path) -> None:
@@ -48,7 +51,6 @@ async def test_lease_expiring_after_posting_still_leaves_one_review(tmp_path) ->
         d = h.svc.dispatcher
         d.renew_interval, d.lease_seconds = 60, 0.5
         pull, job_id = await h.open_pr()
-        from tests.helpers import eventually
 
         await eventually(lambda: _asleep(h.github.requests_matching("POST", r"/reviews$")), timeout=10)
         d.lease_seconds = 5  # the next attempt's lease outlasts the slow answer without renewing
@@ -167,3 +169,24 @@ async def _asleep(value):
 
     await asyncio.sleep(0)
     return value
+
+
+async def test_two_hosts_creating_the_same_check_run_at_once_make_one(tmp_path) -> None:
+    # The worker starting the review on one host and the check-sync pass of another can both find no check run
+    # for the job; the store's creation claim lets only one of them create it.
+    async with harness(tmp_path, REVIEWER_DEBOUNCE_SECONDS="60") as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        answer = await h.deliver("pull_request", h.pr_payload(pull, "synchronize"))  # waits out the debounce
+        job = await h.job(answer["job_id"])
+        # Every creator would list before any creates: the list answers slowly.
+        h.github.inject("GET", r"/check-runs", "hang", times=None, delay=0.3)
+        here = CheckRuns(h.svc.github, h.store, owner="host-a")
+        there = CheckRuns(h.svc.github, h.store, owner="host-b")
+        await asyncio.gather(here.show(job, desired_check(job)), there.show(job, desired_check(job)))
+
+        async def recorded() -> bool:
+            return (await h.job(job.id)).check_run_id is not None
+
+        await eventually(recorded, timeout=10)
+        [run] = h.check_runs(pull.head_sha)
+        assert (await h.job(job.id)).check_run_id == run["id"]

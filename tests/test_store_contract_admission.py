@@ -188,3 +188,15 @@ async def test_usage_adds_up_per_repository_and_model_in_plain_integers(store) -
                    "cache_creation_tokens": 10, "cache_read_tokens": 14}  # fmt: skip
     assert all(type(v) is int for k, v in row.items() if k not in ("repo", "model"))
     assert await store.usage_by_repo(since=NOW + 1) == []
+
+
+async def test_one_creator_of_a_check_run_at_a_time(store) -> None:
+    r = await admit(store, Enqueue(spec()))
+    claim = store.claim_check_run_creation
+    assert await claim(r.job_id, owner="host-a", now=NOW, seconds=60)
+    assert not await claim(r.job_id, owner="host-b", now=NOW + 1, seconds=60)  # host-a is creating it
+    assert await claim(r.job_id, owner="host-a", now=NOW + 2, seconds=60)  # its own retry may go on
+    assert await claim(r.job_id, owner="host-b", now=NOW + 63, seconds=60)  # host-a went quiet: taken over
+    await store.set_check_run(r.job_id, check_run_id=777, key="queued:0")
+    assert not await claim(r.job_id, owner="host-b", now=NOW + 64, seconds=60)  # it exists: nobody creates
+    assert not await claim(r.job_id, owner="host-c", now=NOW + 999, seconds=60)

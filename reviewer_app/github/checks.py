@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +51,11 @@ def external_id(job_id: int) -> str:
 # The outcome prefix of an automatic job whose head an earlier job already reviewed (a draft reviewed with
 # `drafts: true`, then marked ready): its check run, if it had one, completes as success, not as skipped.
 COVERED_PREFIX = "covered: "
+
+
+# How long one process may take to create a job's check run before another may try (it looks for the first one's
+# run by external_id before creating, so a slow creator costs a lookup, not a duplicate).
+CREATION_CLAIM_SECONDS = 60.0
 
 
 def check_key(job: Job) -> str:
@@ -114,27 +121,37 @@ class CheckRuns:
     """Creates and updates each job's one check run; shared by the runner and the sync duty."""
 
     def __init__(self, github: GitHubClient, store: Store, *, name: str = CHECK_NAME,
-                 details_url: Callable[[Job], str | None] | None = None) -> None:  # fmt: skip
+                 details_url: Callable[[Job], str | None] | None = None, owner: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.github = github
         self.store = store
         self.name = name
-        self._locks: dict[int, asyncio.Lock] = {}
+        self.owner = owner or f"checks-{uuid.uuid4().hex[:12]}"  # this process, for the creation claim
+        self.clock = clock
+        self._locks: dict[int, asyncio.Lock] = {}  # within this process; the store's claim works across hosts
 
     def lock(self, job_id: int) -> asyncio.Lock:
         return self._locks.setdefault(job_id, asyncio.Lock())
 
-    async def find_or_create(self, job: Job, view: CheckView) -> tuple[int, bool]:
-        """The job's check run id: the stored one, one found by external_id, or a new one showing ``view``.
+    async def find_or_create(self, job: Job, view: CheckView) -> tuple[int | None, bool]:
+        """The job's check run id: the stored one, one found by external_id, or a new one showing ``view``; None
+        while another process (this host's or another's) is creating it.
 
         The flag says whether it was created just now (already showing ``view``)."""
         if job.check_run_id is not None:
             return job.check_run_id, False
         assert job.installation_id is not None
+        if not await self.store.claim_check_run_creation(job.id, owner=self.owner, now=self.clock(),
+                                                         seconds=CREATION_CLAIM_SECONDS):  # fmt: skip
+            log.info("job %s: another process is creating its check run", job.id)
+            return None, False
         existing = await self.github.list_check_runs_for_ref(
             job.installation_id, job.repo_full_name, job.head_sha, check_name=self.name
         )
         for run in existing:
             if run.get("external_id") == external_id(job.id):
+                # Created by a creator that died before recording it: record it now.
+                await self.store.set_check_run(job.id, check_run_id=int(run["id"]), key="")
                 return int(run["id"]), False
         created = await self.github.create_check_run(
             job.installation_id, job.repo_full_name, name=self.name, head_sha=job.head_sha, status=view.status,
@@ -144,11 +161,12 @@ class CheckRuns:
         await self.store.set_check_run(job.id, check_run_id=int(created["id"]), key=view.key)
         return int(created["id"]), True
 
-    async def show(self, job: Job, view: CheckView) -> int:
-        """Make the job's check run show ``view``; returns its id."""
+    async def show(self, job: Job, view: CheckView) -> int | None:
+        """Make the job's check run show ``view``; returns its id, or None while another process creates it (its
+        creator records it, and the sync duty then brings it up to date)."""
         assert job.installation_id is not None
         run_id, created = await self.find_or_create(job, view)
-        if created:
+        if run_id is None or created:
             return run_id
         fields: dict[str, Any] = {"status": view.status, "output": view.output()}
         if view.conclusion:

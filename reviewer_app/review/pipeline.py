@@ -101,7 +101,8 @@ class ReviewPipeline:
                                   marker=make_marker(job.id, job.head_sha), counts=counts)  # fmt: skip
 
         review_id = await self._publish_once(ctx, body, [c.to_github() for c in anchored.inline])
-        await ctx.checkpoint(review_id=review_id, check_run_id=check_run_id,
+        # check_run_id is None while another host's sync is creating the run: that host records it.
+        await ctx.checkpoint(review_id=review_id, **({"check_run_id": check_run_id} if check_run_id else {}),
                              details={**job.details, "counts": asdict(counts),
                                       "incremental": bool(stored.get("incremental_note")),
                                       "config_errors": list(rc.errors)})  # fmt: skip

@@ -427,6 +427,12 @@ class PostgresStore:
     async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
         return [Job.from_row(r) for r in await self._fetch(q.NEEDS_CHECK_SYNC, limit)]
 
+    async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            return bool(await conn.fetch(q.CLAIM_CHECK_RUN_CREATION, owner, now + seconds, job_id, now, owner))
+
+        return await self._tx(op)
+
     async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
         async def op(conn: asyncpg.Connection) -> None:
             await conn.execute(q.SET_CHECK_RUN, check_run_id, key, job_id)

@@ -145,6 +145,17 @@ RETURNING id
 """
 
 
+# One creator of a job's check run at a time, across hosts: the worker starting the review and another host's
+# check-sync pass can both find no check run for the job and would both create one (GitHub keeps both). The claim
+# expires, so a creator that died between creating and recording is replaced; its successor looks for the run by
+# external_id before creating. Parameters: owner, until, job id, now, owner.
+CLAIM_CHECK_RUN_CREATION = """
+UPDATE jobs SET check_run_claim = ?, check_run_claim_until = ?
+ WHERE id = ? AND check_run_id IS NULL
+   AND (check_run_claim_until IS NULL OR check_run_claim_until <= ? OR check_run_claim = ?)
+RETURNING id
+"""
+
 SET_CHECK_RUN = """
 UPDATE jobs SET check_run_id = COALESCE(?, check_run_id), check_run_status = ? WHERE id = ?
 """

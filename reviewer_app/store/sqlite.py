@@ -467,6 +467,12 @@ class SqliteStore:
     async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
         return [Job.from_row(r) for r in await self._read(sql.NEEDS_CHECK_SYNC, (limit,))]
 
+    async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            return bool(_fetchall(conn, sql.CLAIM_CHECK_RUN_CREATION, (owner, now + seconds, job_id, now, owner)))
+
+        return await self._write(op)
+
     async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(sql.SET_CHECK_RUN, (check_run_id, key, job_id))
