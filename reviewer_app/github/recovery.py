@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from reviewer_app.core.admission import (
@@ -20,6 +19,7 @@ from reviewer_app.core.admission import (
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import parse_markers
 from reviewer_app.core.states import JobState
+from reviewer_app.core.timestamps import parse_time
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.store.base import AdmitResult, Delivery, Store
 
@@ -37,16 +37,6 @@ FAILED_STATUSES = frozenset({"failed", "timed out"})
 
 
 # ------------------------------------------------------------------------------------------ pure decisions
-
-
-def parse_time(stamp: object) -> float | None:
-    """Epoch seconds of a GitHub timestamp (``2026-01-02T03:04:05Z``); None when absent or malformed."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def attempt_failed(attempt: Mapping[str, Any]) -> bool:

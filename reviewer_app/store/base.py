@@ -160,6 +160,31 @@ PROGRESS_COLUMNS = frozenset(
 )
 
 
+class FencedFinishes:
+    """The four terminal writes of a worker, each one fenced finish (``_finish``, one statement per engine)."""
+
+    async def _finish(
+        self, lease: Lease, state: JobState, *, now: float, outcome: str, error: str | None, usage: Usage | None
+    ) -> bool:
+        raise NotImplementedError
+
+    async def complete_if_lease_held(
+        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
+    ) -> bool:
+        return await self._finish(lease, JobState.SUCCEEDED, now=now, outcome=outcome, error=None, usage=usage)
+
+    async def fail_if_lease_held(self, lease: Lease, *, now: float, error: str, usage: Usage | None = None) -> bool:
+        return await self._finish(lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage)
+
+    async def cancel_if_lease_held(self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None) -> bool:
+        return await self._finish(lease, JobState.CANCELLED, now=now, outcome=outcome, error=None, usage=usage)
+
+    async def supersede_if_lease_held(
+        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
+    ) -> bool:
+        return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
+
+
 class Store(Protocol):
     async def open(self) -> None: ...
     async def close(self) -> None: ...

@@ -25,6 +25,7 @@ from reviewer_app.store.base import (
     AdmitResult,
     Attempt,
     Delivery,
+    FencedFinishes,
     Job,
     Lease,
     QueueStats,
@@ -101,7 +102,7 @@ def _changed(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore:
+class PostgresStore(FencedFinishes):
     """A pool of ``max_size`` connections for queries, plus one dedicated connection for LISTEN when subscribed."""
 
     engine = "postgres"
@@ -332,22 +333,6 @@ class PostgresStore:
             for f in batch:
                 if not f.done.done():
                     f.done.set_result(f.lease.token in held)
-
-    async def complete_if_lease_held(
-        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
-    ) -> bool:
-        return await self._finish(lease, JobState.SUCCEEDED, now=now, outcome=outcome, error=None, usage=usage)
-
-    async def fail_if_lease_held(self, lease: Lease, *, now: float, error: str, usage: Usage | None = None) -> bool:
-        return await self._finish(lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage)
-
-    async def cancel_if_lease_held(self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None) -> bool:
-        return await self._finish(lease, JobState.CANCELLED, now=now, outcome=outcome, error=None, usage=usage)
-
-    async def supersede_if_lease_held(
-        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
-    ) -> bool:
-        return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
 
     async def retry_if_lease_held(
         self,

@@ -25,6 +25,7 @@ from reviewer_app.store.base import (
     AdmitResult,
     Attempt,
     Delivery,
+    FencedFinishes,
     Job,
     Lease,
     QueueStats,
@@ -78,7 +79,7 @@ def _usage(u: Usage | None) -> tuple[str | None, int, int, int, int]:
     return (u.model or None, u.input_tokens, u.output_tokens, u.cache_creation_tokens, u.cache_read_tokens)
 
 
-class SqliteStore:
+class SqliteStore(FencedFinishes):
     """Writes go to one connection on its own thread, batched so that each batch is one transaction and one
     thread hop (group commit); reads go through aiosqlite on a second connection."""
 
@@ -375,22 +376,6 @@ class SqliteStore:
             return held
 
         return await self._write(op)
-
-    async def complete_if_lease_held(
-        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
-    ) -> bool:
-        return await self._finish(lease, JobState.SUCCEEDED, now=now, outcome=outcome, error=None, usage=usage)
-
-    async def fail_if_lease_held(self, lease: Lease, *, now: float, error: str, usage: Usage | None = None) -> bool:
-        return await self._finish(lease, JobState.FAILED, now=now, outcome=f"failed: {error}", error=error, usage=usage)
-
-    async def cancel_if_lease_held(self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None) -> bool:
-        return await self._finish(lease, JobState.CANCELLED, now=now, outcome=outcome, error=None, usage=usage)
-
-    async def supersede_if_lease_held(
-        self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
-    ) -> bool:
-        return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
 
     async def retry_if_lease_held(
         self,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from gidgethub import routing, sansio
@@ -18,6 +17,7 @@ from reviewer_app.core.admission import (
     decide_pull_request,
     decide_rerun,
 )
+from reviewer_app.core.timestamps import parse_time
 
 
 @dataclass
@@ -39,13 +39,7 @@ pull_requests = routing.Router()
 
 
 def _event_at(payload: dict[str, Any]) -> float | None:
-    stamp = (payload.get("pull_request") or {}).get("updated_at")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return parse_time((payload.get("pull_request") or {}).get("updated_at"))
 
 
 @pull_requests.register("pull_request")
