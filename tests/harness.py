@@ -121,6 +121,7 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
     anthropic = FakeAnthropic()
     inst = github.add_installation()
     github.add_repo(REPO, inst.id)
+    github.set_permission(REPO, "maintainer", "write")  # the usual commenter: a member with write access
     async with running(github) as gh_url, anthropic.serve() as an_url:
         cfg = load_config({
             "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",

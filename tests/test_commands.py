@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from reviewer_app.core.admission import Enqueue, decide_comment
 from reviewer_app.core.commands import may_command, parse_command
 from reviewer_app.core.states import JobState
 from tests.fakes.github import added_file
@@ -59,6 +60,51 @@ async def test_review_by_a_member_creates_a_job_and_a_reaction(tmp_path) -> None
         again = await h.deliver("issue_comment", payload)  # the same comment delivered again
         assert again["job_id"] == answer["job_id"]
         assert len(await h.store.list_jobs()) == 1
+
+
+@pytest.mark.parametrize("association,permission", [("MEMBER", "read"), ("COLLABORATOR", "read"), ("MEMBER", None)])
+async def test_review_by_a_member_without_write_access_is_refused_before_any_model_call(
+    tmp_path, association: str, permission: str | None
+) -> None:
+    # MEMBER is any member of the owning organisation and COLLABORATOR includes read access: the worker asks GitHub
+    # for the requester's permission before paying for a review.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        if permission is not None:
+            h.github.set_permission(REPO, "reader", permission)
+        payload = h.comment_payload(pull, "/review", login="reader", association=association)
+        answer = await h.deliver("issue_comment", payload)
+        assert answer["outcome"] == "enqueued"
+        job = await h.wait_state(answer["job_id"], JobState.CANCELLED)
+        assert "reader may not request reviews" in job.outcome and "write access" in job.outcome
+        assert await _reactions(h, payload["comment"]["id"]) == ["-1"]
+        assert h.reviews() == [] and h.anthropic.message_requests == [] and h.check_runs(pull.head_sha) == []
+        assert h.github.requests_matching("GET", r"/collaborators/reader/permission$")
+
+
+async def test_the_repository_owner_is_not_asked_for_and_reacted_to_at_admission(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        owner = REPO.split("/")[0]
+        payload = h.comment_payload(pull, "/review", login=owner, association="OWNER")
+        answer = await h.deliver("issue_comment", payload)
+        await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert await _reactions(h, payload["comment"]["id"]) == ["+1"]
+        assert not h.github.requests_matching("GET", r"/permission$")
+
+
+def test_only_the_owner_skips_the_permission_check() -> None:
+    def payload(association: str) -> dict:
+        return {"action": "created", "issue": {"number": 1, "pull_request": {"url": "x"}},
+                "comment": {"id": 5, "body": "/review", "author_association": association,
+                            "user": {"login": "someone", "type": "User"}},
+                "repository": {"id": 1, "full_name": "o/r"}, "installation": {"id": 2}}  # fmt: skip
+
+    member = decide_comment("created", payload("MEMBER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
+    owner = decide_comment("created", payload("OWNER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
+    assert isinstance(member, Enqueue) and isinstance(owner, Enqueue)
+    assert member.job.details["verify_permission"] is True and member.effects == ()
+    assert "verify_permission" not in owner.job.details and [e.content for e in owner.effects] == ["+1"]
 
 
 @pytest.mark.parametrize("association", ["NONE", "CONTRIBUTOR"])

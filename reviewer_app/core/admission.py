@@ -230,6 +230,10 @@ def decide_comment(
     if command.verb in ("pause", "resume"):
         return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
     refused = Guard(guard.reviews_per_day, guard.manual_per_pr_hour, (react("-1"),)) if guard else None
+    # The association says little about write access (MEMBER: any member of the owning organisation, COLLABORATOR:
+    # read access is enough), so the worker asks GitHub for the requester's permission before a review is paid
+    # for, and reacts then. Only the repository's owner is taken at its word.
+    verify = str(comment.get("author_association") or "").upper() != "OWNER"
     spec = JobSpec(
         repo_id=repo_id,
         repo_full_name=repo,
@@ -238,9 +242,11 @@ def decide_comment(
         head_sha="",  # a comment does not name the head: the worker reviews the head it finds
         trigger=f"manual:{comment_id}",
         priority=PRIORITY_MANUAL,
-        details={"full": command.verb == "full", "requested_by": login, "comment_id": comment_id},
-    )
-    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=(react("+1"),))
+        details={"full": command.verb == "full", "requested_by": login, "comment_id": comment_id,
+                 **({"verify_permission": True} if verify else {})},
+    )  # fmt: skip
+    accepted = () if verify else (react("+1"),)
+    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=accepted)
 
 
 def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None) -> Decision:

@@ -8,7 +8,7 @@ from typing import Any
 
 from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT
 from reviewer_app.core.anchoring import anchor
-from reviewer_app.core.errors import Cancelled, Superseded
+from reviewer_app.core.errors import Cancelled, PermanentError, Superseded
 from reviewer_app.core.markers import find_published_review, make_marker
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.dispatch.context import JobContext
@@ -30,6 +30,9 @@ from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.store.base import Usage
 
 log = logging.getLogger(__name__)
+
+# GitHub's `permission` for a collaborator: maintain shows as write, triage as read.
+WRITE_PERMISSIONS = frozenset({"admin", "write"})
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class ReviewPipeline:
         inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
         if inst is None:
             raise Cancelled("the event carried no installation; the app cannot act on this repository")
+        if job.details.get("verify_permission"):
+            await self._check_requester(ctx)
         pr = await self.github.get_pull(inst, repo, number)
         if not job.head_sha:
             # A requested review (`/review`) names no head: it reviews the head it finds, from here on.
@@ -108,6 +113,26 @@ class ReviewPipeline:
                                       "config_errors": list(rc.errors)})  # fmt: skip
         return (f"reviewed: {counts.inline} inline comment(s), {counts.moved} in the body, "
                 f"{counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
+
+    async def _check_requester(self, ctx: JobContext) -> None:
+        """A requested review (`/review` by someone other than the repository's owner) runs only for people with
+        write access. Answers with a reaction on the comment either way (GitHub keeps one reaction per kind and
+        user, so a retry adds nothing); a refusal is a visible skip."""
+        job = ctx.job
+        assert job.installation_id is not None
+        login, comment_id = str(job.details.get("requested_by") or ""), job.details.get("comment_id")
+        try:
+            permission = await self.github.collaborator_permission(job.installation_id, job.repo_full_name, login)
+        except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
+            log.warning("job %s: permission of %s not known: %s", job.id, login, exc.reason)
+            permission = "unknown"
+        allowed = permission in WRITE_PERMISSIONS
+        if isinstance(comment_id, int):
+            await self.github.create_reaction(job.installation_id, job.repo_full_name, comment_id,
+                                              "+1" if allowed else "-1")  # fmt: skip
+        if not allowed:
+            raise Cancelled(f"skipped: {login} may not request reviews here ({permission} access; reviews can be "
+                            "requested by people with write access)")  # fmt: skip
 
     async def _check_automatic(self, ctx: JobContext, pr: dict[str, Any], rc: RepoConfig) -> None:
         """Raise Cancelled (a visible skip) when the repository's settings or the pull request's state as it is now
