@@ -119,7 +119,10 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
                          timeout=cfg.model_timeout_seconds, max_retries=0)  # fmt: skip
     claude = ClaudeReviewer(client, cfg.model, max_output_tokens=cfg.max_output_tokens,
                             malformed_retries=cfg.malformed_retries)  # fmt: skip
-    settings = ReviewSettings(max_input_tokens=cfg.max_input_tokens, max_parts=cfg.max_parts)
+    # A job waiting on another (a ready_for_review job on its draft's review of the same head) looks again after
+    # the first retry delay.
+    settings = ReviewSettings(max_input_tokens=cfg.max_input_tokens, max_parts=cfg.max_parts,
+                              wait_seconds=cfg.retry_base_seconds)  # fmt: skip
     return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings))
 
 

@@ -193,3 +193,22 @@ async def test_the_check_run_of_a_head_already_reviewed_says_success(tmp_path) -
     assert (view.status, view.conclusion, view.title) == ("completed", "success", "Already reviewed")
     skipped = desired_check(replace(covered, outcome="skipped: draft pull request"))
     assert skipped.conclusion == "skipped"
+
+
+async def test_marked_ready_while_the_drafts_review_of_that_head_runs_one_review_results(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        h.github.set_file(REPO, CONFIG_PATH, "drafts: true\n")
+        h.anthropic.script_slow_answer(1.0)
+        pull, draft_job = await h.open_pr(draft=True)
+
+        async def asked() -> bool:
+            return bool(h.anthropic.message_requests)
+
+        await eventually(asked, timeout=10)  # the draft's review is with the model
+        pull.draft = False
+        ready = await h.deliver("pull_request", h.pr_payload(pull, "ready_for_review"))
+        assert not ready.get("superseded")  # the draft's job is running, not waiting: it is not superseded
+        await h.wait_state(draft_job, JobState.SUCCEEDED)
+        job = await h.wait_state(ready["job_id"], JobState.CANCELLED)
+        assert "already reviewed" in job.outcome
+        assert len(h.reviews()) == 1 and len(h.anthropic.message_requests) == 1

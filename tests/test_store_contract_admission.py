@@ -200,3 +200,15 @@ async def test_one_creator_of_a_check_run_at_a_time(store) -> None:
     await store.set_check_run(r.job_id, check_run_id=777, key="queued:0")
     assert not await claim(r.job_id, owner="host-b", now=NOW + 64, seconds=60)  # it exists: nobody creates
     assert not await claim(r.job_id, owner="host-c", now=NOW + 999, seconds=60)
+
+
+async def test_a_ready_for_review_job_supersedes_the_waiting_draft_job_of_the_same_head(store) -> None:
+    draft = await admit(store, Enqueue(replace(spec(head=1), trigger="draft")))
+    other_pr = await admit(store, Enqueue(replace(spec(pr=2, head=1), trigger="draft")))
+    ready = await admit(store, Enqueue(spec(head=1), guard=None))
+    assert ready.outcome == "enqueued" and ready.superseded == (draft.job_id,)
+    assert (await store.get_job(draft.job_id)).superseded_by == ready.job_id
+    assert (await store.get_job(other_pr.job_id)).state == JobState.QUEUED
+    # A draft job of a new head still supersedes only what is older, not the ready job.
+    newer = await admit(store, Enqueue(replace(spec(head=2), trigger="draft")))
+    assert newer.superseded == (ready.job_id,)

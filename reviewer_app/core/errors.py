@@ -29,12 +29,16 @@ class PermanentError(JobError):
     """Retrying cannot help (PR deleted, installation revoked, model answer malformed past its bound)."""
 
 
-class RateLimited(JobError):
-    """The remote side asked us to wait until ``retry_at`` (epoch seconds); this does not burn an attempt."""
+class Deferred(JobError):
+    """Not now: run again at ``retry_at`` (epoch seconds); waiting does not burn an attempt."""
 
     def __init__(self, reason: str, *, retry_at: float) -> None:
         super().__init__(reason)
         self.retry_at = retry_at
+
+
+class RateLimited(Deferred):
+    """The remote side asked us to wait until ``retry_at`` (epoch seconds); this does not burn an attempt."""
 
 
 class Superseded(JobError):

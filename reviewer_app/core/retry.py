@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
+from reviewer_app.core.errors import Deferred, JobError, PermanentError, TransientError
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def decide_retry(
 ) -> RetryDecision:
     """Retry when, or give up, for a failed ``attempt`` (1-based, already counted)."""
     reason = error.reason if isinstance(error, JobError) else f"unexpected error: {type(error).__name__}"
-    if isinstance(error, RateLimited):
+    if isinstance(error, Deferred):  # rate limits included
         return Retry(at=max(error.retry_at, now), counts_attempt=False, reason=reason)
     if isinstance(error, PermanentError):
         return GiveUp(reason)

@@ -6,11 +6,12 @@ import logging
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT
+from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_AUTO, TRIGGER_DRAFT
 from reviewer_app.core.anchoring import anchor
-from reviewer_app.core.errors import Cancelled, PermanentError, Superseded
+from reviewer_app.core.errors import Cancelled, Deferred, PermanentError, Superseded
 from reviewer_app.core.markers import find_published_review, make_marker
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
+from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
 from reviewer_app.github.client import GitHubClient
@@ -46,6 +47,7 @@ class ReviewSettings:
     max_input_tokens: int = 60000
     max_parts: int = 3
     ignore: tuple[str, ...] = ()
+    wait_seconds: float = 10.0  # before a job that waits on another one looks again
 
 
 class ReviewPipeline:
@@ -149,6 +151,15 @@ class ReviewPipeline:
             # Marked ready since: its ready_for_review job (or the sweep, if that webhook went missing) reviews it.
             raise Cancelled("skipped: the pull request is no longer a draft; its ready-for-review review covers "
                             "this head")  # fmt: skip
+        if job.trigger == TRIGGER_AUTO:
+            running = await ctx.store.list_jobs(states=[JobState.RUNNING.value], repo=job.repo_full_name,
+                                                pr_number=job.pr_number)  # fmt: skip
+            draft = next((j for j in running if j.trigger == TRIGGER_DRAFT and j.head_sha == job.head_sha), None)
+            if draft is not None:
+                # Marked ready while its draft's review of this head runs: wait for it, then this job finds the
+                # head reviewed (or reviews it, if the draft's job was skipped). Never two reviews of one head.
+                raise Deferred(f"waiting for the draft's review of this head (job {draft.id}) to finish",
+                               retry_at=ctx.clock() + self.settings.wait_seconds)  # fmt: skip
         if await ctx.store.last_reviewed_head(job.repo_id, job.pr_number) == job.head_sha:
             # Reviewed as a draft (drafts: true), then marked ready at the same head: nothing new to review.
             # "covered", not "skipped": the check run (if one was opened) says success, so a later run on this head

@@ -16,13 +16,15 @@ JOB_COLUMNS = (
     " created_at, started_at, finished_at, updated_at"
 )
 
-# Supersede the PR's pending jobs for other heads whose event is not newer than the new job's.
+# Supersede the PR's pending jobs for other heads whose event is not newer than the new job's, and its waiting draft
+# jobs (trigger 'draft') whatever their head: the pull request was marked ready, the new job reviews that head. A
+# running draft job of the same head is left to finish (its model call is paid for); the new job waits for it.
 SUPERSEDABLE_STATES = _states(JobEvent.SUPERSEDE)
 
 SUPERSEDE_OLDER_HEADS = f"""
 UPDATE jobs SET state = '{JobState.SUPERSEDED.value}', superseded_by = ?, outcome = ?, finished_at = ?,
        updated_at = ?, lease_token = NULL, lease_expires_at = NULL
- WHERE repo_id = ? AND pr_number = ? AND head_sha <> ? AND id <> ?
+ WHERE repo_id = ? AND pr_number = ? AND (head_sha <> ? OR (trigger = 'draft' AND state = 'queued')) AND id <> ?
    AND state IN ({_states(JobEvent.SUPERSEDE)})
    AND (event_at IS NULL OR ? IS NULL OR event_at <= ?)
 RETURNING id
