@@ -289,3 +289,13 @@ async def test_automatic_reviews_over_the_daily_limit_show_the_refusal_in_the_ch
         [run] = h.check_runs(pull2.head_sha)
         assert "per day" in run["output"]["summary"]
         assert (await h.wait_state(first, JobState.SUCCEEDED))
+
+
+async def test_a_requested_review_whose_comment_was_deleted_still_runs(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        payload = h.comment_payload(pull, "/review", association="MEMBER")
+        h.github.inject("POST", r"/issues/comments/\d+/reactions$", "error", status=404)
+        answer = await h.deliver("issue_comment", payload)
+        await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert len(h.reviews()) == 1

@@ -130,8 +130,11 @@ class ReviewPipeline:
             permission = "unknown"
         allowed = permission in WRITE_PERMISSIONS
         if isinstance(comment_id, int):
-            await self.github.create_reaction(job.installation_id, job.repo_full_name, comment_id,
-                                              "+1" if allowed else "-1")  # fmt: skip
+            try:
+                await self.github.create_reaction(job.installation_id, job.repo_full_name, comment_id,
+                                                  "+1" if allowed else "-1")  # fmt: skip
+            except PermanentError as exc:  # the comment was deleted meanwhile: the answer still stands
+                log.info("job %s: no reaction on comment %s: %s", job.id, comment_id, exc.reason)
         if not allowed:
             raise Cancelled(f"skipped: {login} may not request reviews here ({permission} access; reviews can be "
                             "requested by people with write access)")  # fmt: skip
