@@ -299,3 +299,12 @@ async def test_a_requested_review_whose_comment_was_deleted_still_runs(tmp_path)
         answer = await h.deliver("issue_comment", payload)
         await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         assert len(h.reviews()) == 1
+
+
+async def test_a_burst_of_requests_by_one_person_costs_one_permission_lookup(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        for _ in range(3):
+            answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review", association="MEMBER"))
+            await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert len(h.github.requests_matching("GET", r"/collaborators/maintainer/permission$")) == 1

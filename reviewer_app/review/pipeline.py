@@ -6,6 +6,8 @@ import logging
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import cachetools
+
 from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_AUTO, TRIGGER_DRAFT
 from reviewer_app.core.anchoring import anchor
 from reviewer_app.core.errors import Cancelled, Deferred, PermanentError, Superseded
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 # GitHub's `permission` for a collaborator: maintain shows as write, triage as read.
 WRITE_PERMISSIONS = frozenset({"admin", "write"})
+PERMISSION_CACHE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,11 @@ class ReviewPipeline:
         self.claude = claude
         self.checks = checks
         self.settings = settings
+        # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
+        # lookup; a changed permission counts after at most a minute.
+        self._permissions: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
+            maxsize=4096, ttl=PERMISSION_CACHE_SECONDS
+        )
 
     async def __call__(self, ctx: JobContext) -> str:
         job = ctx.job
@@ -123,11 +131,15 @@ class ReviewPipeline:
         job = ctx.job
         assert job.installation_id is not None
         login, comment_id = str(job.details.get("requested_by") or ""), job.details.get("comment_id")
-        try:
-            permission = await self.github.collaborator_permission(job.installation_id, job.repo_full_name, login)
-        except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
-            log.warning("job %s: permission of %s not known: %s", job.id, login, exc.reason)
-            permission = "unknown"
+        key = (job.installation_id, job.repo_full_name, login)
+        permission = self._permissions.get(key)
+        if permission is None:
+            try:
+                permission = await self.github.collaborator_permission(job.installation_id, job.repo_full_name, login)
+                self._permissions[key] = permission
+            except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
+                log.warning("job %s: permission of %s not known: %s", job.id, login, exc.reason)
+                permission = "unknown"
         allowed = permission in WRITE_PERMISSIONS
         if isinstance(comment_id, int):
             try:
