@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -160,13 +161,15 @@ PROGRESS_COLUMNS = frozenset(
 )
 
 
-class FencedFinishes:
-    """The four terminal writes of a worker, each one fenced finish (``_finish``, one statement per engine)."""
+class FencedFinishes(abc.ABC):
+    """The four terminal writes of a worker, each one fenced finish; each store writes ``_finish`` in its engine's
+    terms (one statement per engine)."""
 
+    @abc.abstractmethod
     async def _finish(
         self, lease: Lease, state: JobState, *, now: float, outcome: str, error: str | None, usage: Usage | None
     ) -> bool:
-        raise NotImplementedError
+        """Finish the attempt in ``state`` if ``lease`` still holds it; False (nothing written) otherwise."""
 
     async def complete_if_lease_held(
         self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
