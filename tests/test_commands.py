@@ -165,7 +165,12 @@ async def test_pause_stops_automatic_reviews_but_not_requested_ones(tmp_path) ->
         assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review pause")))["outcome"] == "paused"
         h.github.advance_head(REPO, 1)
         pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
-        assert pushed["outcome"] == "ignored" and "paused" in pushed["reason"]
+        assert pushed["outcome"] == "skipped" and "paused" in pushed["reason"]
+        # The skip is visible: the head's check run says why no review came.
+        await h.wait_check_synced(pushed["job_id"])
+        [run] = h.check_runs(pull.head_sha)
+        assert (run["status"], run["conclusion"]) == ("completed", "skipped")
+        assert "paused" in run["output"]["summary"]
         manual = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
         await h.wait_state(manual["job_id"], JobState.SUCCEEDED)
         assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review resume")))["outcome"] == "resumed"

@@ -318,7 +318,10 @@ async def test_the_sweep_skips_paused_prs_suspended_installations_and_prs_older_
         gh.add_pull("late-org/y", 1, files=[SOURCE])
         late.created_at = time.time() + 60  # installed after the PR was last touched: no webhook was missed
         assert await recovery(h).sweep_once() == 0
-        assert await h.store.list_jobs() == []
+        # The paused PR's head is recorded as skipped (its check run says why), once; nothing else is admitted.
+        [skipped] = await h.store.list_jobs()
+        assert skipped.pr_number == 1 and skipped.outcome.startswith("skipped: automatic reviews are paused")
+        assert await recovery(h).sweep_once() == 0 and len(await h.store.list_jobs()) == 1
 
 
 # ---------------------------------------------------------------------------------------------- wiring

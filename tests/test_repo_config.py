@@ -108,13 +108,20 @@ async def test_a_draft_waits_for_ready_for_review_by_default(tmp_path) -> None:
         pull, draft_job = await h.open_pr(draft=True)
         job = await h.wait_state(draft_job, JobState.CANCELLED)
         assert job.trigger == "draft" and "draft pull request" in job.outcome
-        assert h.reviews() == [] and h.check_runs(pull.head_sha) == [] and h.anthropic.message_requests == []
+        assert h.reviews() == [] and h.anthropic.message_requests == []
+        # No "waiting" check on a draft, but once skipped, the head says why it has no review.
+        await h.wait_check_synced(draft_job)
+        [skipped] = h.check_runs(pull.head_sha)
+        assert (skipped["status"], skipped["conclusion"]) == ("completed", "skipped")
+        assert "draft pull request" in skipped["output"]["summary"]
 
         pull.draft = False
         ready = await h.deliver("pull_request", h.pr_payload(pull, "ready_for_review"))
         assert ready["outcome"] == "enqueued" and ready["job_id"] != draft_job
         await h.wait_state(ready["job_id"], JobState.SUCCEEDED)
-        assert len(h.reviews()) == 1 and len(h.check_runs(pull.head_sha)) == 1
+        await h.wait_check_synced(ready["job_id"])
+        runs = h.check_runs(pull.head_sha)
+        assert len(h.reviews()) == 1 and [r["conclusion"] for r in runs] == ["skipped", "success"]
 
 
 async def test_drafts_true_reviews_drafts_and_ready_for_review_does_not_review_the_same_head_again(tmp_path) -> None:

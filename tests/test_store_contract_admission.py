@@ -40,10 +40,13 @@ def manual(pr: int = 1, n: int = 1, head: str = "") -> Enqueue:
     return Enqueue(s, supersede_older_heads=False, automatic=False, effects=(react(target=n),))
 
 
-async def test_a_paused_pr_ignores_automatic_reviews_but_takes_requested_ones(store) -> None:
+async def test_a_paused_pr_skips_automatic_reviews_visibly_but_takes_requested_ones(store) -> None:
     r = await admit(store, SetPause(1, 1, True, (react(),)))
     assert r.outcome == "paused"
-    assert (await admit(store, Enqueue(spec(pr=1)))).outcome == "ignored"
+    skipped = await admit(store, Enqueue(spec(pr=1)))
+    assert skipped.outcome == "skipped"  # recorded, so its check run can say why no review came
+    job = await store.get_job(skipped.job_id)
+    assert job.state == JobState.CANCELLED and job.outcome.startswith("skipped: automatic reviews are paused")
     assert (await admit(store, Enqueue(spec(pr=2)))).outcome == "enqueued"
     assert (await admit(store, manual(pr=1))).outcome == "enqueued"
     assert (await admit(store, SetPause(1, 1, False))).outcome == "resumed"

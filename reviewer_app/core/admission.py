@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from reviewer_app.core.timestamps import parse_time
+
 AUTO_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review"})
 
 # Automatic triggers: a push to a ready pull request, and a push to a draft (reviewed only where the repository
@@ -12,6 +14,15 @@ AUTO_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review
 TRIGGER_AUTO = "auto"
 TRIGGER_DRAFT = "draft"
 AUTOMATIC_TRIGGERS = frozenset({TRIGGER_AUTO, TRIGGER_DRAFT})
+
+# Why pending work ends with its episode: the pull request closed, or the app lost access to it. Such a job is
+# history; when the pull request (or the installation, or the repository) comes back, its head is owed a review.
+PR_CLOSED = "pull request closed"
+PR_CLOSED_AT_WORKER = "the pull request was closed"
+UNINSTALLED = "the app was uninstalled"
+SUSPENDED = "the installation was suspended"
+REPO_REMOVED = "the repository was removed from the installation"
+EPISODE_ENDINGS = (PR_CLOSED, PR_CLOSED_AT_WORKER, UNINSTALLED, SUSPENDED, REPO_REMOVED)
 
 # Lower number, earlier claim. Manual requests go ahead of automatic work.
 PRIORITY_MANUAL = 0
@@ -114,6 +125,23 @@ class Ignore:
 Decision = Enqueue | CancelPR | Ignore | SetPause | Reply | InstallationChange | ReposRemoved
 
 
+def pause_key(repo_id: int, pr_number: int) -> str:
+    """The settings key that says automatic reviews of one pull request are paused."""
+    return f"paused:{repo_id}:{pr_number}"
+
+
+def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) -> str | None:
+    """Why the budget guard refuses this job, or None (pure, over the counts the admitting transaction read)."""
+    guard = decision.guard
+    if guard is None:
+        return None
+    if guard.manual_per_pr_hour and not decision.automatic and manual_recent >= guard.manual_per_pr_hour:
+        return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
+    if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
+        return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
+    return None
+
+
 class MalformedPayload(ValueError):
     """The payload lacks a field the event must carry; the receiver answers 400."""
 
@@ -148,7 +176,7 @@ def decide_pull_request(
     repo_id = _int(payload, "repository", "id")
     number = _int(payload, "pull_request", "number")
     if action == "closed":
-        return CancelPR(repo_id, number, "pull request closed")
+        return CancelPR(repo_id, number, PR_CLOSED)
     if action not in AUTO_ACTIONS:
         return Ignore(f"pull_request action {action!r} does not start a review")
     draft = _get(payload, "pull_request").get("draft") is True
@@ -173,10 +201,31 @@ def decide_pull_request(
             "base_ref": _get(payload, "pull_request").get("base", {}).get("ref"),
             "base_sha": _get(payload, "pull_request").get("base", {}).get("sha"),
             "title": _get(payload, "pull_request").get("title"),
+            # The head this push replaced: the ordering signal admission trusts over a one-second updated_at.
+            **(
+                {"before": payload["before"]}
+                if action == "synchronize" and isinstance(payload.get("before"), str)
+                else {}
+            ),
         },
     )
     daily = Guard(reviews_per_day=guard.reviews_per_day) if guard and guard.reviews_per_day else None
     return Enqueue(spec, guard=daily)
+
+
+def decide_observed_head(installation_id: int, repo_id: int | None, repo_full_name: str | None,
+                         pull: dict[str, Any], *, action: str, guard: Guard | None = None) -> Decision:  # fmt: skip
+    """The decision for an open pull request's head as the app read it from GitHub (the sweep, or a worker that
+    found the head moved on): the one an ``opened`` webhook would get, ordered by the PR's ``updated_at``."""
+    payload = {"action": "opened", "pull_request": dict(pull), "installation": {"id": installation_id},
+               "repository": {"id": repo_id, "full_name": repo_full_name}}  # fmt: skip
+    decision = decide_pull_request("opened", payload, guard=guard)
+    if isinstance(decision, Enqueue):
+        decision.job.details["action"] = action
+        event_at = parse_time(pull.get("updated_at"))
+        if event_at is not None:
+            decision.job.details["event_at"] = event_at
+    return decision
 
 
 def _installation_id(payload: dict[str, Any]) -> int | None:
@@ -275,7 +324,8 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
         priority=PRIORITY_MANUAL,
         details={"full": True, "rerun_of": node.get("id")},
     )
-    return Enqueue(spec, supersede_older_heads=True, automatic=False)
+    # A requested review: it follows the pull request to its newest head and supersedes nothing.
+    return Enqueue(spec, supersede_older_heads=False, automatic=False)
 
 
 def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Decision:
@@ -287,10 +337,10 @@ def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Dec
             return InstallationChange(inst, account, True, f"installation {action}")
         if action in ("deleted", "suspend"):
             return InstallationChange(inst, account, False,
-                                      "the app was uninstalled" if action == "deleted" else "the installation was suspended")  # fmt: skip
+                                      UNINSTALLED if action == "deleted" else SUSPENDED)  # fmt: skip
         return Ignore(f"installation action {action!r} changes nothing")
     if action == "removed":
         removed = payload.get("repositories_removed") or []
         ids = tuple(r["id"] for r in removed if isinstance(r, dict) and isinstance(r.get("id"), int))
-        return ReposRemoved(inst, ids, "the repository was removed from the installation")
+        return ReposRemoved(inst, ids, REPO_REMOVED)
     return Ignore(f"installation_repositories action {action!r} changes nothing")

@@ -65,6 +65,6 @@ def _resolve_path(path: str, diffs: Mapping[str, FileDiff]) -> str:
     if path in diffs:
         return path
     for prefix in _PATH_PREFIXES:
-        if path.startswith(prefix) and path[len(prefix):] in diffs:
-            return path[len(prefix):]
+        if path.startswith(prefix) and path[len(prefix) :] in diffs:
+            return path[len(prefix) :]
     return path

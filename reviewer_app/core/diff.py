@@ -84,9 +84,7 @@ class FileDiff:
     def commentable_lines(self, side: Side = "RIGHT") -> frozenset[int]:
         """Lines a review comment may sit on: new-side added+context (RIGHT), old-side removed+context (LEFT)."""
         if side == "RIGHT":
-            return frozenset(
-                ln.new_line for ln in self._lines("added", "context") if ln.new_line is not None
-            )
+            return frozenset(ln.new_line for ln in self._lines("added", "context") if ln.new_line is not None)
         return frozenset(ln.old_line for ln in self._lines("removed", "context") if ln.old_line is not None)
 
     def _lines(self, *kinds: LineKind) -> list[DiffLine]:
@@ -116,8 +114,14 @@ def parse_patch(
     if len(patch_set) != 1:
         raise PatchParseError(path, "it holds more than one file")
     hunks = tuple(
-        Hunk(h.source_start, h.source_length, h.target_start, h.target_length, h.section_header,
-             tuple(_diff_line(ln) for ln in h if ln.line_type in _KINDS))
+        Hunk(
+            h.source_start,
+            h.source_length,
+            h.target_start,
+            h.target_length,
+            h.section_header,
+            tuple(_diff_line(ln) for ln in h if ln.line_type in _KINDS),
+        )
         for h in patch_set[0]
     )
     # unidiff files every line it does not recognise as "patch info" instead of failing; count instead.

@@ -13,7 +13,7 @@ from typing import Any
 
 from reviewer_app.core.admission import TRIGGER_DRAFT
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
-from reviewer_app.core.states import JobState
+from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.render import (
     ReviewCounts,
@@ -180,12 +180,14 @@ class CheckRuns:
             job = await self.store.get_job(job_id)
             if job is None or job.installation_id is None or job.check_run_status == check_key(job):
                 return
-            refused = (job.outcome or "").startswith("refused: ")
-            if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not refused:
+            # A job that ended saying why no review came (skipped: paused, turned off, a draft; refused: a budget)
+            # explains its head: its check run is opened even if it was never shown before.
+            explains = (job.outcome or "").startswith(("refused: ", "skipped: "))
+            if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not explains:
                 # Never shown to anyone: no check run to close, and none worth opening.
                 await self.store.set_check_run(job.id, check_run_id=None, key="completed")
                 return
-            if job.check_run_id is None and job.trigger == TRIGGER_DRAFT and job.state != JobState.SUCCEEDED:
+            if job.check_run_id is None and job.trigger == TRIGGER_DRAFT and job.state in PENDING:
                 # A draft's job is reviewed only where the repository asks for drafts, which the worker finds out:
                 # the pipeline opens the check run when it starts the review. No "waiting" check on every draft.
                 await self.store.set_check_run(job.id, check_run_id=None, key=check_key(job))

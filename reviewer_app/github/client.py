@@ -9,7 +9,7 @@ import logging
 import re
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,6 +210,7 @@ class GitHubClient:
         what: str,
         data: Any = b"",
         missing_ok: bool = False,
+        before_send: Callable[[], Awaitable[Any]] | None = None,
     ) -> tuple[Any, str | None]:
         """One API call with the app's auth (installation token, or app JWT when ``installation_id`` is None)."""
         failures = 0
@@ -226,6 +227,8 @@ class GitHubClient:
                     return await self._gh.page(method, url, url_vars, **auth)
                 lock = self._write_locks.setdefault(installation_id, asyncio.Lock())
                 async with lock:  # GitHub asks for content-creating requests one at a time
+                    if before_send is not None:
+                        await before_send()  # its exception (a lost lease) goes to the caller: nothing was sent
                     return await self._gh.page(method, url, url_vars, data=data, **auth)
             except (gidgethub.HTTPException, TimeoutError, aiohttp.ClientError) as exc:
                 status = int(exc.status_code) if isinstance(exc, gidgethub.HTTPException) else None
@@ -291,9 +294,19 @@ class GitHubClient:
         return items
 
     async def _write(
-        self, method: str, url: str, url_vars: Mapping[str, Any], *, installation_id: int | None, what: str, data: Any
+        self,
+        method: str,
+        url: str,
+        url_vars: Mapping[str, Any],
+        *,
+        installation_id: int | None,
+        what: str,
+        data: Any,
+        before_send: Callable[[], Awaitable[Any]] | None = None,
     ) -> Any:
-        body, _ = await self._call(method, url, url_vars, installation_id=installation_id, what=what, data=data)
+        body, _ = await self._call(
+            method, url, url_vars, installation_id=installation_id, what=what, data=data, before_send=before_send
+        )
         return body
 
     # -------------------------------------------------------------------------------------- the app
@@ -388,8 +401,11 @@ class GitHubClient:
         body: str,
         event: str = "COMMENT",
         comments: Sequence[Mapping[str, Any]] = (),
+        before_send: Callable[[], Awaitable[Any]] | None = None,
     ) -> Json:
-        """Post a review pinned to ``commit_id``; comments are ``{path, line, side, body}`` (plus start_line)."""
+        """Post a review pinned to ``commit_id``; comments are ``{path, line, side, body}`` (plus start_line).
+        ``before_send`` runs once the installation's write lock is held, right before the request (and again
+        before a repeat after a token renewal): the caller's last chance to refuse."""
         return await self._write(
             "POST",
             "/repos/{owner}/{name}/pulls/{number}/reviews",
@@ -397,6 +413,7 @@ class GitHubClient:
             installation_id=installation_id,
             what=f"review on pull request {repo}#{number}",
             data={"commit_id": commit_id, "body": body, "event": event, "comments": [dict(c) for c in comments]},
+            before_send=before_send,
         )
 
     async def list_open_pulls(self, installation_id: int, repo: str) -> list[Json]:

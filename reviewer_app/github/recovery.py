@@ -14,14 +14,15 @@ from reviewer_app.core.admission import (
     Enqueue,
     Guard,
     MalformedPayload,
-    decide_pull_request,
+    decide_observed_head,
 )
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import parse_markers
-from reviewer_app.core.states import JobState
+from reviewer_app.core.pr_work import ended_with_episode
+from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time
 from reviewer_app.github.client import GitHubClient
-from reviewer_app.store.base import AdmitResult, Delivery, Store
+from reviewer_app.store.base import AdmitResult, Delivery, Job, Store
 
 log = logging.getLogger(__name__)
 
@@ -81,26 +82,40 @@ def reviewed_by_bot(reviews: Iterable[Mapping[str, Any]], *, bot_login: str, hea
     return False
 
 
-def sweep_delivery_id(repo_id: int, number: int, head_sha: str, trigger: str = TRIGGER_AUTO) -> str:
-    """The synthetic delivery id of a sweep admission: one per head and trigger, so a second sweep is a duplicate
-    (and a head swept while a draft is swept again once the pull request is ready)."""
+def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
+    """Whether the PR's jobs already answer for its current head (pure): a job of this head that is pending, or that
+    ended with a review or a visible reason in this episode, or a pending requested review (it reviews whatever head
+    it finds). A job that ended with its episode (the PR closed, the app uninstalled or suspended, the repository
+    removed) or was superseded is history. For a pull request that is no longer a draft, a job its draft got does
+    not count: that one may have been skipped (a review it published is found by the caller's look at the reviews)."""
+    for job in jobs:
+        if not job.head_sha and job.state in PENDING:
+            return True
+        if job.head_sha != head_sha or (not draft and job.trigger == TRIGGER_DRAFT):
+            continue
+        if job.state in PENDING or job.state in (JobState.SUCCEEDED, JobState.FAILED):
+            return True
+        if job.state == JobState.CANCELLED and not ended_with_episode(job.outcome):
+            return True
+    return False
+
+
+def sweep_delivery_id(
+    repo_id: int, number: int, head_sha: str, trigger: str = TRIGGER_AUTO, earlier_jobs: int = 0
+) -> str:
+    """The synthetic delivery id of a sweep admission: one per head, trigger and number of jobs the head already had,
+    so a second sweep (on any host) is a duplicate, while a head whose job ended with its episode (the PR closed and
+    reopened, the installation suspended and back) is swept again."""
     key = f"sweep:{repo_id}:{number}:{head_sha}"
-    return key if trigger == TRIGGER_AUTO else f"{key}:{trigger}"
+    key = key if trigger == TRIGGER_AUTO else f"{key}:{trigger}"
+    return key if not earlier_jobs else f"{key}:{earlier_jobs}"
 
 
 def sweep_decision(installation_id: int, repo: Mapping[str, Any], pull: Mapping[str, Any],
                    *, guard: Guard | None) -> Decision:  # fmt: skip
     """The admission decision for an open PR found by the sweep: the one an ``opened`` webhook would get."""
-    payload = {"action": "opened", "pull_request": dict(pull), "installation": {"id": installation_id},
-               "repository": {"id": repo.get("id"), "full_name": repo.get("full_name")}}  # fmt: skip
-    decision = decide_pull_request("opened", payload, guard=guard)
-    if isinstance(decision, Enqueue):
-        decision.job.details["action"] = "sweep"
-        event_at = parse_time(pull.get("updated_at"))
-        if event_at is not None:
-            # As for a webhook: the admission supersedes only pending heads not newer than what the sweep saw.
-            decision.job.details["event_at"] = event_at
-    return decision
+    return decide_observed_head(installation_id, repo.get("id"), repo.get("full_name"), dict(pull), action="sweep",
+                                guard=guard)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ the duty
@@ -232,23 +247,25 @@ class Recovery:
                 log.warning("sweep: %s skipped: %s", repo.get("full_name"), exc.reason)
                 continue
             for pull in pulls:
-                updated_at = parse_time(pull.get("updated_at"))
-                if installed_at is not None and updated_at is not None and updated_at < installed_at:
-                    continue  # untouched since before the app was installed: no webhook was ever missed
                 try:
-                    admitted += await self._sweep_pull(inst, repo, pull, bot_login)
+                    admitted += await self._sweep_pull(inst, repo, pull, bot_login, installed_at=installed_at)
                 except RateLimited:
                     raise
                 except JobError as exc:
                     log.warning("sweep: %s#%s skipped: %s", repo.get("full_name"), pull.get("number"), exc.reason)
         return admitted
 
-    async def _sweep_pull(self, inst: int, repo: Mapping[str, Any], pull: Mapping[str, Any], bot_login: str) -> int:
+    async def _sweep_pull(self, inst: int, repo: Mapping[str, Any], pull: Mapping[str, Any], bot_login: str,
+                          *, installed_at: float | None) -> int:  # fmt: skip
         head = str((pull.get("head") or {}).get("sha") or "")
         number, full_name = pull.get("number"), str(repo["full_name"])
         if not head or not isinstance(number, int):
             return 0
-        if await self._has_job(full_name, number, head, draft=pull.get("draft") is True):
+        jobs = await self.store.list_jobs(repo=full_name, pr_number=number, limit=500)
+        updated_at = parse_time(pull.get("updated_at"))
+        if not jobs and installed_at is not None and updated_at is not None and updated_at < installed_at:
+            return 0  # untouched since before the app was installed: no webhook was ever missed
+        if head_is_handled(jobs, head, draft=pull.get("draft") is True):
             return 0
         if reviewed_by_bot(await self.github.list_reviews(inst, full_name, number), bot_login=bot_login,
                            head_sha=head):  # fmt: skip
@@ -261,7 +278,9 @@ class Recovery:
         if not isinstance(decision, Enqueue):
             return 0
         spec = decision.job
-        delivery = Delivery(sweep_delivery_id(spec.repo_id, number, head, spec.trigger), "pull_request", "sweep")
+        earlier = sum(1 for j in jobs if j.head_sha == head)
+        delivery = Delivery(sweep_delivery_id(spec.repo_id, number, head, spec.trigger, earlier), "pull_request",
+                            "sweep")  # fmt: skip
         result = await self.store.admit(delivery, decision, now=self.clock(), max_attempts=self.max_attempts)
         if self.on_admitted is not None:
             self.on_admitted(result)
@@ -269,15 +288,6 @@ class Recovery:
             log.info("sweep: admitted %s#%s at %s (job %s): no webhook had brought it", full_name, number,
                      head[:12], result.job_id)  # fmt: skip
         return 1 if result.created else 0
-
-    async def _has_job(self, repo: str, number: int, head: str, *, draft: bool) -> bool:
-        """A job for this head, or a pending requested review (it reviews whatever head it finds). For a pull request
-        that is no longer a draft, a job its draft got does not count: that one may have been skipped (a review it
-        published is found by the caller's look at the reviews)."""
-        pending = (JobState.QUEUED, JobState.RUNNING)
-        jobs = await self.store.list_jobs(repo=repo, pr_number=number, limit=500)
-        return any((j.head_sha == head and (draft or j.trigger != TRIGGER_DRAFT)) or (not j.head_sha and j.state in pending)
-                   for j in jobs)  # fmt: skip
 
     # -- the loops ---------------------------------------------------------------------------------------
 

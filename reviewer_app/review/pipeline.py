@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import cachetools
 
-from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_AUTO, TRIGGER_DRAFT
+from reviewer_app.core.admission import (
+    AUTOMATIC_TRIGGERS,
+    PR_CLOSED_AT_WORKER,
+    TRIGGER_AUTO,
+    TRIGGER_DRAFT,
+    Enqueue,
+    decide_observed_head,
+)
 from reviewer_app.core.anchoring import anchor
-from reviewer_app.core.errors import Cancelled, Deferred, PermanentError, Superseded
+from reviewer_app.core.errors import Cancelled, Deferred, JobError, PermanentError, Superseded
 from reviewer_app.core.markers import find_published_review, make_marker
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
@@ -30,7 +38,7 @@ from reviewer_app.review.prompt import (
 from reviewer_app.review.render import ReviewCounts, render_review_body
 from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from reviewer_app.review.selection import Selection, select_files
-from reviewer_app.store.base import Usage
+from reviewer_app.store.base import Delivery, Usage
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +90,7 @@ class ReviewPipeline:
             head = str((pr.get("head") or {}).get("sha") or "")
             await ctx.checkpoint(head_sha=head)
             job = ctx.job = replace(job, head_sha=head)
-        self._still_applies(pr, job.head_sha)
+        await self._still_applies(ctx, pr)
         # The base branch's settings: a pull request cannot rewrite its own review rules.
         base_ref = str((pr.get("base") or {}).get("ref") or "")
         text = await self.github.get_file_content(inst, repo, CONFIG_PATH, base_ref) if base_ref else None
@@ -203,22 +211,51 @@ class ReviewPipeline:
                 f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
         return Scope(changed, note)
 
-    @staticmethod
-    def _still_applies(pr: dict[str, Any], head_sha: str) -> None:
+    async def _still_applies(self, ctx: JobContext, pr: dict[str, Any]) -> None:
+        """Raise Cancelled or Superseded when the pull request moved on from this job. A head that moved is handed
+        over first: the head the worker reads is the surest ordering signal there is, so it is admitted (a
+        duplicate when its webhook came first), and a requested review pending on this PR follows it there."""
+        job = ctx.job
         if pr.get("state") != "open":
-            raise Cancelled("the pull request was closed")
+            raise Cancelled(PR_CLOSED_AT_WORKER)
         current = (pr.get("head") or {}).get("sha")
-        if current and current != head_sha:
+        if current and current != job.head_sha:
+            await self._hand_over(ctx, pr)
             raise Superseded(f"superseded by newer commit {current}", by_sha=current)
+
+    async def _hand_over(self, ctx: JobContext, pr: dict[str, Any]) -> None:
+        job = ctx.job
+        assert job.installation_id is not None
+        head = str((pr.get("head") or {}).get("sha") or "")
+        decision = decide_observed_head(job.installation_id, job.repo_id, job.repo_full_name, pr, action="handover")
+        if not isinstance(decision, Enqueue):
+            return
+        delivery = Delivery(f"handover:{job.id}:{head}", "pull_request", "handover")
+        result = await ctx.store.admit(delivery, decision, now=ctx.clock(), max_attempts=job.max_attempts)
+        log.info("job %s: the pull request moved on to %s; handed over (%s, job %s)", job.id, head[:12],
+                 result.outcome, result.job_id)  # fmt: skip
 
     async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> dict[str, Any]:
         job = ctx.job
         selection = scope.selection
-        overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(
-            build_user_message(PromptPR(job.repo_full_name, job.pr_number, str(pr.get("title") or ""),
-                                        str(pr.get("body") or ""), job.head_sha, incremental_note=scope.note,
-                                        extra_instructions=rc.instructions, language=rc.language))  # fmt: skip
-        ) + 1500  # the tool definition, the part note and the answer's framing
+        overhead = (
+            estimate_tokens(SYSTEM_PROMPT)
+            + estimate_tokens(
+                build_user_message(
+                    PromptPR(
+                        job.repo_full_name,
+                        job.pr_number,
+                        str(pr.get("title") or ""),
+                        str(pr.get("body") or ""),
+                        job.head_sha,
+                        incremental_note=scope.note,
+                        extra_instructions=rc.instructions,
+                        language=rc.language,
+                    )
+                )  # fmt: skip
+            )
+            + 1500
+        )  # the tool definition, the part note and the answer's framing
         plan = plan_parts(selection.reviewed, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
                           fixed_overhead_tokens=overhead, estimate=estimate_tokens,
                           max_parts=rc.max_parts or self.settings.max_parts,
@@ -268,15 +305,41 @@ class ReviewPipeline:
         inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
         assert inst is not None
         pr = await self.github.get_pull(inst, repo, number)
-        self._still_applies(pr, job.head_sha)
+        await self._still_applies(ctx, pr)
         bot = await self.github.bot_login()
-        found = find_published_review(await self.github.list_reviews(inst, repo, number), bot_login=bot,
-                                      job_id=job.id, head_sha=job.head_sha)  # fmt: skip
+        found = await self._own_review(ctx, bot)
         if found is not None:
-            log.info("job %s: review %s already published; not posting again", job.id, found.get("id"))
-            return int(found["id"])
-        # The intent is a fenced write: a worker that lost its lease stops here, before posting.
+            log.info("job %s: review %s already published; not posting again", job.id, found)
+            return found
+        # The intent is a fenced write: a worker that lost its lease stops here, before posting. It is written again
+        # once the installation's write lock is held, right before the request: a push admitted while this job
+        # waited for the lock has superseded it by then, and nothing is posted for the old head.
         await ctx.checkpoint(publish_intent_at=ctx.clock())
-        review = await self.github.create_review(inst, repo, number, commit_id=job.head_sha, body=body,
-                                                 event="COMMENT", comments=comments)  # fmt: skip
-        return int(review["id"])
+
+        async def post_and_record() -> int:
+            try:
+                review = await self.github.create_review(inst, repo, number, commit_id=job.head_sha, body=body,
+                                                         event="COMMENT", comments=comments,
+                                                         before_send=lambda: ctx.checkpoint(publish_intent_at=ctx.clock()))  # fmt: skip
+                review_id = int(review["id"])
+            except JobError:
+                # The answer was lost (a timeout, a 502 after the write): the review may be there all the same.
+                review_id = await self._own_review(ctx, bot)
+                if review_id is None:
+                    raise
+            # Published is published: recorded even when the lease was lost meanwhile, so the next incremental
+            # review starts from this head.
+            await ctx.store.record_published_review(job.id, review_id)
+            return review_id
+
+        # Shielded: a lost lease cancels the runner, but a request that may have reached GitHub is seen through to
+        # its record.
+        return await asyncio.shield(post_and_record())
+
+    async def _own_review(self, ctx: JobContext, bot: str) -> int | None:
+        """The id of this job's review by the app's bot (its marker), if GitHub has one."""
+        job = ctx.job
+        assert job.installation_id is not None
+        reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
+        found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
+        return None if found is None else int(found["id"])

@@ -442,6 +442,12 @@ class PostgresStore(FencedFinishes):
         rows = await self._fetch(q.LAST_REVIEWED_HEAD, repo_id, pr_number)
         return rows[0][0] if rows else None
 
+    async def record_published_review(self, job_id: int, review_id: int) -> None:
+        async def op(conn: asyncpg.Connection) -> None:
+            await conn.execute(q.RECORD_PUBLISHED_REVIEW, review_id, job_id)
+
+        await self._tx(op)
+
     async def installation_active(self, installation_id: int) -> bool:
         rows = await self._fetch(q.SELECT_INSTALLATION_ACTIVE, installation_id)
         return not rows or bool(rows[0][0])

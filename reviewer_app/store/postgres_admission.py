@@ -22,10 +22,12 @@ from reviewer_app.core.admission import (
     Reply,
     ReposRemoved,
     SetPause,
+    guard_refusal,
+    pause_key,
 )
+from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
 from reviewer_app.store import postgres_sql as q
 from reviewer_app.store.base import AdmitResult, Delivery
-from reviewer_app.store.sqlite_admission import guard_refusal, pause_key
 
 
 async def admit_in(
@@ -89,6 +91,7 @@ async def _effects(conn: asyncpg.Connection, effects: Sequence[Effect], now: flo
 
 async def _enqueue(conn: asyncpg.Connection, decision: Enqueue, *, now: float, max_attempts: int) -> AdmitResult:
     spec, guard = decision.job, decision.guard
+    # The PR's pending jobs matter when a head is pushed (supersession, requests following the head).
     supersede = decision.supersede_older_heads and bool(spec.head_sha)
     await conn.execute(q.LOCK_ENQUEUE_ADMISSION, spec.installation_id, spec.repo_id, spec.pr_number)
     pre = await conn.fetchrow(
@@ -100,36 +103,50 @@ async def _enqueue(conn: asyncpg.Connection, decision: Enqueue, *, now: float, m
     )  # fmt: skip
     if pre["inactive_reason"] is not None:
         return AdmitResult("ignored", reason=f"installation is not active ({pre['inactive_reason']})")
-    if decision.automatic and pre["paused"]:
-        return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
-    if pre["existing_id"] is not None:
-        return AdmitResult("duplicate-revision", job_id=pre["existing_id"], reason="revision already admitted")
+    pending: tuple[PendingJob, ...] = ()
+    if pre["has_pending"]:  # only when the PR has pending jobs: most admissions skip this statement
+        rows = await conn.fetch(q.PENDING_JOBS_OF_PR, spec.repo_id, spec.pr_number)
+        pending = tuple(PendingJob(*row) for row in rows)
     refusal = guard_refusal(decision, manual_recent=pre["manual_recent"], reviews_today=pre["reviews_today"])
-    event_at = spec.details.get("event_at")
-    state, outcome = ("queued", None) if refusal is None else ("cancelled", f"refused: {refusal}")
+    plan = plan_enqueue(decision, PRFacts(paused=pre["paused"], live_revision_job=pre["live_id"], pending=pending,
+                                          refusal=refusal))  # fmt: skip
+    for followed in plan.follow:
+        await _follow(conn, followed, spec.head_sha, now=now)
+    if plan.insert_state is None:
+        return AdmitResult(plan.outcome, job_id=plan.duplicate_of, reason=plan.reason)
+    finished = None if plan.insert_state == "queued" else now
     job_id = await conn.fetchval(
         q.INSERT_JOB_IF_NEW_REVISION,
         spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
-        spec.head_sha, spec.trigger, spec.priority, state, json.dumps(spec.details), max_attempts,
-        now + spec.delay_seconds, event_at, now, outcome, None if refusal is None else now,
+        spec.head_sha, spec.trigger, spec.priority, plan.insert_state, json.dumps(spec.details), max_attempts,
+        now + spec.delay_seconds, spec.details.get("event_at"), now, plan.insert_outcome, finished,
+        spec.details.get("before"),
     )  # fmt: skip
     if job_id is None:
-        # Another transaction committed the same revision key first (the key is the last word, not the lock).
-        existing = await conn.fetchval(q.SELECT_JOB_BY_REVISION, spec.revision_key)
+        # Another transaction committed a live job with the same revision key first (the key is the last word).
+        existing = await conn.fetchval(q.SELECT_LIVE_JOB_BY_REVISION, spec.revision_key)
         return AdmitResult("duplicate-revision", job_id=existing, reason="revision already admitted")
-    if refusal is not None:
-        assert decision.guard is not None
-        await _effects(conn, decision.guard.refusal_effects, now)
-        return AdmitResult("refused", job_id=job_id, reason=refusal)
-    await _effects(conn, decision.effects, now)
-    superseded: tuple[int, ...] = ()
-    if pre["may_supersede"]:  # only when the PR has pending jobs: most admissions skip this statement
-        outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
-        rows = await conn.fetch(
-            q.SUPERSEDE_OLDER_HEADS,
-            job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at,
-        )  # fmt: skip
-        superseded = tuple(sorted(r[0] for r in rows))
-        if superseded:
-            await conn.execute(q.FINISH_SUPERSEDED_ATTEMPTS, now, list(superseded))
-    return AdmitResult("enqueued", job_id=job_id, superseded=superseded)
+    if plan.superseded_by is not None:
+        await conn.execute(q.SET_SUPERSEDED_BY, plan.superseded_by, job_id)
+    if plan.outcome == "refused":
+        assert guard is not None
+        await _effects(conn, guard.refusal_effects, now)
+    elif plan.insert_state == "queued":
+        await _effects(conn, decision.effects, now)
+    superseded: list[int] = []
+    outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
+    for old in plan.supersede:
+        if await conn.fetchval(q.SUPERSEDE_IF_PENDING, job_id, outcome, now, now, old) is not None:
+            await conn.execute(q.FINISH_SUPERSEDED_ATTEMPT, now, old)
+            superseded.append(old)
+    return AdmitResult(plan.outcome, job_id=job_id, superseded=tuple(superseded), reason=plan.reason)
+
+
+async def _follow(conn: asyncpg.Connection, job_id: int, head_sha: str, *, now: float) -> None:
+    """Move a requested review settled on an older head to the newest one: supersede it, queue its successor."""
+    outcome = f"superseded: the pull request moved on to {head_sha}; the requested review follows it"
+    if await conn.fetchval(q.SUPERSEDE_IF_PENDING, None, outcome, now, now, job_id) is None:
+        return
+    await conn.execute(q.FINISH_SUPERSEDED_ATTEMPT, now, job_id)
+    successor = await conn.fetchval(q.INSERT_FOLLOWING_REQUEST, now, now, now, job_id)
+    await conn.execute(q.SET_SUPERSEDED_BY, successor, job_id)

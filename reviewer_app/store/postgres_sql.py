@@ -23,16 +23,12 @@ def numbered(query: str) -> str:
     return "".join(out)
 
 
-def _typed_event_time(query: str) -> str:
-    # PostgreSQL cannot infer the type of a bare `$n IS NULL`; the event time is epoch seconds.
-    typed = query.replace("? IS NULL", "?::double precision IS NULL")
-    if typed == query:
-        raise AssertionError("SUPERSEDE_OLDER_HEADS changed shape: update postgres_sql._typed_event_time")
-    return typed
-
-
 # The shared statements, portable once renumbered; each keeps the guard its name says.
-SUPERSEDE_OLDER_HEADS = numbered(_typed_event_time(sql.SUPERSEDE_OLDER_HEADS))
+PENDING_JOBS_OF_PR = numbered(sql.PENDING_JOBS_OF_PR)
+SUPERSEDE_IF_PENDING = numbered(sql.SUPERSEDE_IF_PENDING)
+FINISH_SUPERSEDED_ATTEMPT = numbered(sql.FINISH_SUPERSEDED_ATTEMPT)
+INSERT_FOLLOWING_REQUEST = numbered(sql.INSERT_FOLLOWING_REQUEST)
+SET_SUPERSEDED_BY = numbered(sql.SET_SUPERSEDED_BY)
 CANCEL_PR_PENDING = numbered(sql.CANCEL_PR_PENDING)
 RENEW_IF_LEASE_HELD = numbered(sql.RENEW_IF_LEASE_HELD)
 PRUNE_FINISHED_EFFECTS = numbered(sql.PRUNE_FINISHED_EFFECTS)
@@ -58,6 +54,7 @@ UPSERT_INSTALLATION = numbered(sql.UPSERT_INSTALLATION)
 CANCEL_INSTALLATION_PENDING = numbered(sql.CANCEL_INSTALLATION_PENDING)
 CANCEL_REPO_PENDING = numbered(sql.CANCEL_REPO_PENDING)
 LAST_REVIEWED_HEAD = numbered(sql.LAST_REVIEWED_HEAD)
+RECORD_PUBLISHED_REVIEW = numbered(sql.RECORD_PUBLISHED_REVIEW)
 USAGE_BY_REPO = numbered(sql.USAGE_BY_REPO)
 
 # Take the migration lock of one schema; held until the migrating transaction ends.
@@ -65,7 +62,9 @@ LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 
 # The two admission locks, each keyed the same way wherever it is taken (a key written twice could drift apart and
 # silently stop serialising). {installation}, {repo} and {pr} are the statement's parameters.
-_INSTALLATION_LOCK = "pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || {installation}::bigint, 0))"
+_INSTALLATION_LOCK = (
+    "pg_advisory_xact_lock(hashtextextended('reviewer-app:installation:' || {installation}::bigint, 0))"
+)
 _PR_LOCK = "pg_advisory_xact_lock(hashtextextended('reviewer-app:pr:' || {repo}::bigint || ':' || {pr}::bigint, 0))"
 
 # Serialise admissions of one pull request across processes, as SQLite's single writer does: a newer head then
@@ -86,13 +85,13 @@ LOCK_ENQUEUE_ADMISSION = (
 ENQUEUE_PRECHECK = f"""
 SELECT (SELECT reason FROM installations WHERE id = $1 AND active = 0) AS inactive_reason,
        EXISTS (SELECT 1 FROM settings WHERE key = $2 AND value = '1') AS paused,
-       (SELECT id FROM jobs WHERE revision_key = $3) AS existing_id,
+       (SELECT id FROM jobs WHERE revision_key = $3 AND state IN ({sql.LIVE_STATES})) AS live_id,
        CASE WHEN $4::boolean THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = $1 AND created_at > $5
                                    AND state NOT IN ('superseded', 'cancelled')) ELSE 0 END AS reviews_today,
        CASE WHEN $6::boolean THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = $7 AND pr_number = $8 AND priority = 0
                                    AND created_at > $9) ELSE 0 END AS manual_recent,
        CASE WHEN $10::boolean THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = $7 AND pr_number = $8
-                                          AND state IN ({sql.SUPERSEDABLE_STATES})) ELSE FALSE END AS may_supersede
+                                          AND state IN ({sql.PENDING_STATES})) ELSE FALSE END AS has_pending
 """
 
 # Claim the delivery id first: a concurrent redelivery waits on this row and then sees it as a duplicate.
@@ -106,21 +105,16 @@ SELECT_DELIVERY = "SELECT outcome, job_id FROM deliveries WHERE delivery_id = $1
 # Record what the claimed delivery led to (same transaction that claimed it).
 RECORD_DELIVERY_OUTCOME = "UPDATE deliveries SET outcome = $2, job_id = $3 WHERE delivery_id = $1"
 
-# A new revision only: the unique revision key makes a concurrent duplicate insert nothing.
-INSERT_JOB_IF_NEW_REVISION = """
+# A new revision only: the unique key over live jobs makes a concurrent duplicate insert nothing.
+INSERT_JOB_IF_NEW_REVISION = f"""
 INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority,
                   state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,
-                  outcome, finished_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $14, $15, $16)
-ON CONFLICT (revision_key) DO NOTHING RETURNING id
+                  outcome, finished_at, before_sha)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $14, $15, $16, $17)
+ON CONFLICT (revision_key) WHERE state IN ({sql.LIVE_STATES}) DO NOTHING RETURNING id
 """
 
-SELECT_JOB_BY_REVISION = "SELECT id FROM jobs WHERE revision_key = $1"
-
-# Close the open attempts of jobs the admission just superseded.
-FINISH_SUPERSEDED_ATTEMPTS = """
-UPDATE attempts SET finished_at = $1, outcome = 'superseded' WHERE finished_at IS NULL AND job_id = ANY($2::bigint[])
-"""
+SELECT_LIVE_JOB_BY_REVISION = f"SELECT id FROM jobs WHERE revision_key = $1 AND state IN ({sql.LIVE_STATES})"
 
 # Claim: lease up to $4 eligible queued jobs (not while the queue is paused), skipping rows another claimer has
 # locked, with a random token per row; the attempt rows are written by the same statement, and the claimed rows

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from reviewer_app.core.pr_work import LIVE_STATES as LIVE_STATES_TUPLE
+from reviewer_app.core.pr_work import PENDING_STATES as PENDING_STATES_TUPLE
 from reviewer_app.core.states import JobEvent, JobState, sources_of
 
 
 def _states(event: JobEvent) -> str:
     return ", ".join(f"'{s.value}'" for s in sorted(sources_of(event)))
 
+
+LIVE_STATES = ", ".join(f"'{s}'" for s in LIVE_STATES_TUPLE)  # a job that answers for its revision key
+PENDING_STATES = ", ".join(f"'{s}'" for s in PENDING_STATES_TUPLE)
 
 JOB_COLUMNS = (
     "id, revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority, state,"
@@ -16,19 +21,39 @@ JOB_COLUMNS = (
     " created_at, started_at, finished_at, updated_at"
 )
 
-# Supersede the PR's pending jobs for other heads whose event is not newer than the new job's, and its waiting draft
-# jobs (trigger 'draft') whatever their head: the pull request was marked ready, the new job reviews that head. A
-# running draft job of the same head is left to finish (its model call is paid for); the new job waits for it.
-SUPERSEDABLE_STATES = _states(JobEvent.SUPERSEDE)
+# -- admission: the PR's review work (core/pr_work.py decides, these statements apply) -------------------------
 
-SUPERSEDE_OLDER_HEADS = f"""
+# The pull request's queued and running jobs, what core.pr_work.plan_enqueue decides over.
+PENDING_JOBS_OF_PR = f"""
+SELECT id, head_sha, trigger, state, event_at, before_sha FROM jobs
+ WHERE repo_id = ? AND pr_number = ? AND state IN ({PENDING_STATES}) ORDER BY id
+"""
+
+# One pending job made pointless (a newer head), or moved on (a request following the PR to its newest head).
+SUPERSEDE_IF_PENDING = f"""
 UPDATE jobs SET state = '{JobState.SUPERSEDED.value}', superseded_by = ?, outcome = ?, finished_at = ?,
        updated_at = ?, lease_token = NULL, lease_expires_at = NULL
- WHERE repo_id = ? AND pr_number = ? AND (head_sha <> ? OR (trigger = 'draft' AND state = 'queued')) AND id <> ?
-   AND state IN ({_states(JobEvent.SUPERSEDE)})
-   AND (event_at IS NULL OR ? IS NULL OR event_at <= ?)
+ WHERE id = ? AND state IN ({_states(JobEvent.SUPERSEDE)})
 RETURNING id
 """
+
+# Close the open attempt of a job superseded at admission.
+FINISH_SUPERSEDED_ATTEMPT = """
+UPDATE attempts SET finished_at = ?, outcome = 'superseded' WHERE finished_at IS NULL AND job_id = ?
+"""
+
+# A requested review that follows the PR: a queued copy of the request (same revision key, details and attempts
+# allowance) with no head yet; the worker reviews the head it finds. Its predecessor is superseded first, so the
+# live revision key stays unique.
+INSERT_FOLLOWING_REQUEST = """
+INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority,
+                  state, details, attempts, max_attempts, next_attempt_at, created_at, updated_at)
+SELECT revision_key, repo_id, repo_full_name, installation_id, pr_number, '', trigger, priority,
+       'queued', details, 0, max_attempts, ?, ?, ? FROM jobs WHERE id = ?
+RETURNING id
+"""
+
+SET_SUPERSEDED_BY = "UPDATE jobs SET superseded_by = ? WHERE id = ?"
 
 # Cancel every pending job of one PR (closed, uninstalled).
 CANCEL_PR_PENDING = f"""
@@ -106,6 +131,8 @@ OPERATOR_RETRY = f"""
 UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at = ?, updated_at = ?,
        finished_at = NULL, outcome = NULL, check_run_status = NULL
  WHERE id = ? AND state IN ({_states(JobEvent.RETRY_BY_OPERATOR)})
+   AND NOT EXISTS (SELECT 1 FROM jobs AS live WHERE live.revision_key = jobs.revision_key AND live.id <> jobs.id
+                   AND live.state IN ({LIVE_STATES}))
 """
 
 # Jobs whose check run does not show their current phase yet (the key names the phase and the attempt). A running
@@ -169,10 +196,14 @@ UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at =
 RETURNING id
 """
 
+# The head of the PR's newest published review (a job superseded right after it posted counts too).
 LAST_REVIEWED_HEAD = """
-SELECT head_sha FROM jobs WHERE repo_id = ? AND pr_number = ? AND state = 'succeeded' AND review_id IS NOT NULL
- ORDER BY finished_at DESC, id DESC LIMIT 1
+SELECT head_sha FROM jobs WHERE repo_id = ? AND pr_number = ? AND review_id IS NOT NULL
+ ORDER BY COALESCE(finished_at, updated_at) DESC, id DESC LIMIT 1
 """
+
+# A review is on GitHub: record it whatever became of the lease (it is a fact about GitHub, not a claim on the job).
+RECORD_PUBLISHED_REVIEW = "UPDATE jobs SET review_id = ? WHERE id = ? AND review_id IS NULL"
 
 # -- missed-webhook recovery (tables of migration 0003) ------------------------------------------------------
 

@@ -487,6 +487,12 @@ class SqliteStore(FencedFinishes):
         rows = await self._read(sql.LAST_REVIEWED_HEAD, (repo_id, pr_number))
         return rows[0][0] if rows else None
 
+    async def record_published_review(self, job_id: int, review_id: int) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(sql.RECORD_PUBLISHED_REVIEW, (review_id, job_id))
+
+        await self._write(op)
+
     async def installation_active(self, installation_id: int) -> bool:
         rows = await self._read("SELECT active FROM installations WHERE id = ?", (installation_id,))
         return not rows or bool(rows[0][0])

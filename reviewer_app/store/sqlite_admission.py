@@ -19,17 +19,16 @@ from reviewer_app.core.admission import (
     Reply,
     ReposRemoved,
     SetPause,
+    guard_refusal,
+    pause_key,
 )
+from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
 from reviewer_app.store import sql
 from reviewer_app.store.base import AdmitResult, Delivery
 
 
 def _fetchall(conn: sqlite3.Connection, query: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
     return conn.execute(query, params).fetchall()
-
-
-def pause_key(repo_id: int, pr_number: int) -> str:
-    return f"paused:{repo_id}:{pr_number}"
 
 
 def admit_in(
@@ -102,18 +101,6 @@ def insert_effects(conn: sqlite3.Connection, effects: Sequence[Effect], now: flo
         )
 
 
-def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) -> str | None:
-    """Why the budget guard refuses this job, or None (pure, over the counts the pre-check read)."""
-    guard = decision.guard
-    if guard is None:
-        return None
-    if guard.manual_per_pr_hour and not decision.automatic and manual_recent >= guard.manual_per_pr_hour:
-        return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
-    if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
-        return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
-    return None
-
-
 # Everything admission must know before inserting a job, in one statement: one round trip (and one hand-over of
 # the GIL) inside the writer's transaction instead of three. Positional parameters, in PreparedEnqueue.precheck's
 # order: binding by position is cheaper than by name, and this runs for every webhook.
@@ -122,7 +109,7 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = ?) AS seen,
        (SELECT job_id FROM deliveries WHERE delivery_id = ?) AS seen_job_id,
        (SELECT reason FROM installations WHERE id = ? AND active = 0) AS inactive_reason,
        EXISTS (SELECT 1 FROM settings WHERE key = ? AND value = '1') AS paused,
-       (SELECT id FROM jobs WHERE revision_key = ?) AS existing_id,
+       (SELECT id FROM jobs WHERE revision_key = ? AND state IN ({sql.LIVE_STATES})) AS live_id,
        CASE WHEN ? THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = ?
                          AND created_at > ? AND state NOT IN ('superseded', 'cancelled'))
             ELSE 0 END AS reviews_today,
@@ -130,15 +117,15 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = ?) AS seen,
                          AND priority = 0 AND created_at > ?)
             ELSE 0 END AS manual_recent,
        CASE WHEN ? THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = ? AND pr_number = ?
-                                AND state IN ({sql.SUPERSEDABLE_STATES}))
-            ELSE 0 END AS may_supersede
+                                AND state IN ({sql.PENDING_STATES}))
+            ELSE 0 END AS has_pending
 """
 
 INSERT_JOB = (
     "INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger,"
     " priority, state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,"
-    " outcome, finished_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)"
+    " outcome, finished_at, before_sha)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_STATE, _INSERT_OUTCOME, _INSERT_FINISHED = 8, 15, 16  # positions in INSERT_JOB's parameters
 
@@ -155,6 +142,7 @@ class PreparedEnqueue:
 def prepare_enqueue(decision: Enqueue, *, now: float, max_attempts: int, delivery_id: str) -> PreparedEnqueue:
     spec = decision.job
     guard = decision.guard
+    # The PR's pending jobs matter when a head is pushed (supersession, requests following the head).
     supersede = decision.supersede_older_heads and bool(spec.head_sha)
     count_daily = bool(guard and guard.reviews_per_day and spec.installation_id is not None)
     count_manual = bool(guard and guard.manual_per_pr_hour and not decision.automatic)
@@ -167,57 +155,65 @@ def prepare_enqueue(decision: Enqueue, *, now: float, max_attempts: int, deliver
     insert = (
         spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
         spec.head_sha, spec.trigger, spec.priority, "queued", orjson.dumps(spec.details).decode(), max_attempts,
-        now + spec.delay_seconds, spec.details.get("event_at"), now, now, None, None,
+        now + spec.delay_seconds, spec.details.get("event_at"), now, now, None, None, spec.details.get("before"),
     )  # fmt: skip
     return PreparedEnqueue(precheck, insert)
 
 
 def enqueue(conn: sqlite3.Connection, decision: Enqueue, p: PreparedEnqueue, *, now: float) -> AdmitResult:
-    """Apply an Enqueue decision; a delivery already recorded answers duplicate-delivery (checked in the same
-    statement as everything else)."""
+    """Apply an Enqueue decision as core.pr_work plans it; a delivery already recorded answers duplicate-delivery
+    (checked in the same statement as everything else)."""
     spec = decision.job
-    seen, seen_job_id, inactive_reason, paused, existing_id, reviews_today, manual_recent, may_supersede = conn.execute(
+    seen, seen_job_id, inactive_reason, paused, live_id, reviews_today, manual_recent, has_pending = conn.execute(
         ENQUEUE_PRECHECK, p.precheck
     ).fetchone()
     if seen:
         return AdmitResult("duplicate-delivery", job_id=seen_job_id, reason="delivery already seen")
     if inactive_reason is not None:
         return AdmitResult("ignored", reason=f"installation is not active ({inactive_reason})")
-    if decision.automatic and paused:
-        return AdmitResult("ignored", reason="automatic reviews are paused on this pull request")
-    if existing_id is not None:
-        return AdmitResult("duplicate-revision", job_id=existing_id, reason="revision already admitted")
+    pending = ()
+    if has_pending:  # only when the PR has pending jobs: most admissions skip this statement
+        rows = _fetchall(conn, sql.PENDING_JOBS_OF_PR, (spec.repo_id, spec.pr_number))
+        pending = tuple(PendingJob(*row) for row in rows)
     refusal = guard_refusal(decision, manual_recent=manual_recent, reviews_today=reviews_today)
-    event_at = spec.details.get("event_at")
+    plan = plan_enqueue(decision, PRFacts(paused=bool(paused), live_revision_job=live_id, pending=pending,
+                                          refusal=refusal))  # fmt: skip
+    for followed in plan.follow:
+        _follow(conn, followed, spec.head_sha, now=now)
+    if plan.insert_state is None:
+        return AdmitResult(plan.outcome, job_id=plan.duplicate_of, reason=plan.reason)
     insert = p.insert
-    if refusal is not None:  # recorded, visibly: a cancelled job that says why
+    if plan.insert_state != "queued":  # recorded, visibly: a finished job that says why
         values = list(insert)
         values[_INSERT_STATE], values[_INSERT_OUTCOME], values[_INSERT_FINISHED] = (
-            "cancelled",
-            f"refused: {refusal}",
+            plan.insert_state,
+            plan.insert_outcome,
             now,
         )
         insert = tuple(values)
-    # The pre-check found no job for this revision inside this transaction, so the insert cannot conflict.
     job_id = conn.execute(INSERT_JOB, insert).lastrowid
     assert job_id is not None
-    if refusal is not None:
+    if plan.superseded_by is not None:
+        conn.execute(sql.SET_SUPERSEDED_BY, (plan.superseded_by, job_id))
+    if plan.outcome == "refused":
         assert decision.guard is not None
         insert_effects(conn, decision.guard.refusal_effects, now)
-        return AdmitResult("refused", job_id=job_id, reason=refusal)
-    insert_effects(conn, decision.effects, now)
-    superseded: tuple[int, ...] = ()
-    if may_supersede:  # only when the PR has pending jobs: most admissions skip this statement
-        outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
-        srows = _fetchall(conn,
-            sql.SUPERSEDE_OLDER_HEADS,
-            (job_id, outcome, now, now, spec.repo_id, spec.pr_number, spec.head_sha, job_id, event_at, event_at),
-        )  # fmt: skip
-        superseded = tuple(r[0] for r in srows)
-        if superseded:
-            conn.execute(
-                f"UPDATE attempts SET finished_at = ?, outcome = 'superseded' WHERE finished_at IS NULL"
-                f" AND job_id IN ({','.join('?' * len(superseded))})",
-                (now, *superseded),
-            )
-    return AdmitResult("enqueued", job_id=job_id, superseded=superseded)
+    elif plan.insert_state == "queued":
+        insert_effects(conn, decision.effects, now)
+    superseded: list[int] = []
+    outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
+    for old in plan.supersede:
+        if conn.execute(sql.SUPERSEDE_IF_PENDING, (job_id, outcome, now, now, old)).fetchone():
+            conn.execute(sql.FINISH_SUPERSEDED_ATTEMPT, (now, old))
+            superseded.append(old)
+    return AdmitResult(plan.outcome, job_id=job_id, superseded=tuple(superseded), reason=plan.reason)
+
+
+def _follow(conn: sqlite3.Connection, job_id: int, head_sha: str, *, now: float) -> None:
+    """Move a requested review settled on an older head to the newest one: supersede it, queue its successor."""
+    outcome = f"superseded: the pull request moved on to {head_sha}; the requested review follows it"
+    if conn.execute(sql.SUPERSEDE_IF_PENDING, (None, outcome, now, now, job_id)).fetchone() is None:
+        return
+    conn.execute(sql.FINISH_SUPERSEDED_ATTEMPT, (now, job_id))
+    successor = conn.execute(sql.INSERT_FOLLOWING_REQUEST, (now, now, now, job_id)).fetchone()[0]
+    conn.execute(sql.SET_SUPERSEDED_BY, (successor, job_id))

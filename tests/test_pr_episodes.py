@@ -1,0 +1,248 @@
+"""Every head a pull request ends on gets its review: the ordinary workflows that used to lose one (issue 13).
+
+Each test drives the whole app in process (tests/harness.py) against the fake GitHub and the fake model. The queue is
+paused while a sequence of webhooks arrives, so jobs are still waiting when the next event lands, as on a busy app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from reviewer_app.core.markers import parse_markers
+from reviewer_app.core.states import JobState
+from tests.harness import REPO, SOURCE, Harness, harness
+from tests.helpers import eventually
+
+
+def push_payload(h: Harness, pull: Any, *, before: str | None, updated_at: str = "2026-12-01T10:00:00Z",
+                 action: str = "synchronize") -> dict[str, Any]:  # fmt: skip
+    payload = h.pr_payload(pull, action)
+    payload["pull_request"]["updated_at"] = updated_at
+    if before is not None:
+        payload["before"], payload["after"] = before, pull.head_sha
+    return payload
+
+
+async def pause_queue(h: Harness) -> None:
+    await h.store.set_setting("queue_paused", "1")
+
+
+async def resume_queue(h: Harness) -> None:
+    await h.store.set_setting("queue_paused", "0")
+    h.svc.dispatcher.wake()
+
+
+def bot_reviews(h: Harness, number: int = 1) -> list[dict[str, Any]]:
+    return [r for r in h.reviews(number) if r["user"]["login"] == f"{h.github.app_slug}[bot]"]
+
+
+async def quiet(h: Harness, timeout: float = 20) -> None:
+    """No job pending and every check run up to date."""
+
+    async def settled() -> bool:
+        jobs = await h.store.list_jobs(limit=1000)
+        return all(j.state not in (JobState.QUEUED, JobState.RUNNING) and j.check_run_status == "completed"
+                   for j in jobs)  # fmt: skip
+
+    await eventually(settled, timeout=timeout)
+
+
+async def _async(value: Any) -> Any:
+    return value
+
+
+async def test_close_and_reopen_at_the_same_head_reviews_it(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull, first = await h.open_pr()
+        h.github.close_pull(REPO, 1)
+        closed = await h.deliver("pull_request", h.pr_payload(pull, "closed"))
+        assert closed["cancelled"] == [first]
+        pull.state = "open"
+        reopened = await h.deliver("pull_request", h.pr_payload(pull, "reopened"))
+        # Not a duplicate of the cancelled job: that one is history of the earlier episode.
+        assert reopened["outcome"] == "enqueued" and reopened["job_id"] != first
+        await resume_queue(h)
+        await h.wait_state(reopened["job_id"], JobState.SUCCEEDED)
+        [review] = bot_reviews(h)
+        assert review["commit_id"] == pull.head_sha
+        # A reopen of a head that was reviewed is a duplicate: the head has its review.
+        h.github.close_pull(REPO, 1)
+        await h.deliver("pull_request", h.pr_payload(pull, "closed"))
+        pull.state = "open"
+        again = await h.deliver("pull_request", h.pr_payload(pull, "reopened"))
+        assert again["outcome"] == "duplicate-revision" and again["job_id"] == reopened["job_id"]
+
+
+async def test_an_installation_suspended_and_back_gets_its_heads_reviewed_by_the_sweep(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull, first = await h.open_pr()
+        gone = await h.deliver("installation", h.installation_payload("suspend"))
+        assert gone["cancelled"] == [first]
+        await h.deliver("installation", h.installation_payload("unsuspend"))
+        await resume_queue(h)
+        # No webhook brings the PR back: the sweep finds its head, whose only job ended with the suspension.
+        from tests.test_recovery import recovery
+
+        assert await recovery(h).sweep_once() == 1
+        assert await recovery(h).sweep_once() == 0
+        await quiet(h)
+        assert [r["commit_id"] for r in bot_reviews(h)] == [pull.head_sha]
+
+
+async def test_a_force_push_back_to_an_earlier_head_reviews_that_head(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull, job_a = await h.open_pr()
+        a = pull.head_sha
+        b = h.github.advance_head(REPO, 1)
+        pushed_b = await h.deliver("pull_request", push_payload(h, pull, before=a))
+        assert pushed_b["superseded"] == [job_a]
+        h.github.advance_head(REPO, 1, a, force=True)  # back to A
+        back = await h.deliver("pull_request", push_payload(h, pull, before=b))
+        assert back["outcome"] == "enqueued" and back["superseded"] == [pushed_b["job_id"]]
+        await resume_queue(h)
+        await quiet(h)
+        assert [r["commit_id"] for r in bot_reviews(h)] == [a]
+        [run] = [r for r in h.check_runs(a) if r["conclusion"] == "success"]
+        assert run["external_id"].endswith(str(back["job_id"]))
+
+
+async def test_two_pushes_in_one_second_arriving_out_of_order_review_the_newer_head(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        base = pull.head_sha
+        a = h.github.advance_head(REPO, 1)
+        a_payload = push_payload(h, pull, before=base)
+        b = h.github.advance_head(REPO, 1)
+        b_payload = push_payload(h, pull, before=a)  # the same updated_at second as A's
+        newer = await h.deliver("pull_request", b_payload)
+        older = await h.deliver("pull_request", a_payload)  # late (redelivered after a 503, say)
+        assert newer["outcome"] == "enqueued"
+        # B names A as the head it replaced: A's late job is recorded superseded by B's, and B's job stays.
+        assert older["outcome"] == "superseded" and older.get("superseded") is None
+        assert (await h.job(older["job_id"])).superseded_by == newer["job_id"]
+        assert (await h.job(newer["job_id"])).state == JobState.QUEUED
+        await resume_queue(h)
+        await quiet(h)
+        assert [r["commit_id"] for r in bot_reviews(h)] == [b]
+
+
+async def test_a_tie_on_updated_at_with_no_link_supersedes_nothing_and_the_worker_sorts_it_out(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        a = pull.head_sha
+        b = h.github.advance_head(REPO, 1)
+        newer = await h.deliver("pull_request", push_payload(h, pull, before=None, action="opened"))
+        late = push_payload(h, pull, before=None, action="reopened")
+        late["pull_request"]["head"]["sha"] = a  # an event of head A, in the same second, arriving second
+        older = await h.deliver("pull_request", late)
+        assert older["outcome"] == "enqueued" and not older.get("superseded")
+        assert (await h.job(newer["job_id"])).state == JobState.QUEUED
+        await resume_queue(h)
+        await quiet(h)
+        # A's job ran, found B and ended superseded; B was reviewed once.
+        assert (await h.job(older["job_id"])).state == JobState.SUPERSEDED
+        assert [r["commit_id"] for r in bot_reviews(h)] == [b]
+
+
+async def test_a_rerun_of_an_old_head_does_not_supersede_the_newer_head(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull, job_a = await h.open_pr()
+        await h.wait_check_synced(job_a)
+        [run_a] = h.check_runs(pull.head_sha)
+        await pause_queue(h)
+        a = pull.head_sha
+        b = h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", push_payload(h, pull, before=a))
+        rerun = await h.deliver("check_run", h.rerun_payload(pull, run_a))
+        assert rerun["outcome"] == "enqueued" and not rerun.get("superseded")
+        assert (await h.job(pushed["job_id"])).state == JobState.QUEUED
+        await resume_queue(h)
+        await quiet(h)
+        # The re-run follows the PR to its newest head: B gets the automatic review and the requested one.
+        heads = [r["commit_id"] for r in bot_reviews(h)]
+        assert heads[0] == a and heads[1:].count(b) >= 1 and set(heads[1:]) == {b}
+
+
+async def test_review_then_push_moves_the_request_to_the_new_head_and_keeps_full(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        h.github.set_file(REPO, ".github/reviewer.yml", "auto: false\n")
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        a = pull.head_sha
+        # The model takes a while, so the push lands while the requested review of A is with it.
+        h.anthropic.script_slow_answer(1.0)
+        asked = await h.deliver("issue_comment", h.comment_payload(pull, "/review full"))
+        first = asked["job_id"]
+
+        async def with_the_model() -> bool:
+            job = await h.job(first)
+            return job.state == JobState.RUNNING and job.head_sha == a and len(h.anthropic.message_requests) == 1
+
+        await eventually(with_the_model)
+        b = h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", push_payload(h, pull, before=a))
+        assert pushed["outcome"] == "enqueued"
+        moved = await h.job(first)
+        assert moved.state == JobState.SUPERSEDED and moved.superseded_by is not None
+        successor = await h.wait_state(moved.superseded_by, JobState.SUCCEEDED)
+        assert successor.trigger == moved.trigger and successor.details["full"] is True
+        assert successor.head_sha == b
+        await quiet(h)
+        # One review for the one request, of the newest head; the automatic job of B was skipped (auto: false).
+        [review] = bot_reviews(h)
+        assert review["commit_id"] == b
+        assert [m.job_id for m in parse_markers(review["body"])] == [successor.id]
+        auto = await h.job(pushed["job_id"])
+        assert auto.state == JobState.CANCELLED and auto.outcome.startswith("skipped: ")
+
+
+async def test_a_push_admitted_while_the_review_waits_for_the_write_lock_posts_nothing_for_the_old_head(
+    tmp_path,
+) -> None:
+    async with harness(tmp_path) as h:
+        h.anthropic.script_slow_answer(0.5)
+        pull, job_a = await h.open_pr()
+        a = pull.head_sha
+        await eventually(lambda: _async(len(h.anthropic.message_requests) == 1))
+        # Meanwhile another write of the installation takes GitHub's one-at-a-time write lock.
+        lock = h.svc.github._write_locks.setdefault(h.installation_id, asyncio.Lock())
+        await lock.acquire()
+
+        async def waiting_to_post() -> bool:
+            return (await h.job(job_a)).publish_intent_at is not None
+
+        await eventually(waiting_to_post)
+        b = h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", push_payload(h, pull, before=a))
+        assert pushed["superseded"] == [job_a]
+        lock.release()
+        await quiet(h)
+        # The old job re-checked its lease once the lock was its own, and posted nothing.
+        assert [r["commit_id"] for r in bot_reviews(h)] == [b]
+        assert (await h.job(job_a)).review_id is None
+
+
+async def test_a_review_published_by_a_job_superseded_right_after_is_recorded(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull, job_a = await h.open_pr()
+        a = pull.head_sha
+        # The review POST lands on GitHub, then the push is admitted before the worker records it.
+        h.github.inject("POST", r"/pulls/1/reviews$", "lost_response", mode="slow", delay=1.0)
+
+        async def posted() -> bool:
+            return len(bot_reviews(h)) == 1
+
+        await eventually(posted)
+        h.github.advance_head(REPO, 1)
+        await h.deliver("pull_request", push_payload(h, pull, before=a))
+        await quiet(h)
+        job = await h.job(job_a)
+        first, second = bot_reviews(h)
+        assert job.state == JobState.SUPERSEDED and job.review_id == first["id"]
+        # So the next head's review starts from A's: incremental, not the whole pull request again.
+        assert first["commit_id"] == a and "Incremental review" in second["body"]
