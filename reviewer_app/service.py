@@ -63,7 +63,8 @@ class Service:
         if self.outbox is not None:
             self.background.append(asyncio.create_task(self.outbox.run(), name="outbox"))
         if self.cleaner is not None:
-            self.background.append(asyncio.create_task(self.cleaner.run(), name="cleaner"))
+            pruning = PeriodicDuty("cleaner", self.cleaner.run_once, interval=self.cleaner.interval, clock=time.time)
+            self.background.append(asyncio.create_task(pruning.run(), name="cleaner"))
         if self.recovery is not None:
             self.background.append(asyncio.create_task(self.recovery.run(), name="recovery"))
         if self.github is not None and self.receiver is not None:

@@ -154,6 +154,22 @@ async def test_help_and_unknown_commands_answer_with_help(tmp_path) -> None:
         assert await h.store.list_jobs() == []
 
 
+async def test_a_help_reply_whose_answer_was_lost_is_posted_once(tmp_path) -> None:
+    # The POST reaches GitHub, the answer does not: the outbox tries again, finds its reply by the marker, and stops.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        h.github.inject("POST", rf"/repos/{REPO}/issues/1/comments$", "lost_response")
+        await h.deliver("issue_comment", h.comment_payload(pull, "/review help"))
+
+        async def settled() -> bool:
+            return not await h.store.pending_effects()
+
+        await eventually(settled)
+        replies = [c for c in h.github.issue_comments_for(REPO, 1) if c["user"]["login"] == "reviewer-app[bot]"]
+        assert len(replies) == 1 and "/review pause" in replies[0]["body"]
+        assert len(h.github.requests_matching("POST", r"/issues/1/comments$")) == 1
+
+
 async def _len_at_least(fn, n):
     items = await fn()
     return items if len(items) >= n else None

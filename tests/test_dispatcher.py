@@ -29,9 +29,10 @@ async def admit(store, pr: int = 1, head: int = 1, max_attempts: int = 5) -> int
 
 
 def dispatcher(store, runner, *, concurrency: int = 2, lease: float = 5.0, renew: float = 1.0,
-               base: float = 0.01, max_attempts: int = 5, job_timeout: float = 60.0, owner: str = "w") -> Dispatcher:  # fmt: skip
+               base: float = 0.01, max_attempts: int = 5, job_timeout: float = 60.0, owner: str = "w",
+               scan: float = 0.05) -> Dispatcher:  # fmt: skip
     return Dispatcher(store, runner, owner=owner, concurrency=concurrency, lease_seconds=lease, renew_interval=renew,
-                      scan_interval=0.05, retry_policy=RetryPolicy(max_attempts=max_attempts, base_seconds=base,
+                      scan_interval=scan, retry_policy=RetryPolicy(max_attempts=max_attempts, base_seconds=base,
                       max_seconds=1.0, jitter=0.0), job_timeout=job_timeout, clock=time.time)  # fmt: skip
 
 
@@ -415,3 +416,72 @@ async def test_a_retry_runs_when_due_not_at_the_next_periodic_scan(store) -> Non
     await eventually(lambda: _is(store, job_id, JobState.SUCCEEDED), timeout=5)
     assert attempts == [1, 2]
     await d.stop(1)
+
+
+def count_claims(store) -> list[float]:
+    """Wrap the real store's claim: the monotonic time of every claim a dispatcher makes from now on."""
+    calls: list[float] = []
+    claim = store.claim
+
+    async def counting(**kw):
+        calls.append(time.monotonic())
+        return await claim(**kw)
+
+    store.claim = counting
+    return calls
+
+
+async def test_a_paused_queue_is_claimed_from_once_per_scan_interval_not_in_a_loop(store) -> None:
+    # Paused, a due job stays queued and the store keeps saying it is due now: the dispatcher used to claim again at
+    # once, thousands of times a second, on every host.
+    job_id = await admit(store)
+    await store.set_setting("queue_paused", "1")
+    claims = count_claims(store)
+    scan = 0.2
+    d = dispatcher(store, Gate(), scan=scan)
+    started = time.monotonic()
+    d.start()
+    try:
+        await eventually(lambda: asyncio.sleep(0, len(claims) >= 4))
+        elapsed = time.monotonic() - started
+        assert len(claims) <= elapsed / scan + 2, f"{len(claims)} claims in {elapsed:.2f} s"
+        assert await state_of(store, job_id) == JobState.QUEUED
+    finally:
+        await d.stop(1)
+
+
+async def test_a_resumed_queue_starts_its_job_at_once_not_at_the_next_scan(store) -> None:
+    job_id = await admit(store)
+    await store.set_setting("queue_paused", "1")
+    claims = count_claims(store)
+    gate = Gate()
+    d = dispatcher(store, gate, scan=30)
+    await store.subscribe_wakeups(d.wake)  # as the service does: on PostgreSQL, NOTIFY from any host
+    d.start()
+    try:
+        await eventually(lambda: asyncio.sleep(0, bool(claims)))
+        await store.set_setting("queue_paused", "0")
+        await eventually(lambda: asyncio.sleep(0, gate.started == [job_id]), timeout=10)
+        assert len(claims) <= 3, f"{len(claims)} claims"
+    finally:
+        gate.release.set()
+        await d.stop(1)
+
+
+async def test_an_expired_lease_is_rescued_and_claimed_when_it_expires_without_spinning(store) -> None:
+    # The periodic rescue is 30 s away; the store says the expired lease is due: rescue it then, once.
+    job_id = await admit(store)
+    [ghost] = await store.claim(owner="crashed", limit=1, now=time.time(), lease_seconds=0.3)
+    claims = count_claims(store)
+    gate = Gate()
+    d = dispatcher(store, gate, scan=30)
+    d.start()
+    try:
+        await eventually(lambda: asyncio.sleep(0, gate.started == [job_id]), timeout=10)
+        assert len(claims) <= 5, f"{len(claims)} claims"
+        assert d.rescuer.rescued_total == 1 and ghost.job_id == job_id
+        gate.release.set()
+        await eventually(lambda: _is(store, job_id, JobState.SUCCEEDED))
+    finally:
+        gate.release.set()
+        await d.stop(1)

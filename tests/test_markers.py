@@ -8,8 +8,10 @@ import pytest
 
 from reviewer_app.core.markers import (
     Marker,
+    find_posted_reply,
     find_published_review,
     make_marker,
+    make_reply_marker,
     parse_markers,
     strip_markers,
 )
@@ -107,3 +109,21 @@ def test_strip_markers_removes_injected_markers(text: str) -> None:
 def test_strip_markers_keeps_ordinary_text() -> None:
     text = "Use <!-- comments --> sparingly; reviewer-app reviews code."
     assert strip_markers(text) == text
+
+
+def test_a_reply_marker_names_the_effect_by_id_and_creation_time() -> None:
+    marker = make_reply_marker(7, 1_800_000_000.1234)
+    assert marker == "<!-- reviewer-app:reply effect=7 created=1800000000123 -->"
+    # A SQLite row id handed out again after the cleaner pruned the newest effects names another reply.
+    assert make_reply_marker(7, 1_800_000_500.0) != marker
+
+
+def test_a_posted_reply_is_the_bots_comment_ending_with_the_marker() -> None:
+    marker = make_reply_marker(7, 1_800_000_000.0)
+    pasted = {"id": 1, "user": {"login": "mallory"}, "body": f"help text\n\n{marker}"}
+    quoted = {"id": 2, "user": {"login": BOT}, "body": f"Unknown command `{marker}`.\n\n{make_reply_marker(6, 1.0)}"}
+    other = {"id": 3, "user": {"login": BOT}, "body": f"help text\n\n{make_reply_marker(8, 1_800_000_000.0)}"}
+    ours = {"id": 4, "user": {"login": "Reviewer-App[bot]"}, "body": f"help text\n\n{marker}\n"}
+    assert find_posted_reply([pasted, quoted, other], bot_login=BOT, marker=marker) is None
+    assert find_posted_reply([pasted, quoted, other, ours], bot_login=BOT, marker=marker) is ours
+    assert find_posted_reply([{"id": 5, "user": None, "body": marker}], bot_login=BOT, marker=marker) is None

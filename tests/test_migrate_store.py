@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from reviewer_app.cli import main
-from reviewer_app.core.admission import Enqueue
+from reviewer_app.core.admission import Effect, Enqueue, Reply
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery
 from reviewer_app.store.migrate import MOVED_WHILE_RUNNING, MigrationError, migrate_store
@@ -104,6 +105,64 @@ async def test_all_copies_finished_jobs_and_their_supersession(tmp_path: Path, p
         old = await pg.get_job(ids["superseded"])
         assert old is not None and old.state == JobState.SUPERSEDED and old.superseded_by == ids["superseder"]
         assert (await pg.get_job(ids["succeeded"])).outcome == "reviewed"  # type: ignore[union-attr]
+    finally:
+        await pg.close()
+
+
+async def test_ids_of_finished_jobs_left_behind_are_never_handed_out_again(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    # Job ids are in review markers and check runs' external_id, effect ids in help replies' markers: the newest job
+    # and the newest effect are finished, so they stay behind, and PostgreSQL must still count from above them.
+    dsn, schema = pg_schema
+    path = tmp_path / "reviewer.db"
+    await sqlite_backlog(path)
+    sqlite = SqliteStore(str(path))
+    await sqlite.open()
+    try:
+        newest = await sqlite.admit(Delivery("m-last", "pull_request", "opened"), Enqueue(spec(pr=7)), now=NOW,
+                                    max_attempts=3)  # fmt: skip
+        leases = {le.job_id: le for le in await sqlite.claim(owner="old", limit=10, now=NOW, lease_seconds=60)}
+        assert await sqlite.complete_if_lease_held(leases[newest.job_id], now=NOW, outcome="reviewed")
+        await sqlite.admit(Delivery("m-help", "issue_comment", "created"),
+                           Reply("help", (Effect("comment", 7, "o/r", 7, "help text"),)), now=NOW, max_attempts=3)  # fmt: skip
+        [effect] = await sqlite.pending_effects()
+        await sqlite.mark_effect(effect["id"], now=NOW, error=None, done=True)
+    finally:
+        await sqlite.close()
+    await migrate_store(f"sqlite:///{path}", dsn, schema=schema, now=LATER)
+
+    pg = await open_target(dsn, schema)
+    try:
+        assert await pg.get_job(newest.job_id) is None  # not copied
+        fresh = await pg.admit(Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER,
+                               max_attempts=3)  # fmt: skip
+        assert fresh.job_id is not None and fresh.job_id > newest.job_id
+        await pg.admit(Delivery("new-help", "issue_comment", "created"),
+                       Reply("help", (Effect("comment", 7, "o/r", 9, "help text"),)), now=LATER, max_attempts=3)  # fmt: skip
+        [new_effect] = await pg.pending_effects()
+        assert new_effect["id"] > effect["id"]
+    finally:
+        await pg.close()
+
+
+async def test_the_target_sequence_is_never_moved_back(tmp_path: Path, pg_schema: tuple[str, str]) -> None:
+    # A target whose sequence already went further (jobs created and deleted, a rolled-back copy: sequences do not
+    # roll back) may have handed those ids out already.
+    dsn, schema = pg_schema
+    await sqlite_backlog(tmp_path / "reviewer.db")
+    await (await open_target(dsn, schema)).close()  # the tables exist
+    conn = await asyncpg.connect(dsn, server_settings={"search_path": f'"{schema}"'})
+    try:
+        await conn.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), 5000)")
+    finally:
+        await conn.close()
+    await migrate_store(f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=LATER)
+    pg = await open_target(dsn, schema)
+    try:
+        fresh = await pg.admit(Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER,
+                               max_attempts=3)  # fmt: skip
+        assert fresh.job_id == 5001
     finally:
         await pg.close()
 

@@ -1,4 +1,4 @@
-"""Hidden markers in our published reviews, and making untrusted text safe to publish beside them."""
+"""Hidden markers in our published reviews and replies, and making untrusted text safe to publish beside them."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _KEYWORD = "reviewer-app:review"
+_REPLY_KEYWORD = "reviewer-app:reply"
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1, or SHA-256 repositories
 _MARKER = re.compile(
     r"<!--\s*reviewer-app:review\s+job=(?P<job>\d+)\s+sha=(?P<sha>[0-9a-f]{64}|[0-9a-f]{40})\s*-->",
@@ -58,6 +59,32 @@ def find_published_review(
             continue
         if wanted in parse_markers(review.get("body")):
             return review
+    return None
+
+
+def make_reply_marker(effect_id: int, created_at: float) -> str:
+    """The marker that ends a reply the outbox posts: its outbox row's id and creation time (in milliseconds).
+
+    The id alone could name two effects: SQLite hands out ``MAX(id) + 1``, so a row id comes back once the cleaner
+    has pruned the newest rows."""
+    return f"<!-- {_REPLY_KEYWORD} effect={effect_id} created={round(created_at * 1000)} -->"
+
+
+def find_posted_reply(
+    comments: Iterable[Mapping[str, Any]], *, bot_login: str, marker: str
+) -> Mapping[str, Any] | None:
+    """The first comment by ``bot_login`` whose body ends with ``marker``, or None.
+
+    Only the app's own comments count, and only a marker at the very end, where the outbox puts it: a reply may
+    quote what someone typed (an unknown command), and a marker in that quote must not count."""
+    login = bot_login.casefold()
+    for comment in comments:
+        user = comment.get("user") or {}
+        author = user.get("login") if isinstance(user, Mapping) else None
+        if not isinstance(author, str) or author.casefold() != login:
+            continue
+        if str(comment.get("body") or "").rstrip().endswith(marker):
+            return comment
     return None
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from reviewer_app.dispatch.context import Clock
-from reviewer_app.store.base import Store, StoreUnavailable
+from reviewer_app.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -14,7 +13,8 @@ DAY = 86400.0
 
 
 class Cleaner:
-    """Deletes in small transactions, so admission and claims never wait behind one long delete."""
+    """Deletes in small transactions, so admission and claims never wait behind one long delete. The service runs
+    ``run_once`` as a periodic duty every ``interval`` seconds, on every host (pruning twice is harmless)."""
 
     def __init__(
         self, store: Store, *, retention_seconds: float, clock: Clock, interval: float = 3600.0, batch: int = 500
@@ -40,12 +40,3 @@ class Cleaner:
             log.info("pruned %d finished job(s) and deliveries older than %.1f days", removed,
                      self.retention_seconds / DAY)  # fmt: skip
         return removed
-
-    async def run(self) -> None:
-        """Prune at start, then every ``interval`` seconds, until cancelled."""
-        while True:
-            try:
-                await self.run_once()
-            except StoreUnavailable as exc:
-                log.warning("cleaner: database unavailable, will try again: %s", exc)
-            await asyncio.sleep(self.interval)

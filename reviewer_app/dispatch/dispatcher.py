@@ -115,8 +115,15 @@ class Dispatcher:
                     if now - last_rescue >= self.scan_interval:
                         last_rescue = now
                         await self.rescuer.run_once()
+                    claimed_at = self.clock()
                     await self.run_once()
-                    timeout = await self._idle_timeout()
+                    timeout = await self._idle_timeout(claimed_at)
+                    if timeout is None:
+                        # Work was due, yet a claim with free slots took none of it: the queue is paused, or a lease
+                        # expired and waits for the rescuer. Rescue now; if nothing came back, claiming again before
+                        # the next scan (or a wake-up, such as a resume) would only find the same nothing.
+                        last_rescue = self.clock()
+                        timeout = 0.0 if await self.rescuer.run_once() else self.scan_interval
                 except StoreUnavailable as exc:
                     log.error("dispatcher: database unavailable, retrying: %s", exc)
                     timeout = self.scan_interval
@@ -148,12 +155,16 @@ class Dispatcher:
 
     # -- one attempt ----------------------------------------------------------------------------------
 
-    async def _idle_timeout(self) -> float:
+    async def _idle_timeout(self, claimed_at: float) -> float | None:
+        """How long to wait for a wake-up before claiming again; None when work was already due at the claim that
+        started at ``claimed_at`` (a queued job, or an expired lease) and slots are still free."""
         if self.free_slots <= 0:
             return self.scan_interval
         nxt = await self.store.next_wakeup(now=self.clock())
         if nxt is None:
             return self.scan_interval
+        if nxt <= claimed_at:
+            return None
         return max(0.0, min(self.scan_interval, nxt - self.clock() + 0.001))
 
     async def _execute(self, lease: Lease) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
+from reviewer_app.core.markers import find_posted_reply, make_reply_marker
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.store.base import Store
 
@@ -25,11 +27,11 @@ class OutboxSender:
         for e in await self.store.pending_effects(limit=50):
             try:
                 if e["kind"] == "reaction":
+                    # GitHub keeps one reaction per content and user: sending it twice is harmless.
                     await self.github.create_reaction(e["installation_id"], e["repo_full_name"], e["target"],
                                                       e["content"])  # fmt: skip
                 else:
-                    await self.github.create_issue_comment(e["installation_id"], e["repo_full_name"], e["target"],
-                                                           e["content"])  # fmt: skip
+                    await self._reply_once(e)
             except RateLimited as exc:
                 log.warning("outbox paused by a rate limit: %s", exc.reason)
                 break
@@ -42,3 +44,19 @@ class OutboxSender:
             await self.store.mark_effect(e["id"], now=self.clock(), error=None, done=True)
             sent += 1
         return sent
+
+    async def _reply_once(self, e: dict[str, Any]) -> None:
+        """Post the reply with its marker, unless the app's bot already posted it.
+
+        Always look first, not only on a retry: a try whose POST reached GitHub may have ended before it could
+        record anything (its answer lost, the process killed, the pass stopped at shutdown or when its duty lease
+        was taken over), and such a try leaves the row looking untried."""
+        inst, repo, number = e["installation_id"], e["repo_full_name"], e["target"]
+        marker = make_reply_marker(e["id"], e["created_at"])
+        comments = await self.github.list_issue_comments(inst, repo, number)
+        posted = find_posted_reply(comments, bot_login=await self.github.bot_login(), marker=marker)
+        if posted is not None:
+            log.info("outbox reply %s on %s#%s was posted already (comment %s); not posting it again", e["id"], repo,
+                     number, posted.get("id"))  # fmt: skip
+            return
+        await self.github.create_issue_comment(inst, repo, number, f"{e['content']}\n\n{marker}")

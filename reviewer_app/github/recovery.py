@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reviewer_app.core.admission import (
@@ -21,6 +21,7 @@ from reviewer_app.core.markers import parse_markers
 from reviewer_app.core.pr_work import ended_with_episode
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time
+from reviewer_app.dispatch.duty import PeriodicDuty
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.store.base import AdmitResult, Delivery, Job, Store
 
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 DAY = 86400.0
-# A pass that outlives its lease may overlap another host's pass: harmless (the database deduplicates), only wasteful.
-DUTY_LEASE_SECONDS = 900.0
 # A claim this old with no request recorded belongs to a host that died between claiming and asking.
 CLAIM_STALE_SECONDS = 300.0
 # When another host is running a pass, look again this soon rather than a whole interval later.
@@ -291,31 +290,17 @@ class Recovery:
 
     # -- the loops ---------------------------------------------------------------------------------------
 
-    async def run_pass(self, duty: str, one_pass: Callable[[], Awaitable[int]]) -> int | None:
-        """One pass under the duty's lease; None when another host is running one right now."""
-        if not await self.store.take_duty_lease(f"duty:{duty}", owner=self.owner, now=self.clock(),
-                                                seconds=DUTY_LEASE_SECONDS):  # fmt: skip
-            return None
-        try:
-            return await one_pass()
-        finally:
-            await self.store.release_duty_lease(f"duty:{duty}", owner=self.owner, now=self.clock())
-
-    async def _every(self, duty: str, interval: float, one_pass: Callable[[], Awaitable[int]]) -> None:
-        while True:
-            delay = interval
-            try:
-                if await self.run_pass(duty, one_pass) is None:
-                    delay = min(interval, BUSY_RETRY_SECONDS)
-            except Exception:  # noqa: BLE001 - the duty must outlive any one failure
-                log.exception("%s pass failed", duty)
-            await asyncio.sleep(delay)
+    def duty(self, name: str) -> PeriodicDuty:
+        """The duty ``name`` ("recovery" or "sweep"): a pass at start and every interval, under the duty's lease."""
+        one_pass, interval = {
+            "recovery": (self.redeliver_failed_once, self.recovery_interval),
+            "sweep": (self.sweep_once, self.sweep_interval),
+        }[name]
+        return PeriodicDuty(name, one_pass, interval=interval, clock=self.clock, store=self.store, owner=self.owner,
+                            busy_retry=BUSY_RETRY_SECONDS)  # fmt: skip
 
     async def run(self) -> None:
         """Run each enabled duty at start and then every interval (an interval of 0 disables it)."""
-        loops = []
-        if self.recovery_interval > 0:
-            loops.append(self._every("recovery", self.recovery_interval, self.redeliver_failed_once))
-        if self.sweep_interval > 0:
-            loops.append(self._every("sweep", self.sweep_interval, self.sweep_once))
-        await asyncio.gather(*loops)
+        enabled = [name for name, interval in (("recovery", self.recovery_interval), ("sweep", self.sweep_interval))
+                   if interval > 0]  # fmt: skip
+        await asyncio.gather(*(self.duty(name).run() for name in enabled))

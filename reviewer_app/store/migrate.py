@@ -134,12 +134,25 @@ async def _copy(
     unsent = "" if include_all else " WHERE sent_at IS NULL"
     report.rows["outbox effects"] = await _insert(dst, "outbox", await _table(src, "outbox", unsent))
     for table in ("jobs", "attempts", "outbox"):
-        await dst.execute(
-            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT COALESCE(MAX(id), 0) + 1 FROM {table}),"
-            " false)"
-        )
+        await _advance_sequence(src, dst, table)
     await dst.execute(q.NOTIFY_WAKEUP)  # hosts already listening start on the backlog at once
     return report
+
+
+async def _advance_sequence(src: aiosqlite.Connection, dst: asyncpg.Connection, table: str) -> None:
+    """Start ``table``'s id sequence past every id the SQLite file used, copied or not, and never below where the
+    target's sequence already is: job ids name reviews (markers) and check runs (``external_id``), effect ids name
+    help replies, and none may ever repeat.
+
+    The SQLite tables have no AUTOINCREMENT (so no ``sqlite_sequence``): SQLite gives a new row ``MAX(id) + 1``,
+    and its cleaner never prunes the newest job, so the file's highest job id is the highest it ever handed out.
+    """
+    used = (await _fetch(src, f"SELECT COALESCE(MAX(id), 0) FROM {table}"))[0][0] if await _known(src, table) else 0
+    sequence = await dst.fetchval("SELECT pg_get_serial_sequence($1, 'id')", table)
+    # The value nextval() would return now; `is_called` is false only on a sequence never used (or set so).
+    current = await dst.fetchval(f"SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM {sequence}")
+    copied = await dst.fetchval(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
+    await dst.execute("SELECT setval($1::regclass, $2, false)", sequence, max(int(used) + 1, copied + 1, current))
 
 
 def _hand_back(job: dict[str, Any], now: float) -> None:
@@ -157,8 +170,12 @@ async def _fetch(src: aiosqlite.Connection, query: str, params: Sequence[Any] = 
 
 async def _table(src: aiosqlite.Connection, table: str, where: str = "") -> list[dict[str, Any]]:
     """Every row of ``table`` (none when this SQLite file predates the table)."""
-    known = await _fetch(src, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-    return [dict(r) for r in await _fetch(src, f"SELECT * FROM {table}{where}")] if known else []
+    return [dict(r) for r in await _fetch(src, f"SELECT * FROM {table}{where}")] if await _known(src, table) else []
+
+
+async def _known(src: aiosqlite.Connection, table: str) -> bool:
+    """Whether this SQLite file has ``table`` (an older file may predate it)."""
+    return bool(await _fetch(src, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)))
 
 
 async def _insert(dst: asyncpg.Connection, table: str, rows: list[dict[str, Any]]) -> int:

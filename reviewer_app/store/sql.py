@@ -155,7 +155,7 @@ INSERT INTO outbox (kind, installation_id, repo_full_name, target, content, crea
 
 # Effects still to send, skipping installations that are gone.
 PENDING_EFFECTS = """
-SELECT id, kind, installation_id, repo_full_name, target, content, attempts FROM outbox
+SELECT id, kind, installation_id, repo_full_name, target, content, created_at, attempts FROM outbox
  WHERE sent_at IS NULL AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
  ORDER BY id LIMIT ?
 """

@@ -507,6 +507,7 @@ class SqliteStore(FencedFinishes):
             )
 
         await self._write(op)
+        self._wake_subscribers()  # a resumed queue has claimable work at once (PostgreSQL notifies too)
 
     async def get_setting(self, key: str) -> str | None:
         rows = await self._read("SELECT value FROM settings WHERE key = ?", (key,))
