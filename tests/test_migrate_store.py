@@ -197,3 +197,41 @@ def test_the_command_copies_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
         assert "does not exist" in capsys.readouterr().err
     finally:
         asyncio.run(drop_schema(dsn, schema))
+
+
+async def test_a_pruned_newest_job_id_is_never_handed_out_again_by_sqlite_nor_after_migration(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    # Retention may delete the newest finished job; SQLite (AUTOINCREMENT since migration 0006) and the sequence set
+    # by migrate-store both remember its id.
+    import sqlite3
+
+    dsn, schema = pg_schema
+    path = tmp_path / "reviewer.db"
+    sqlite = SqliteStore(str(path))
+    await sqlite.open()
+    try:
+        gone = await sqlite.admit(Delivery("p-1", "pull_request", "opened"), Enqueue(spec(pr=1)), now=NOW,
+                                  max_attempts=3)  # fmt: skip
+    finally:
+        await sqlite.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM jobs WHERE id = ?", (gone.job_id,))
+    sqlite = SqliteStore(str(path))
+    await sqlite.open()
+    try:
+        after = await sqlite.admit(Delivery("p-2", "pull_request", "opened"), Enqueue(spec(pr=2)), now=NOW,
+                                   max_attempts=3)  # fmt: skip
+        assert after.job_id is not None and gone.job_id is not None and after.job_id > gone.job_id
+    finally:
+        await sqlite.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM jobs WHERE id = ?", (after.job_id,))
+    await migrate_store(f"sqlite:///{path}", dsn, schema=schema, now=LATER)
+    pg = await open_target(dsn, schema)
+    try:
+        fresh = await pg.admit(Delivery("p-3", "pull_request", "opened"), Enqueue(spec(pr=3)), now=LATER,
+                               max_attempts=3)  # fmt: skip
+        assert fresh.job_id is not None and fresh.job_id > after.job_id
+    finally:
+        await pg.close()

@@ -102,6 +102,8 @@ class Dispatcher:
         return leases
 
     def start(self) -> None:
+        """Start claiming (again, after ``stop``: a dispatcher can be restarted in the same process)."""
+        self._stopping = False
         self._loop_task = asyncio.create_task(self.run(), name="dispatcher")
 
     async def run(self) -> None:

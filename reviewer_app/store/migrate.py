@@ -144,10 +144,13 @@ async def _advance_sequence(src: aiosqlite.Connection, dst: asyncpg.Connection, 
     target's sequence already is: job ids name reviews (markers) and check runs (``external_id``), effect ids name
     help replies, and none may ever repeat.
 
-    The SQLite tables have no AUTOINCREMENT (so no ``sqlite_sequence``): SQLite gives a new row ``MAX(id) + 1``,
-    and its cleaner never prunes the newest job, so the file's highest job id is the highest it ever handed out.
+    Since migration 0006 the jobs table is AUTOINCREMENT: ``sqlite_sequence`` remembers the highest id it ever
+    handed out, pruned rows included. Other tables (and files from before 0006) give a new row ``MAX(id) + 1``.
     """
     used = (await _fetch(src, f"SELECT COALESCE(MAX(id), 0) FROM {table}"))[0][0] if await _known(src, table) else 0
+    if await _known(src, "sqlite_sequence"):
+        remembered = await _fetch(src, "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,))
+        used = max([int(used), *(int(r[0]) for r in remembered)])
     sequence = await dst.fetchval("SELECT pg_get_serial_sequence($1, 'id')", table)
     # The value nextval() would return now; `is_called` is false only on a sequence never used (or set so).
     current = await dst.fetchval(f"SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM {sequence}")
