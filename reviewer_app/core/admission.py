@@ -22,7 +22,8 @@ PR_CLOSED_AT_WORKER = "the pull request was closed"
 UNINSTALLED = "the app was uninstalled"
 SUSPENDED = "the installation was suspended"
 REPO_REMOVED = "the repository was removed from the installation"
-EPISODE_ENDINGS = (PR_CLOSED, PR_CLOSED_AT_WORKER, UNINSTALLED, SUSPENDED, REPO_REMOVED)
+NO_ACCESS = "GitHub refused the app's access to the installation (suspended or uninstalled)"
+EPISODE_ENDINGS = (PR_CLOSED, PR_CLOSED_AT_WORKER, UNINSTALLED, SUSPENDED, REPO_REMOVED, NO_ACCESS)
 
 # Lower number, earlier claim. Manual requests go ahead of automatic work.
 PRIORITY_MANUAL = 0

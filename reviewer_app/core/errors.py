@@ -29,6 +29,11 @@ class PermanentError(JobError):
     """Retrying cannot help (PR deleted, installation revoked, model answer malformed past its bound)."""
 
 
+class InstallationUnavailable(PermanentError):
+    """GitHub refused the installation itself (suspended, uninstalled: no token): nothing about this one request.
+    What waits on it (a check run to complete) is left for when the installation is back, never given up on."""
+
+
 class Deferred(JobError):
     """Not now: run again at ``retry_at`` (epoch seconds); waiting does not burn an attempt."""
 

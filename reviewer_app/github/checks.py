@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewer_app.core.admission import TRIGGER_DRAFT
-from reviewer_app.core.errors import JobError, PermanentError, RateLimited
+from reviewer_app.core.errors import InstallationUnavailable, JobError, PermanentError, RateLimited
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.render import (
@@ -87,20 +87,21 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         problems = (job.details or {}).get("config_errors") or []
         if problems:
             summary += "\n\n**Problems in .github/reviewer.yml** (defaults applied):\n" + "\n".join(
-                f"- {p}" for p in problems)
+                f"- {p}" for p in problems
+            )
         return CheckView(key, "completed", title, summary, "success")
     if job.state == JobState.SUPERSEDED:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
         title, summary = check_superseded(sha)
         return CheckView(key, "completed", title, summary, "skipped")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("skipped: "):
-        reason = (job.outcome or "")[len("skipped: "):]
+        reason = (job.outcome or "")[len("skipped: ") :]
         return CheckView(key, "completed", "Review skipped", f"No review was run: {reason}.", "skipped")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith(COVERED_PREFIX):
-        reason = (job.outcome or "")[len(COVERED_PREFIX):]
+        reason = (job.outcome or "")[len(COVERED_PREFIX) :]
         return CheckView(key, "completed", "Already reviewed", f"No new review: {reason}.", "success")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
-        reason = (job.outcome or "")[len("refused: "):]
+        reason = (job.outcome or "")[len("refused: ") :]
         return CheckView(key, "completed", "Review skipped: budget limit reached",
                          f"No review was run: the {reason}. The limits are set by the operator "
                          "(REVIEWER_MAX_REVIEWS_PER_DAY, REVIEWER_MAX_MANUAL_PER_PR_HOUR).", "neutral")  # fmt: skip
@@ -208,6 +209,9 @@ class CheckRuns:
             except RateLimited as exc:
                 log.warning("check-run sync paused by a rate limit: %s", exc.reason)
                 break
+            except InstallationUnavailable as exc:
+                # Suspended or uninstalled (its webhook may not be here yet): the run is completed when it is back.
+                log.warning("job %s: check run waits for its installation: %s", job.id, exc.reason)
             except PermanentError as exc:
                 log.warning("job %s: check run cannot be updated: %s", job.id, exc.reason)
                 await self.store.set_check_run(job.id, check_run_id=None, key=check_key(job))

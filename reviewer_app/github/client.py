@@ -18,7 +18,7 @@ import gidgethub
 import gidgethub.aiohttp
 from gidgethub import sansio
 
-from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
+from reviewer_app.core.errors import InstallationUnavailable, JobError, PermanentError, RateLimited, TransientError
 from reviewer_app.github.auth import AppCredentials, InstallationTokens
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,8 @@ def map_github_error(exc: BaseException, *, what: str, now: float, secrets: Sequ
             return PermanentError(f"GitHub rejected the app's credentials on {what}; check the app id and key")
         if status == 404:
             return PermanentError(f"{what} not found (deleted?)")
+        if status == 403 and "suspended" in message.lower():
+            return InstallationUnavailable(f"GitHub refused {what}: the installation is suspended")
         if status == 403:
             return PermanentError(f"GitHub refused {what}: {message} (installation suspended or permission missing?)")
         if status == 422:
@@ -256,6 +258,8 @@ class GitHubClient:
                     continue
                 subject = f"installation {installation_id} (token)" if phase == "auth" else what
                 error = map_github_error(exc, what=subject, now=self._clock(), secrets=self.tokens.live_tokens())
+                if phase == "auth" and type(error) is PermanentError:
+                    error = InstallationUnavailable(error.reason)
                 log.warning("GitHub %s on %s gave up: %s", method, what, error.reason)
                 raise error from None  # aiohttp errors can carry request headers, token included
 

@@ -11,6 +11,7 @@ import cachetools
 
 from reviewer_app.core.admission import (
     AUTOMATIC_TRIGGERS,
+    NO_ACCESS,
     PR_CLOSED_AT_WORKER,
     TRIGGER_AUTO,
     TRIGGER_DRAFT,
@@ -18,7 +19,14 @@ from reviewer_app.core.admission import (
     decide_observed_head,
 )
 from reviewer_app.core.anchoring import anchor
-from reviewer_app.core.errors import Cancelled, Deferred, JobError, PermanentError, Superseded
+from reviewer_app.core.errors import (
+    Cancelled,
+    Deferred,
+    InstallationUnavailable,
+    JobError,
+    PermanentError,
+    Superseded,
+)
 from reviewer_app.core.markers import find_published_review, make_marker
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
@@ -78,6 +86,15 @@ class ReviewPipeline:
         )
 
     async def __call__(self, ctx: JobContext) -> str:
+        try:
+            return await self._review(ctx)
+        except InstallationUnavailable as exc:
+            # Suspended or uninstalled before its webhook arrived: the job ends with its episode, so the head is
+            # reviewed again when the installation is back (the sweep), not counted as failed.
+            log.info("job %s: %s", ctx.job.id, exc.reason)
+            raise Cancelled(NO_ACCESS) from None
+
+    async def _review(self, ctx: JobContext) -> str:
         job = ctx.job
         inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
         if inst is None:
