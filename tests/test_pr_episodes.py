@@ -246,3 +246,23 @@ async def test_a_review_published_by_a_job_superseded_right_after_is_recorded(tm
         assert job.state == JobState.SUPERSEDED and job.review_id == first["id"]
         # So the next head's review starts from A's: incremental, not the whole pull request again.
         assert first["commit_id"] == a and "Incremental review" in second["body"]
+
+
+async def test_a_request_whose_review_was_in_flight_when_it_moved_on_is_answered_once(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        h.github.set_file(REPO, ".github/reviewer.yml", "auto: false\n")
+        a = pull.head_sha
+        # GitHub applies the review of A, but its answer is slow: the push moves the request on meanwhile.
+        h.github.inject("POST", r"/pulls/1/reviews$", "lost_response", mode="slow", delay=1.0)
+        asked = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
+        await eventually(lambda: _async(len(bot_reviews(h)) == 1))
+        h.github.advance_head(REPO, 1)
+        await h.deliver("pull_request", push_payload(h, pull, before=a))
+        moved = await h.job(asked["job_id"])
+        assert moved.state == JobState.SUPERSEDED and moved.superseded_by is not None
+        await quiet(h)
+        # The successor found the request answered (by the review of A) and posted nothing more.
+        successor = await h.job(moved.superseded_by)
+        assert successor.state == JobState.CANCELLED and "answered by review" in successor.outcome
+        assert [r["commit_id"] for r in bot_reviews(h)] == [a]

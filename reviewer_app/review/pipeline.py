@@ -27,7 +27,7 @@ from reviewer_app.core.errors import (
     PermanentError,
     Superseded,
 )
-from reviewer_app.core.markers import find_published_review, make_marker
+from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
@@ -115,6 +115,8 @@ class ReviewPipeline:
                                max_parts=self.settings.max_parts)  # fmt: skip
         if job.trigger in AUTOMATIC_TRIGGERS:
             await self._check_automatic(ctx, pr, rc)
+        else:
+            await self._check_unanswered(ctx)
         async with self.checks.lock(job.id):
             check_run_id = await self.checks.show(job, desired_check(job))
         ctx.ensure_held()
@@ -175,6 +177,25 @@ class ReviewPipeline:
         if not allowed:
             raise Cancelled(f"skipped: {login} may not request reviews here ({permission} access; reviews can be "
                             "requested by people with write access)")  # fmt: skip
+
+    async def _check_unanswered(self, ctx: JobContext) -> None:
+        """A requested review that followed the pull request to a newer head ends here when an earlier job of the same
+        request published its review after all (its POST was in flight when the push moved the request on): one
+        request, one review. Asked before the model call and again right before posting."""
+        job = ctx.job
+        assert job.installation_id is not None
+        jobs = await ctx.store.list_jobs(repo=job.repo_full_name, pr_number=job.pr_number, limit=500)
+        earlier = {j.id: j for j in jobs if j.trigger == job.trigger and j.id != job.id}
+        if not earlier:
+            return
+        review_id = next((j.review_id for j in earlier.values() if j.review_id is not None), None)
+        if review_id is None:
+            bot = await self.github.bot_login()
+            reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
+            review_id = next((int(r["id"]) for r in reviews if str((r.get("user") or {}).get("login")) == bot
+                              and any(m.job_id in earlier for m in parse_markers(r.get("body")))), None)  # fmt: skip
+        if review_id is not None:
+            raise Cancelled(f"{COVERED_PREFIX}the request was answered by review {review_id} of an earlier commit")
 
     async def _check_automatic(self, ctx: JobContext, pr: dict[str, Any], rc: RepoConfig) -> None:
         """Raise Cancelled (a visible skip) when the repository's settings or the pull request's state as it is now
@@ -337,7 +358,7 @@ class ReviewPipeline:
             try:
                 review = await self.github.create_review(inst, repo, number, commit_id=job.head_sha, body=body,
                                                          event="COMMENT", comments=comments,
-                                                         before_send=lambda: ctx.checkpoint(publish_intent_at=ctx.clock()))  # fmt: skip
+                                                         before_send=lambda: self._confirm(ctx))  # fmt: skip
                 review_id = int(review["id"])
             except JobError:
                 # The answer was lost (a timeout, a 502 after the write): the review may be there all the same.
@@ -352,6 +373,13 @@ class ReviewPipeline:
         # Shielded: a lost lease cancels the runner, but a request that may have reached GitHub is seen through to
         # its record.
         return await asyncio.shield(post_and_record())
+
+    async def _confirm(self, ctx: JobContext) -> None:
+        """Right before the review POST, with the installation's write lock held: still this attempt's job, and (for a
+        request) not answered meanwhile by an earlier job of the same request."""
+        await ctx.checkpoint(publish_intent_at=ctx.clock())
+        if ctx.job.trigger not in AUTOMATIC_TRIGGERS:
+            await self._check_unanswered(ctx)
 
     async def _own_review(self, ctx: JobContext, bot: str) -> int | None:
         """The id of this job's review by the app's bot (its marker), if GitHub has one."""
