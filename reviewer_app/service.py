@@ -201,6 +201,8 @@ async def build_service(
             outbox.wake()
         if result.installation_gone is not None and stack is not None:
             stack.github.tokens.invalidate(result.installation_gone)
+        if result.outcome == "installation" and result.installation_gone is None and recovery is not None:
+            recovery.wake_sweep()  # an installation or repository is back: its open heads are owed reviews
 
     guard = Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour)
     receiver: Receiver | None = None

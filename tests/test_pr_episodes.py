@@ -266,3 +266,34 @@ async def test_a_request_whose_review_was_in_flight_when_it_moved_on_is_answered
         successor = await h.job(moved.superseded_by)
         assert successor.state == JobState.CANCELLED and "answered by review" in successor.outcome
         assert [r["commit_id"] for r in bot_reviews(h)] == [a]
+
+
+async def test_an_installation_back_from_suspension_is_swept_at_once_not_at_the_next_interval(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_SWEEP_SECONDS="3600") as h:
+        await pause_queue(h)
+        pull, first = await h.open_pr()
+        gone = await h.deliver("installation", h.installation_payload("suspend"))
+        assert gone["cancelled"] == [first]
+        back = await h.deliver("installation", h.installation_payload("unsuspend"))
+        assert back["outcome"] == "installation"
+        await resume_queue(h)
+        # The next interval is an hour away: the webhook itself woke the sweep.
+        await eventually(lambda: _async(len(bot_reviews(h)) == 1), timeout=15)
+        assert bot_reviews(h)[0]["commit_id"] == pull.head_sha
+
+
+async def test_a_repository_added_back_is_swept(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_SWEEP_SECONDS="3600") as h:
+        await pause_queue(h)
+        pull, first = await h.open_pr()
+        repo = h.github.repos[REPO]
+        payload = {"installation": {"id": h.installation_id, "account": {"login": "octo-org"}},
+                   "repositories_removed": [{"id": repo.id, "full_name": REPO}], "repositories_added": []}  # fmt: skip
+        removed = await h.deliver("installation_repositories", {**payload, "action": "removed"})
+        assert removed["cancelled"] == [first]
+        added = {**payload, "action": "added", "repositories_added": payload["repositories_removed"],
+                 "repositories_removed": []}  # fmt: skip
+        assert (await h.deliver("installation_repositories", added))["outcome"] == "installation"
+        await resume_queue(h)
+        await eventually(lambda: _async(len(bot_reviews(h)) == 1), timeout=15)
+        assert bot_reviews(h)[0]["commit_id"] == pull.head_sha

@@ -344,4 +344,7 @@ def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Dec
         removed = payload.get("repositories_removed") or []
         ids = tuple(r["id"] for r in removed if isinstance(r, dict) and isinstance(r.get("id"), int))
         return ReposRemoved(inst, ids, REPO_REMOVED)
+    if action == "added":
+        # Nothing to cancel; the installation is active, and the sweep looks at the added repositories' pull requests.
+        return InstallationChange(inst, account, True, "repositories added")
     return Ignore(f"installation_repositories action {action!r} changes nothing")

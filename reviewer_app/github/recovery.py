@@ -152,6 +152,7 @@ class Recovery:
         self.max_attempts = max_attempts
         self.guard = guard
         self.on_admitted = on_admitted
+        self._duties: dict[str, PeriodicDuty] = {}
 
     # -- (a) failed deliveries ---------------------------------------------------------------------------
 
@@ -292,12 +293,20 @@ class Recovery:
 
     def duty(self, name: str) -> PeriodicDuty:
         """The duty ``name`` ("recovery" or "sweep"): a pass at start and every interval, under the duty's lease."""
-        one_pass, interval = {
-            "recovery": (self.redeliver_failed_once, self.recovery_interval),
-            "sweep": (self.sweep_once, self.sweep_interval),
-        }[name]
-        return PeriodicDuty(name, one_pass, interval=interval, clock=self.clock, store=self.store, owner=self.owner,
-                            busy_retry=BUSY_RETRY_SECONDS)  # fmt: skip
+        if name not in self._duties:
+            one_pass, interval = {
+                "recovery": (self.redeliver_failed_once, self.recovery_interval),
+                "sweep": (self.sweep_once, self.sweep_interval),
+            }[name]
+            self._duties[name] = PeriodicDuty(name, one_pass, interval=interval, clock=self.clock, store=self.store,
+                                              owner=self.owner, busy_retry=BUSY_RETRY_SECONDS)  # fmt: skip
+        return self._duties[name]
+
+    def wake_sweep(self) -> None:
+        """An installation or repository came (back): sweep its open pull requests now, not at the next interval;
+        their heads whose jobs ended with the earlier episode are owed a review."""
+        if self.sweep_interval > 0:
+            self.duty("sweep").wake()
 
     async def run(self) -> None:
         """Run each enabled duty at start and then every interval (an interval of 0 disables it)."""
