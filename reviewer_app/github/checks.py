@@ -143,6 +143,11 @@ class CheckRuns:
         assert job.installation_id is not None
         if not await self.store.claim_check_run_creation(job.id, owner=self.owner, now=self.clock(),
                                                          seconds=CREATION_CLAIM_SECONDS):  # fmt: skip
+            # Another process holds the claim, or has recorded the run since ``job`` was read (a worker reads its
+            # job when it claims it): look again.
+            current = await self.store.get_job(job.id)
+            if current is not None and current.check_run_id is not None:
+                return current.check_run_id, False
             log.info("job %s: another process is creating its check run", job.id)
             return None, False
         existing = await self.github.list_check_runs_for_ref(
