@@ -139,6 +139,46 @@ async def test_check_run_sync_sees_each_phase_once(store) -> None:
     assert (job.check_run_id, job.check_run_status) == (555, "in_progress:1")
 
 
+async def test_a_check_run_record_made_from_a_stale_read_changes_nothing(store) -> None:
+    r = await admit(store, Enqueue(spec()))
+    assert await store.cancel_job(r.job_id, now=NOW, reason="closed")
+    seen = await store.get_job(r.job_id)  # a sync pass reads it: cancelled, never shown, nothing to close
+    # Meanwhile an operator retries the job and its worker opens the check run.
+    assert await store.retry_job(r.job_id, now=NOW + 1)
+    [lease] = await store.claim(owner="w", limit=1, now=NOW + 1, lease_seconds=30)
+    assert await store.save_progress_if_lease_held(lease, now=NOW + 1, check_run_id=555,
+                                                   check_run_status="in_progress:1")  # fmt: skip
+    # The stale pass would record "completed" for a run GitHub shows in progress: no pass would ever close it.
+    assert not await store.set_check_run_if_unchanged(r.job_id, state=seen.state, attempts=seen.attempts,
+                                                      check_run_id=None, key="completed")  # fmt: skip
+    job = await store.get_job(r.job_id)
+    assert (job.check_run_id, job.check_run_status) == (555, "in_progress:1")
+    # Nor is another run than the job's one recorded, even for the job's current phase.
+    assert not await store.set_check_run_if_unchanged(r.job_id, state=JobState.RUNNING, attempts=1,
+                                                      check_run_id=556, key="in_progress:1")  # fmt: skip
+    # A record made from a read that is still current is kept.
+    assert await store.complete_if_lease_held(lease, now=NOW + 2, outcome="reviewed")
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.SUCCEEDED, attempts=1, check_run_id=555,
+                                                  key="completed")  # fmt: skip
+    job = await store.get_job(r.job_id)
+    assert (job.check_run_id, job.check_run_status) == (555, "completed")
+    assert await store.jobs_needing_check_sync() == []
+
+
+async def test_a_forgotten_check_run_status_is_synced_again_and_the_run_kept(store) -> None:
+    r = await admit(store, Enqueue(spec()))
+    # A creator whose record was refused still records the run it created, and the job needs a sync again.
+    await store.forget_check_run_status(r.job_id, check_run_id=555)
+    [job] = await store.jobs_needing_check_sync()
+    assert (job.id, job.check_run_id, job.check_run_status) == (r.job_id, 555, None)
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555,
+                                                  key="queued:0")  # fmt: skip
+    assert await store.jobs_needing_check_sync() == []
+    await store.forget_check_run_status(r.job_id, check_run_id=556)  # a job keeps its one run
+    [job] = await store.jobs_needing_check_sync()
+    assert (job.check_run_id, job.check_run_status) == (555, None)
+
+
 async def test_stats_count_states_backlog_and_expired_leases(store) -> None:
     a = await admit(store, Enqueue(spec(pr=1)), now=NOW)
     await admit(store, Enqueue(spec(pr=2)), now=NOW + 5)

@@ -162,6 +162,23 @@ SET_CHECK_RUN = """
 UPDATE jobs SET check_run_id = COALESCE(?, check_run_id), check_run_status = ? WHERE id = ?
 """
 
+# Record what a job's check run shows (its id, and the key of the phase shown), only while the job is still as the
+# writer read it: the same state and attempt, and no other check run recorded. A writer that read the job before it
+# changed would otherwise record a phase GitHub does not show (a stale sync pass writing `completed` over a run
+# another host just put in progress), and no pass would ever look at it again. Parameters: check run id (None: no
+# run), key, job id, state read, attempts read, check run id again.
+SET_CHECK_RUN_IF_UNCHANGED = """
+UPDATE jobs SET check_run_id = COALESCE(check_run_id, ?), check_run_status = ?
+ WHERE id = ? AND state = ? AND attempts = ? AND (check_run_id IS NULL OR check_run_id = ?)
+"""
+
+# After a check-run write that could not be recorded as above: GitHub may now show an older phase than the job's
+# (the writer's PATCH may have landed after a newer one), so the key is cleared and the sync shows the job's phase
+# again. The run itself is recorded if the job has none yet (its creator must not lose it).
+FORGET_CHECK_RUN_STATUS = """
+UPDATE jobs SET check_run_id = COALESCE(check_run_id, ?), check_run_status = NULL WHERE id = ?
+"""
+
 CANCEL_REPO_PENDING = f"""
 UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
