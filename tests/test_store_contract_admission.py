@@ -127,12 +127,13 @@ async def test_check_run_sync_sees_each_phase_once(store) -> None:
     r = await admit(store, Enqueue(spec()))
     [job] = await store.jobs_needing_check_sync()
     assert job.id == r.job_id
-    await store.set_check_run(r.job_id, check_run_id=555, key="queued:0")
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555,
+                                                  key="queued:0")  # fmt: skip
     assert await store.jobs_needing_check_sync() == []
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
     # A running job's check run is its worker's to update: the sync leaves it alone.
     assert await store.jobs_needing_check_sync() == []
-    await store.set_check_run(r.job_id, check_run_id=None, key="in_progress:1")
+    assert await store.save_progress_if_lease_held(lease, now=NOW, check_run_status="in_progress:1")
     assert (await store.get_job(r.job_id)).check_run_id == 555
     assert await store.retry_if_lease_held(lease, now=NOW, at=NOW + 5, error="boom", counts_attempt=True)
     [job] = await store.jobs_needing_check_sync()  # back in the queue: the sync shows the retry
@@ -237,7 +238,8 @@ async def test_one_creator_of_a_check_run_at_a_time(store) -> None:
     assert not await claim(r.job_id, owner="host-b", now=NOW + 1, seconds=60)  # host-a is creating it
     assert await claim(r.job_id, owner="host-a", now=NOW + 2, seconds=60)  # its own retry may go on
     assert await claim(r.job_id, owner="host-b", now=NOW + 63, seconds=60)  # host-a went quiet: taken over
-    await store.set_check_run(r.job_id, check_run_id=777, key="queued:0")
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=777,
+                                                  key="queued:0")  # fmt: skip
     assert not await claim(r.job_id, owner="host-b", now=NOW + 64, seconds=60)  # it exists: nobody creates
     assert not await claim(r.job_id, owner="host-c", now=NOW + 999, seconds=60)
 

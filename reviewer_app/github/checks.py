@@ -7,12 +7,12 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reviewer_app.core.admission import TRIGGER_DRAFT
-from reviewer_app.core.errors import JobError, PermanentError, RateLimited
+from reviewer_app.core.errors import JobError, LeaseLost, PermanentError, RateLimited
 from reviewer_app.core.states import JobState
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.render import (
@@ -23,6 +23,9 @@ from reviewer_app.review.render import (
     check_superseded,
 )
 from reviewer_app.store.base import Job, Store
+
+if TYPE_CHECKING:
+    from reviewer_app.dispatch.context import JobContext
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,12 @@ COVERED_PREFIX = "covered: "
 # How long one process may take to create a job's check run before another may try (it looks for the first one's
 # run by external_id before creating, so a slow creator costs a lookup, not a duplicate).
 CREATION_CLAIM_SECONDS = 60.0
+
+# How many times one sync of a job reads it again when the job changed while its check run was being updated.
+SYNC_ROUNDS = 3
+
+# Records that the job's check run (its id) shows the phase `key`; False when the writer's guard refused it.
+Record = Callable[[int, str], Awaitable[bool]]
 
 
 def check_key(job: Job) -> str:
@@ -118,7 +127,12 @@ def _first_sha(text: str) -> str | None:
 
 
 class CheckRuns:
-    """Creates and updates each job's one check run; shared by the runner and the sync duty."""
+    """Creates and updates each job's one check run; shared by the runner and the sync duty.
+
+    Every write to GitHub is followed by a guarded record of what it shows: the sync's by the job as it read it
+    (`set_check_run_if_unchanged`), a worker's by its lease. A write that cannot be recorded may have landed after a
+    newer one, so the key is cleared and the sync shows the job's phase again: a check run ends in the state its
+    job ended in."""
 
     def __init__(self, github: GitHubClient, store: Store, *, name: str = CHECK_NAME,
                  details_url: Callable[[Job], str | None] | None = None, owner: str | None = None,
@@ -137,7 +151,7 @@ class CheckRuns:
         """The job's check run id: the stored one, one found by external_id, or a new one showing ``view``; None
         while another process (this host's or another's) is creating it.
 
-        The flag says whether it was created just now (already showing ``view``)."""
+        The flag says whether it was created just now (already showing ``view``); the caller records it."""
         if job.check_run_id is not None:
             return job.check_run_id, False
         assert job.installation_id is not None
@@ -155,51 +169,93 @@ class CheckRuns:
         )
         for run in existing:
             if run.get("external_id") == external_id(job.id):
-                # Created by a creator that died before recording it: record it now.
-                await self.store.set_check_run(job.id, check_run_id=int(run["id"]), key="")
-                return int(run["id"]), False
+                return int(run["id"]), False  # created by a creator that died before recording it
         created = await self.github.create_check_run(
             job.installation_id, job.repo_full_name, name=self.name, head_sha=job.head_sha, status=view.status,
             external_id=external_id(job.id), output=view.output(), conclusion=view.conclusion,
         )  # fmt: skip
-        # Record it at once: a crash after this point must not lead to a second check run.
-        await self.store.set_check_run(job.id, check_run_id=int(created["id"]), key=view.key)
         return int(created["id"]), True
 
-    async def show(self, job: Job, view: CheckView) -> int | None:
-        """Make the job's check run show ``view``; returns its id, or None while another process creates it (its
-        creator records it, and the sync duty then brings it up to date)."""
+    async def show(self, job: Job, view: CheckView) -> bool:
+        """The sync's write: make the job's check run show ``view``, the phase of ``job`` as read. False when the job
+        changed meanwhile (nothing recorded; read it again); True otherwise, including while another process creates
+        the run (its creator records it and shows the job's phase then)."""
+
+        async def if_unchanged(run_id: int, key: str) -> bool:
+            return await self.store.set_check_run_if_unchanged(job.id, state=job.state, attempts=job.attempts,
+                                                               check_run_id=run_id, key=key)  # fmt: skip
+
+        run_id, recorded = await self._show(job, view, if_unchanged)
+        return run_id is None or recorded
+
+    async def show_for_attempt(self, ctx: JobContext, view: CheckView) -> int | None:
+        """A worker's write, fenced by its lease: an attempt that lost it changes nothing on GitHub (LeaseLost).
+        Returns the run's id, or None while another process creates it (its creator then shows the job's phase)."""
+        # The intent first, as before publishing: an attempt whose lease was taken stops here, even before its
+        # renewer notices.
+        await ctx.checkpoint(check_run_status=view.key)
+
+        async def if_held(run_id: int, key: str) -> bool:
+            try:
+                await ctx.checkpoint(check_run_id=run_id, check_run_status=key)
+            except LeaseLost:
+                return False
+            return True
+
+        run_id, recorded = await self._show(ctx.job, view, if_held)
+        if run_id is not None and not recorded:
+            raise LeaseLost(f"job {ctx.job.id}: lease lost while showing its check run (attempt {ctx.attempt})")
+        return run_id
+
+    async def _show(self, job: Job, view: CheckView, record: Record) -> tuple[int | None, bool]:
         assert job.installation_id is not None
         run_id, created = await self.find_or_create(job, view)
-        if run_id is None or created:
-            return run_id
-        fields: dict[str, Any] = {"status": view.status, "output": view.output()}
-        if view.conclusion:
-            fields["conclusion"] = view.conclusion
-        await self.github.update_check_run(job.installation_id, job.repo_full_name, run_id, **fields)
-        await self.store.set_check_run(job.id, check_run_id=run_id, key=view.key)
-        return run_id
+        if run_id is None:
+            return None, False
+        if not created:
+            fields: dict[str, Any] = {"status": view.status, "output": view.output()}
+            if view.conclusion:
+                fields["conclusion"] = view.conclusion
+            await self.github.update_check_run(job.installation_id, job.repo_full_name, run_id, **fields)
+        # Recorded at once after creating: a crash before this point costs a lookup by external_id, not a second run.
+        if await record(run_id, view.key):
+            return run_id, True
+        # The job moved on while GitHub was being changed, and this write may have landed after a newer one's.
+        await self.store.forget_check_run_status(job.id, check_run_id=run_id)
+        log.info("job %s: changed while its check run was updated; it will be shown again", job.id)
+        return run_id, False
 
     async def sync_job(self, job_id: int) -> None:
         async with self.lock(job_id):
-            job = await self.store.get_job(job_id)
-            if job is None or job.installation_id is None or job.check_run_status == check_key(job):
-                return
-            refused = (job.outcome or "").startswith("refused: ")
-            if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not refused:
-                # Never shown to anyone: no check run to close, and none worth opening.
-                await self.store.set_check_run(job.id, check_run_id=None, key="completed")
-                return
-            if job.check_run_id is None and job.trigger == TRIGGER_DRAFT and job.state != JobState.SUCCEEDED:
-                # A draft's job is reviewed only where the repository asks for drafts, which the worker finds out:
-                # the pipeline opens the check run when it starts the review. No "waiting" check on every draft.
-                await self.store.set_check_run(job.id, check_run_id=None, key=check_key(job))
-                return
-            newer = None
-            if job.state == JobState.SUPERSEDED and job.superseded_by is not None:
-                by = await self.store.get_job(job.superseded_by)
-                newer = by.head_sha if by else None
-            await self.show(job, desired_check(job, newer_sha=newer))
+            for _ in range(SYNC_ROUNDS):
+                job = await self.store.get_job(job_id)
+                if job is None or job.installation_id is None or job.check_run_status == check_key(job):
+                    return
+                if await self._sync(job):
+                    return
+            log.info("job %s: changed during each of %d updates of its check run; a later pass shows it", job_id,
+                     SYNC_ROUNDS)  # fmt: skip
+
+    async def _sync(self, job: Job) -> bool:
+        """Bring the job's check run to the job's phase as read; False when the job changed meanwhile."""
+        refused = (job.outcome or "").startswith("refused: ")
+        if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not refused:
+            # Never shown to anyone: no check run to close, and none worth opening.
+            return await self._record_unshown(job, "completed")
+        if job.check_run_id is None and job.trigger == TRIGGER_DRAFT and job.state != JobState.SUCCEEDED:
+            # A draft's job is reviewed only where the repository asks for drafts, which the worker finds out:
+            # the pipeline opens the check run when it starts the review. No "waiting" check on every draft.
+            return await self._record_unshown(job, check_key(job))
+        newer = None
+        if job.state == JobState.SUPERSEDED and job.superseded_by is not None:
+            by = await self.store.get_job(job.superseded_by)
+            newer = by.head_sha if by else None
+        return await self.show(job, desired_check(job, newer_sha=newer))
+
+    async def _record_unshown(self, job: Job, key: str) -> bool:
+        """Record ``key`` with no check run, only if the job still has none (and is as read)."""
+        return await self.store.set_check_run_if_unchanged(job.id, state=job.state, attempts=job.attempts,
+                                                           check_run_id=None, key=key)  # fmt: skip
 
     async def run_once(self, *, limit: int = 50) -> int:
         """One pass of the sync duty; returns how many jobs were brought up to date."""
@@ -213,7 +269,8 @@ class CheckRuns:
                 break
             except PermanentError as exc:
                 log.warning("job %s: check run cannot be updated: %s", job.id, exc.reason)
-                await self.store.set_check_run(job.id, check_run_id=None, key=check_key(job))
+                await self.store.set_check_run_if_unchanged(job.id, state=job.state, attempts=job.attempts,
+                                                            check_run_id=job.check_run_id, key=check_key(job))  # fmt: skip
             except JobError as exc:
                 log.warning("job %s: check run update failed, will retry: %s", job.id, exc.reason)
         return done

@@ -252,7 +252,6 @@ class Store(Protocol):
         another owner's claim is still running (False)."""
         ...
 
-    async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None: ...
     async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
                                          check_run_id: int | None, key: str) -> bool:  # fmt: skip
         """Record that the job's check run ``check_run_id`` (None: it has none) shows the phase ``key``, if the job is

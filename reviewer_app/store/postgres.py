@@ -418,12 +418,6 @@ class PostgresStore(FencedFinishes):
 
         return await self._tx(op)
 
-    async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.SET_CHECK_RUN, check_run_id, key, job_id)
-
-        await self._tx(op)
-
     async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
                                          check_run_id: int | None, key: str) -> bool:  # fmt: skip
         async def op(conn: asyncpg.Connection) -> bool:

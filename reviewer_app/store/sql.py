@@ -109,7 +109,8 @@ UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at
 """
 
 # Jobs whose check run does not show their current phase yet (the key names the phase and the attempt). A running
-# job's check run belongs to its worker, so hosts never race to create it.
+# job's check run belongs to its worker, so hosts never race to create it (a sync that was already creating it when
+# the worker claimed the job shows it in progress itself: CheckRuns.sync_job).
 CHECK_KEY = (
     "CASE WHEN state = 'queued' THEN 'queued:' || attempts"
     " WHEN state = 'running' THEN 'in_progress:' || attempts ELSE 'completed' END"
@@ -156,10 +157,6 @@ UPDATE jobs SET check_run_claim = ?, check_run_claim_until = ?
  WHERE id = ? AND check_run_id IS NULL
    AND (check_run_claim_until IS NULL OR check_run_claim_until <= ? OR check_run_claim = ?)
 RETURNING id
-"""
-
-SET_CHECK_RUN = """
-UPDATE jobs SET check_run_id = COALESCE(?, check_run_id), check_run_status = ? WHERE id = ?
 """
 
 # Record what a job's check run shows (its id, and the key of the phase shown), only while the job is still as the
