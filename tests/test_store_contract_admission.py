@@ -130,16 +130,57 @@ async def test_check_run_sync_sees_each_phase_once(store) -> None:
     r = await admit(store, Enqueue(spec()))
     [job] = await store.jobs_needing_check_sync()
     assert job.id == r.job_id
-    await store.set_check_run(r.job_id, check_run_id=555, key="queued:0")
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555,
+                                                  key="queued:0")  # fmt: skip
     assert await store.jobs_needing_check_sync() == []
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
     # A running job's check run is its worker's to update: the sync leaves it alone.
     assert await store.jobs_needing_check_sync() == []
-    await store.set_check_run(r.job_id, check_run_id=None, key="in_progress:1")
+    assert await store.save_progress_if_lease_held(lease, now=NOW, check_run_status="in_progress:1")
     assert (await store.get_job(r.job_id)).check_run_id == 555
     assert await store.retry_if_lease_held(lease, now=NOW, at=NOW + 5, error="boom", counts_attempt=True)
     [job] = await store.jobs_needing_check_sync()  # back in the queue: the sync shows the retry
     assert (job.check_run_id, job.check_run_status) == (555, "in_progress:1")
+
+
+async def test_a_check_run_record_made_from_a_stale_read_changes_nothing(store) -> None:
+    r = await admit(store, Enqueue(spec()))
+    assert await store.cancel_job(r.job_id, now=NOW, reason="closed")
+    seen = await store.get_job(r.job_id)  # a sync pass reads it: cancelled, never shown, nothing to close
+    # Meanwhile an operator retries the job and its worker opens the check run.
+    assert await store.retry_job(r.job_id, now=NOW + 1)
+    [lease] = await store.claim(owner="w", limit=1, now=NOW + 1, lease_seconds=30)
+    assert await store.save_progress_if_lease_held(lease, now=NOW + 1, check_run_id=555,
+                                                   check_run_status="in_progress:1")  # fmt: skip
+    # The stale pass would record "completed" for a run GitHub shows in progress: no pass would ever close it.
+    assert not await store.set_check_run_if_unchanged(r.job_id, state=seen.state, attempts=seen.attempts,
+                                                      check_run_id=None, key="completed")  # fmt: skip
+    job = await store.get_job(r.job_id)
+    assert (job.check_run_id, job.check_run_status) == (555, "in_progress:1")
+    # Nor is another run than the job's one recorded, even for the job's current phase.
+    assert not await store.set_check_run_if_unchanged(r.job_id, state=JobState.RUNNING, attempts=1,
+                                                      check_run_id=556, key="in_progress:1")  # fmt: skip
+    # A record made from a read that is still current is kept.
+    assert await store.complete_if_lease_held(lease, now=NOW + 2, outcome="reviewed")
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.SUCCEEDED, attempts=1, check_run_id=555,
+                                                  key="completed")  # fmt: skip
+    job = await store.get_job(r.job_id)
+    assert (job.check_run_id, job.check_run_status) == (555, "completed")
+    assert await store.jobs_needing_check_sync() == []
+
+
+async def test_a_forgotten_check_run_status_is_synced_again_and_the_run_kept(store) -> None:
+    r = await admit(store, Enqueue(spec()))
+    # A creator whose record was refused still records the run it created, and the job needs a sync again.
+    await store.forget_check_run_status(r.job_id, check_run_id=555)
+    [job] = await store.jobs_needing_check_sync()
+    assert (job.id, job.check_run_id, job.check_run_status) == (r.job_id, 555, None)
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555,
+                                                  key="queued:0")  # fmt: skip
+    assert await store.jobs_needing_check_sync() == []
+    await store.forget_check_run_status(r.job_id, check_run_id=556)  # a job keeps its one run
+    [job] = await store.jobs_needing_check_sync()
+    assert (job.check_run_id, job.check_run_status) == (555, None)
 
 
 async def test_stats_count_states_backlog_and_expired_leases(store) -> None:
@@ -200,7 +241,8 @@ async def test_one_creator_of_a_check_run_at_a_time(store) -> None:
     assert not await claim(r.job_id, owner="host-b", now=NOW + 1, seconds=60)  # host-a is creating it
     assert await claim(r.job_id, owner="host-a", now=NOW + 2, seconds=60)  # its own retry may go on
     assert await claim(r.job_id, owner="host-b", now=NOW + 63, seconds=60)  # host-a went quiet: taken over
-    await store.set_check_run(r.job_id, check_run_id=777, key="queued:0")
+    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=777,
+                                                  key="queued:0")  # fmt: skip
     assert not await claim(r.job_id, owner="host-b", now=NOW + 64, seconds=60)  # it exists: nobody creates
     assert not await claim(r.job_id, owner="host-c", now=NOW + 999, seconds=60)
 

@@ -118,7 +118,7 @@ class ReviewPipeline:
         else:
             await self._check_unanswered(ctx)
         async with self.checks.lock(job.id):
-            check_run_id = await self.checks.show(job, desired_check(job))
+            check_run_id = await self.checks.show_for_attempt(ctx, desired_check(job))
         ctx.ensure_held()
 
         files = await self.github.list_pull_files(inst, repo, number)

@@ -49,6 +49,7 @@ class Job:
     started_at: float | None
     finished_at: float | None
     updated_at: float
+    check_run_claim: str | None = None  # who took the claim to create the check run (a run may exist unrecorded)
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
@@ -84,6 +85,7 @@ class Job:
             started_at=r["started_at"],
             finished_at=r["finished_at"],
             updated_at=r["updated_at"],
+            check_run_claim=r.get("check_run_claim"),
         )
 
 
@@ -252,7 +254,18 @@ class Store(Protocol):
         another owner's claim is still running (False)."""
         ...
 
-    async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None: ...
+    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
+                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
+        """Record that the job's check run ``check_run_id`` (None: it has none) shows the phase ``key``, if the job is
+        still in the ``state`` and ``attempts`` the writer read and has no other check run; False (nothing written)
+        otherwise. A worker records its own check run with a lease-fenced progress write instead."""
+        ...
+
+    async def forget_check_run_status(self, job_id: int, *, check_run_id: int | None) -> None:
+        """What the job's check run shows is not known (a write could not be recorded, and may have landed after a
+        newer one): clear the key, so the sync shows the job's phase again; record ``check_run_id`` if it has none."""
+        ...
+
     async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]: ...
     async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None: ...
     async def installation_active(self, installation_id: int) -> bool: ...

@@ -418,9 +418,18 @@ class PostgresStore(FencedFinishes):
 
         return await self._tx(op)
 
-    async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
+    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
+                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
+        async def op(conn: asyncpg.Connection) -> bool:
+            status = await conn.execute(q.SET_CHECK_RUN_IF_UNCHANGED, check_run_id, key, job_id, state.value, attempts,
+                                        check_run_id)  # fmt: skip
+            return _changed(status) == 1
+
+        return await self._tx(op)
+
+    async def forget_check_run_status(self, job_id: int, *, check_run_id: int | None) -> None:
         async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.SET_CHECK_RUN, check_run_id, key, job_id)
+            await conn.execute(q.FORGET_CHECK_RUN_STATUS, check_run_id, job_id)
 
         await self._tx(op)
 

@@ -18,7 +18,7 @@ JOB_COLUMNS = (
     "id, revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority, state,"
     " details, attempts, max_attempts, next_attempt_at, lease_owner, lease_token, lease_expires_at, last_error,"
     " superseded_by, outcome, check_run_id, check_run_status, review_id, publish_intent_at, answer, event_at,"
-    " created_at, started_at, finished_at, updated_at"
+    " created_at, started_at, finished_at, updated_at, check_run_claim"
 )
 
 # -- admission: the PR's review work (core/pr_work.py decides, these statements apply) -------------------------
@@ -136,7 +136,8 @@ UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at
 """
 
 # Jobs whose check run does not show their current phase yet (the key names the phase and the attempt). A running
-# job's check run belongs to its worker, so hosts never race to create it.
+# job's check run belongs to its worker, so hosts never race to create it (a sync that was already creating it when
+# the worker claimed the job shows it in progress itself: CheckRuns.sync_job).
 CHECK_KEY = (
     "CASE WHEN state = 'queued' THEN 'queued:' || attempts"
     " WHEN state = 'running' THEN 'in_progress:' || attempts ELSE 'completed' END"
@@ -185,8 +186,21 @@ UPDATE jobs SET check_run_claim = ?, check_run_claim_until = ?
 RETURNING id
 """
 
-SET_CHECK_RUN = """
-UPDATE jobs SET check_run_id = COALESCE(?, check_run_id), check_run_status = ? WHERE id = ?
+# Record what a job's check run shows (its id, and the key of the phase shown), only while the job is still as the
+# writer read it: the same state and attempt, and no other check run recorded. A writer that read the job before it
+# changed would otherwise record a phase GitHub does not show (a stale sync pass writing `completed` over a run
+# another host just put in progress), and no pass would ever look at it again. Parameters: check run id (None: no
+# run), key, job id, state read, attempts read, check run id again.
+SET_CHECK_RUN_IF_UNCHANGED = """
+UPDATE jobs SET check_run_id = COALESCE(check_run_id, ?), check_run_status = ?
+ WHERE id = ? AND state = ? AND attempts = ? AND (check_run_id IS NULL OR check_run_id = ?)
+"""
+
+# After a check-run write that could not be recorded as above: GitHub may now show an older phase than the job's
+# (the writer's PATCH may have landed after a newer one), so the key is cleared and the sync shows the job's phase
+# again. The run itself is recorded if the job has none yet (its creator must not lose it).
+FORGET_CHECK_RUN_STATUS = """
+UPDATE jobs SET check_run_id = COALESCE(check_run_id, ?), check_run_status = NULL WHERE id = ?
 """
 
 CANCEL_REPO_PENDING = f"""

@@ -458,9 +458,18 @@ class SqliteStore(FencedFinishes):
 
         return await self._write(op)
 
-    async def set_check_run(self, job_id: int, *, check_run_id: int | None, key: str) -> None:
+    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
+                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
+        params = (check_run_id, key, job_id, state.value, attempts, check_run_id)
+
+        def op(conn: sqlite3.Connection) -> bool:
+            return conn.execute(sql.SET_CHECK_RUN_IF_UNCHANGED, params).rowcount == 1
+
+        return await self._write(op)
+
+    async def forget_check_run_status(self, job_id: int, *, check_run_id: int | None) -> None:
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute(sql.SET_CHECK_RUN, (check_run_id, key, job_id))
+            conn.execute(sql.FORGET_CHECK_RUN_STATUS, (check_run_id, job_id))
 
         await self._write(op)
 
