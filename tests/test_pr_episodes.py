@@ -297,3 +297,23 @@ async def test_a_repository_added_back_is_swept(tmp_path) -> None:
         await resume_queue(h)
         await eventually(lambda: _async(len(bot_reviews(h)) == 1), timeout=15)
         assert bot_reviews(h)[0]["commit_id"] == pull.head_sha
+
+
+async def test_a_push_held_back_until_after_a_force_push_back_still_leaves_the_head_reviewed(tmp_path) -> None:
+    # Shrunk from the model-based test: open at A, push B (its webhook delayed), force-push back to A, then B's
+    # webhook arrives. B's `before` names A, so B's job supersedes A's; B's worker reads A and hands it over, and the
+    # hand-over must not be taken for "older than B".
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull, job_a = await h.open_pr()
+        a = pull.head_sha
+        b = h.github.advance_head(REPO, 1)
+        late_b = push_payload(h, pull, before=a)
+        h.github.advance_head(REPO, 1, a, force=True)
+        back = await h.deliver("pull_request", push_payload(h, pull, before=b))
+        assert back["outcome"] == "duplicate-revision" and back["job_id"] == job_a
+        late = await h.deliver("pull_request", late_b)
+        assert late["superseded"] == [job_a]
+        await resume_queue(h)
+        await quiet(h)
+        assert [r["commit_id"] for r in bot_reviews(h)] == [a]

@@ -136,3 +136,11 @@ def test_a_draft_push_does_not_replace_a_ready_job_of_its_own_head() -> None:
 def test_the_plan_is_pure_over_its_inputs() -> None:
     decision, facts = push(B, before=A), PRFacts(pending=(auto(1, A),))
     assert plan_enqueue(decision, facts) == plan_enqueue(replace(decision), replace(facts))
+
+
+def test_an_observed_head_is_never_ordered_by_stale_before_links() -> None:
+    # A, B, then force-pushed back to A: B's late webhook named A as its `before`. The worker of B reads A and hands
+    # it over: A is current, not "older than B".
+    observed = replace(push(A, at=100.0), observed=True)
+    plan = plan_enqueue(observed, PRFacts(pending=(auto(3, B, at=100.0, before=A), manual(4, B))))
+    assert plan == Plan("enqueued", insert_state="queued", follow=(4,))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reviewer_app.core.timestamps import parse_time
@@ -76,6 +76,9 @@ class Enqueue:
     automatic: bool = True  # automatic reviews respect `/review pause`
     guard: Guard | None = None
     effects: tuple[Effect, ...] = ()  # sent once the job is admitted (e.g. the accepting reaction)
+    # The head as GitHub showed it to the app just now (the sweep, a worker's hand-over), not an event of the branch:
+    # never ordered against pending jobs by their `before` links, which a force-push back makes stale.
+    observed: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,7 @@ def decide_observed_head(installation_id: int, repo_id: int | None, repo_full_na
         event_at = parse_time(pull.get("updated_at"))
         if event_at is not None:
             decision.job.details["event_at"] = event_at
+        decision = replace(decision, observed=True)
     return decision
 
 

@@ -16,7 +16,8 @@ The rules (docs/architecture.md draws them):
   order they reached the PR's admission lock. A pending automatic job is superseded only by
   a head known to be newer; a request known to be older than a pending one is recorded as superseded by it. When
   the order is unknown both stay queued: the worker reads the PR's real head before it spends anything, and the
-  job of a head that is no longer current ends superseded there.
+  job of a head that is no longer current ends superseded there, handing the head it read over (an *observed*
+  head, as the sweep's: current at the time, so neither superseded by a pending job nor superseding one).
 - A requested review (``/review``, Re-run) belongs to its requester and to the pull request, not to a head: a push
   never supersedes it. One that already settled on a head that is no longer current *follows* the PR: it is
   superseded by a successor with the same request (``full`` kept) that reviews the newest head.
@@ -125,6 +126,11 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
     if facts.refusal is not None:
         return Plan("refused", facts.refusal, insert_state="cancelled", insert_outcome=f"refused: {facts.refusal}")
     if not (spec.head_sha and decision.supersede_older_heads):
+        return Plan("enqueued", insert_state="queued", follow=follow)
+    if decision.observed:
+        # The head GitHub shows now: current, whatever older events' `before` links say (A, B, then back to A makes
+        # "B came after A" stale). It supersedes nothing either: a push may have landed since it was read. A pending
+        # job of another head finds out for itself when it reads the head.
         return Plan("enqueued", insert_state="queued", follow=follow)
     supersede: list[int] = []
     newer: PendingJob | None = None
