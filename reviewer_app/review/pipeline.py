@@ -31,7 +31,7 @@ from reviewer_app.review.prompt import (
     SYSTEM_PROMPT,
     PromptFile,
     PromptPR,
-    annotate_patch,
+    annotate_diff,
     build_user_message,
     estimate_tokens,
 )
@@ -259,7 +259,7 @@ class ReviewPipeline:
         plan = plan_parts(selection.reviewed, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
                           fixed_overhead_tokens=overhead, estimate=estimate_tokens,
                           max_parts=rc.max_parts or self.settings.max_parts,
-                          render=lambda f: f'<file path="{f.path}">\n{annotate_patch(f.patch)}\n</file>')  # fmt: skip
+                          render=lambda f: f'<file path="{f.path}">\n{annotate_diff(f)}\n</file>')  # fmt: skip
         summaries: list[str] = []
         comments: list[ModelComment] = []
         model = ""
@@ -267,7 +267,7 @@ class ReviewPipeline:
             message = build_user_message(PromptPR(
                 repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
                 description=str(pr.get("body") or ""), head_sha=job.head_sha,
-                files=tuple(PromptFile(f.path, f.patch) for f in part),
+                files=tuple(PromptFile(f.path, f) for f in part),
                 incremental_note=" ".join(filter(None, [scope.note, (
                     f"This is part {i} of {len(plan.parts)} of a large pull request; review only the files shown "
                     "here." if len(plan.parts) > 1 else None)])) or None,

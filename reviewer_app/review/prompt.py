@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from reviewer_app.core.diff import FileDiff
+
 REVIEW_TOOL_NAME = "submit_review"
 SEVERITIES: tuple[str, ...] = ("critical", "warning", "suggestion", "nit")
 
@@ -30,7 +32,7 @@ _FRAME_TAGS: tuple[str, ...] = (
     "file",
 )
 _FRAME_TAG_RE = re.compile(r"<(\s*/?\s*(?:" + "|".join(_FRAME_TAGS) + r")\b)", re.IGNORECASE)
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_MARKS = {"added": "+", "removed": "-", "context": " "}
 # A language name such as "German", "pt-BR" or "Chinese (Simplified)": a few words, no punctuation to hide a
 # sentence in.
 _LANGUAGE_RE = re.compile(r"^[^\W\d_]+(?:[ -][^\W\d_]+){0,2}(?: \([^\W\d_]+\))?$")
@@ -112,10 +114,10 @@ REVIEW_TOOL: dict[str, Any] = {
 
 
 class PromptFile(NamedTuple):
-    """One changed file: its path and its unified-diff patch (hunks only, as GitHub's files API returns it)."""
+    """One changed file: its path and its parsed diff."""
 
     path: str
-    patch: str
+    diff: FileDiff
 
 
 @dataclass(frozen=True)
@@ -138,32 +140,19 @@ def neutralize(text: str) -> str:
     return _FRAME_TAG_RE.sub(r"&lt;\1", text)
 
 
-def annotate_patch(patch: str) -> str:
-    """Prefix every diff line with its old and new line numbers, so the model can cite lines exactly."""
+def annotate_diff(diff: FileDiff) -> str:
+    """Every diff line prefixed with its old and new line numbers, so the model can cite lines exactly.
+
+    Rendered from the parsed hunks (lines split on "\n" only, as GitHub numbers them), never from the patch text
+    again: a form feed or U+2028 inside a line must not shift the numbers below it.
+    """
     out: list[str] = []
-    old = new = 0
-    in_hunk = False
-    for raw in patch.splitlines():
-        hunk = _HUNK_RE.match(raw)
-        if hunk:
-            old, new = int(hunk.group(1)), int(hunk.group(2))
-            in_hunk = True
-            out.append(raw)
-            continue
-        if not in_hunk or raw.startswith("\\"):  # preamble, or "\ No newline at end of file"
-            out.append(raw)
-            continue
-        marker, text = (raw[0], raw[1:]) if raw else (" ", "")
-        if marker == "+":
-            out.append(f"{'':>5} {new:>5} + {text}")
-            new += 1
-        elif marker == "-":
-            out.append(f"{old:>5} {'':>5} - {text}")
-            old += 1
-        else:
-            out.append(f"{old:>5} {new:>5}   {text}")
-            old += 1
-            new += 1
+    for hunk in diff.hunks:
+        out.append(hunk.header)
+        for ln in hunk.lines:
+            old = "" if ln.old_line is None else ln.old_line
+            new = "" if ln.new_line is None else ln.new_line
+            out.append(f"{old:>5} {new:>5} {_MARKS[ln.kind]} {ln.text}")
     return "\n".join(out)
 
 
@@ -210,7 +199,7 @@ def estimate_tokens(text: str) -> int:
 
 def _render_file(f: PromptFile) -> str:
     path = html.escape(f.path, quote=True)
-    return f'<file path="{path}">\n{neutralize(annotate_patch(f.patch))}\n</file>'
+    return f'<file path="{path}">\n{neutralize(annotate_diff(f.diff))}\n</file>'
 
 
 def _truncate(text: str, limit: int) -> str:

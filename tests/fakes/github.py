@@ -79,7 +79,7 @@ def commentable_lines(patch: str) -> tuple[set[int], set[int]]:
     right: set[int] = set()
     old = new = 0
     in_hunk = False
-    for line in patch.splitlines():
+    for line in patch.removesuffix("\n").split("\n"):  # GitHub splits on "\n" only, never on \f, \v or U+2028
         match = _HUNK_RE.match(line)
         if match:
             old, new, in_hunk = int(match[1]), int(match[2]), True
@@ -109,7 +109,7 @@ def pull_file(
     previous_filename: str | None = None,
 ) -> Json:
     """A GitHub-shaped entry of a PR's file list; counts come from ``patch`` unless given."""
-    lines = patch.splitlines() if patch else []
+    lines = patch.removesuffix("\n").split("\n") if patch else []
     adds = sum(1 for ln in lines if ln.startswith("+")) if additions is None else additions
     dels = sum(1 for ln in lines if ln.startswith("-")) if deletions is None else deletions
     entry: Json = {
