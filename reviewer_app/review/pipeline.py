@@ -27,14 +27,17 @@ from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
+from reviewer_app.review.prepare import overview, part_note, prepare
 from reviewer_app.review.prompt import (
     SYSTEM_PROMPT,
+    OverviewRow,
     PromptFile,
     PromptPR,
-    annotate_diff,
     build_user_message,
     estimate_tokens,
+    render_file,
 )
+from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.render import ReviewCounts, render_review_body
 from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from reviewer_app.review.selection import Selection, select_files
@@ -51,6 +54,7 @@ PERMISSION_CACHE_SECONDS = 60.0
 class Scope:
     selection: Selection
     note: str | None  # set for an incremental review
+    base: str | None = None  # the commit the diffs start from, when known (an incremental review's last head)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class ReviewPipeline:
         self.claude = claude
         self.checks = checks
         self.settings = settings
+        self.reader = ContentReader(github)
         # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
         # lookup; a changed permission counts after at most a minute.
         self._permissions: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
@@ -209,7 +214,7 @@ class ReviewPipeline:
         changed = select_files(comparison.get("files") or [], ignore=ignore)
         note = (f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
                 f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
-        return Scope(changed, note)
+        return Scope(changed, note, base=last)
 
     async def _still_applies(self, ctx: JobContext, pr: dict[str, Any]) -> None:
         """Raise Cancelled or Superseded when the pull request moved on from this job. A head that moved is handed
@@ -237,42 +242,46 @@ class ReviewPipeline:
 
     async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> dict[str, Any]:
         job = ctx.job
+        assert job.installation_id is not None
+        inst = job.installation_id
         selection = scope.selection
-        overhead = (
-            estimate_tokens(SYSTEM_PROMPT)
-            + estimate_tokens(
-                build_user_message(
-                    PromptPR(
-                        job.repo_full_name,
-                        job.pr_number,
-                        str(pr.get("title") or ""),
-                        str(pr.get("body") or ""),
-                        job.head_sha,
-                        incremental_note=scope.note,
-                        extra_instructions=rc.instructions,
-                        language=rc.language,
-                    )
-                )  # fmt: skip
-            )
-            + 1500
-        )  # the tool definition, the part note and the answer's framing
-        plan = plan_parts(selection.reviewed, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
+
+        async def base_sha() -> str | None:
+            if scope.base:
+                return scope.base
+            base = str((pr.get("base") or {}).get("sha") or "")
+            if not base:
+                return None
+            comparison = await self.github.compare(inst, job.repo_full_name, base, job.head_sha)
+            return str((comparison.get("merge_base_commit") or {}).get("sha") or "") or None
+
+        prepared = await prepare(selection, reader=self.reader, installation_id=inst, repo=job.repo_full_name,
+                                 head_sha=job.head_sha, base_sha=base_sha)  # fmt: skip
+
+        def prompt(files: tuple[PromptFile, ...] = (), rows: tuple[OverviewRow, ...] = (),
+                   note: str | None = None) -> PromptPR:  # fmt: skip
+            return PromptPR(
+                repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
+                description=str(pr.get("body") or ""), head_sha=job.head_sha, files=files, changed_files=rows,
+                incremental_note=scope.note, part_note=note, extra_instructions=rc.instructions, language=rc.language,
+            )  # fmt: skip
+
+        # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
+        rows = tuple(OverviewRow(c.path, c.status, c.previous_path, c.additions, c.deletions, "x" * 120)
+                     for c in selection.changed)  # fmt: skip
+        shared = build_user_message(prompt(rows=rows, note=part_note(9, 9)))
+        overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(shared) + 1500  # + tool and answer framing
+        plan = plan_parts(prepared.diffs, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
                           fixed_overhead_tokens=overhead, estimate=estimate_tokens,
-                          max_parts=rc.max_parts or self.settings.max_parts,
-                          render=lambda f: f'<file path="{f.path}">\n{annotate_diff(f)}\n</file>')  # fmt: skip
+                          max_parts=rc.max_parts or self.settings.max_parts, last=prepared.computed,
+                          render=lambda d: render_file(prepared.files[d.path]))  # fmt: skip
+        rows = tuple(overview(selection.changed, plan, prepared))
         summaries: list[str] = []
         comments: list[ModelComment] = []
         model = ""
         for i, part in enumerate(plan.parts, start=1):
-            message = build_user_message(PromptPR(
-                repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
-                description=str(pr.get("body") or ""), head_sha=job.head_sha,
-                files=tuple(PromptFile(f.path, f) for f in part),
-                incremental_note=" ".join(filter(None, [scope.note, (
-                    f"This is part {i} of {len(plan.parts)} of a large pull request; review only the files shown "
-                    "here." if len(plan.parts) > 1 else None)])) or None,
-                extra_instructions=rc.instructions, language=rc.language,
-            ))  # fmt: skip
+            files = tuple(prepared.files[f.path] for f in part)
+            message = build_user_message(prompt(files, rows, part_note(i, len(plan.parts))))
             meter = UsageMeter()
             try:
                 answer: ModelAnswer = await self.claude.review(message, meter=meter)
@@ -288,7 +297,7 @@ class ReviewPipeline:
             comments.extend(answer.comments)
         if not plan.parts:
             summaries.append("There was nothing in this pull request that the reviewer reviews.")
-        not_covered = [(s.path, s.reason) for s in [*selection.skipped, *plan.not_covered]]
+        not_covered = [(s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]]
         return {
             "summary": "\n\n".join(summaries),
             "comments": [asdict(c) for c in comments],
