@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from anthropic.types import Message
 
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
 from reviewer_app.core.review_model import ModelAnswer, ModelComment, Side
-from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT
+from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT, estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,18 @@ _SPEND_LIMIT_CODES = frozenset(
 # Fallback for answers without a machine-readable code; the API says not to rely on wording, so codes come first.
 _SPEND_LIMIT_WORDS = re.compile(r"spend(ing)? limit|credit balance|usage limit|billing", re.IGNORECASE)
 _SECRET_RE = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
+EPHEMERAL = {"type": "ephemeral"}
+# The minimum cacheable prompt per model, as Anthropic documents it (first matching name prefix wins). Below it a
+# cache mark caches nothing and says nothing. Where sources disagree the lower figure is used: a mark below the real
+# minimum costs nothing, a mark left out above it loses the cache.
+MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-3-haiku", 2048),
+    ("claude-3-5-haiku", 2048),
+)
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024
 _MAX_REASON_DETAIL = 200
 _MAX_FEEDBACK_CHARS = 1_000
 
@@ -52,6 +65,11 @@ class UsageMeter:
         self.output_tokens += usage.output_tokens or 0
         self.cache_creation_input_tokens += usage.cache_creation_input_tokens or 0
         self.cache_read_input_tokens += usage.cache_read_input_tokens or 0
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The fewest tokens a prompt prefix needs for ``model`` to cache it."""
+    return next((n for prefix, n in MIN_CACHEABLE_TOKENS if model.startswith(prefix)), DEFAULT_MIN_CACHEABLE_TOKENS)
 
 
 class MalformedAnswer(ValueError):
@@ -93,6 +111,11 @@ class ClaudeReviewer:
     times. Token usage is summed into the caller's ``UsageMeter`` (if given) as the calls happen, so it is
     known even when ``review`` raises; ``last_usage`` holds the meter of the latest review for single-job
     callers, and ``calls_made`` counts every Messages call this reviewer ever made. ``model`` is the model asked.
+
+    Cache breakpoints go where they pay: on the fixed prefix (tools and system prompt) when it reaches the model's
+    minimum, after the blocks several requests share (the parts of one review), and after the whole user turn, so
+    a re-ask after a malformed answer and a retry of the job read the diff from the cache. Prefixes are measured
+    with the token counting endpoint where the API offers it, estimated otherwise.
     """
 
     def __init__(
@@ -113,15 +136,26 @@ class ClaudeReviewer:
         self._clock = clock
         self.calls_made = 0
         self.last_usage = UsageMeter()
+        self.count_calls = 0  # token counting requests made
+        self._counting = True  # False once the endpoint turned out to be missing (a gateway without it)
+        self._fixed_tokens: int | None = None
 
-    async def review(self, user_message: str, *, meter: UsageMeter | None = None) -> ModelAnswer:
+    async def review(
+        self, user_blocks: str | Sequence[str], *, meter: UsageMeter | None = None, shared_blocks: int = 0
+    ) -> ModelAnswer:
+        """Review the user turn (one text, or text blocks; the first ``shared_blocks`` are shared with other
+        requests of the same review)."""
         meter = UsageMeter() if meter is None else meter
         self.last_usage = meter
-        base: list[dict[str, Any]] = [{"role": "user", "content": user_message}]
+        blocks = [user_blocks] if isinstance(user_blocks, str) else list(user_blocks)
+        system = await self._system_blocks()
+        base: list[dict[str, Any]] = [
+            {"role": "user", "content": await self._user_content(system, blocks, shared_blocks)}
+        ]
         feedback: list[dict[str, Any]] = []
         tries = 1 + self._malformed_retries
         for attempt in range(1, tries + 1):
-            response = await self._call(base + feedback, meter)
+            response = await self._call(system, base + feedback, meter)
             try:
                 summary, comments = parse_review(response)
             except MalformedAnswer as err:
@@ -136,7 +170,7 @@ class ClaudeReviewer:
                 feedback = _feedback_turns(response, str(err))
                 continue
             log.info(
-                "review answered: model=%s calls=%d input=%d output=%d cache_write=%d cache_read=%d",
+                "review answered: model=%s calls=%d input=%d output=%d cache_write=%d cache_read=%d",  # per attempt
                 response.model,
                 meter.calls,
                 meter.input_tokens,
@@ -155,14 +189,55 @@ class ClaudeReviewer:
             )
         raise PermanentError(f"model returned a malformed review {tries} times")
 
-    async def _call(self, messages: list[dict[str, Any]], meter: UsageMeter) -> Message:
+    async def _system_blocks(self) -> list[dict[str, Any]]:
+        """The system prompt, marked for caching when the fixed prefix (tools and system) is long enough."""
+        if self._fixed_tokens is None:
+            probe = [{"role": "user", "content": "."}]
+            self._fixed_tokens = await self._count([{"type": "text", "text": SYSTEM_PROMPT}], probe)
+        block: dict[str, Any] = {"type": "text", "text": SYSTEM_PROMPT}
+        if self._fixed_tokens >= min_cacheable_tokens(self.model):
+            block["cache_control"] = EPHEMERAL
+        return [block]
+
+    async def _user_content(
+        self, system: list[dict[str, Any]], blocks: list[str], shared_blocks: int
+    ) -> list[dict[str, Any]]:
+        """The user turn's text blocks with cache marks after the shared blocks and at the end, where they pay."""
+        content: list[dict[str, Any]] = [{"type": "text", "text": text} for text in blocks if text]
+        minimum = min_cacheable_tokens(self.model)
+        marks = [len(content) - 1] if content else []
+        if 0 < shared_blocks < len(content):
+            marks.insert(0, shared_blocks - 1)
+        for index in marks:
+            if await self._count(system, [{"role": "user", "content": content[: index + 1]}]) >= minimum:
+                content[index] = {**content[index], "cache_control": EPHEMERAL}
+        return content
+
+    async def _count(self, system: list[dict[str, Any]], messages: list[dict[str, Any]]) -> int:
+        """Input tokens of a prompt: the API's count where it offers one, else an over-estimate."""
+        if self._counting:
+            self.count_calls += 1
+            try:
+                counted = await self._client.messages.count_tokens(
+                    model=self.model, system=system, tools=[REVIEW_TOOL], messages=messages,  # type: ignore[arg-type,list-item]
+                )  # fmt: skip
+                return int(counted.input_tokens)
+            except (anthropic.NotFoundError, anthropic.PermissionDeniedError) as err:
+                log.info("token counting is not available (%s); estimating prompt sizes", _describe(err))
+                self._counting = False
+            except anthropic.AnthropicError as err:
+                log.info("token counting failed (%s); estimating this prompt's size", type(err).__name__)
+        text = json.dumps([REVIEW_TOOL, system, messages])
+        return estimate_tokens(text)
+
+    async def _call(self, system: list[dict[str, Any]], messages: list[dict[str, Any]], meter: UsageMeter) -> Message:
         meter.calls += 1
         self.calls_made += 1
         try:
             response = await self._client.messages.create(
                 model=self.model,
                 max_tokens=self._max_output_tokens,
-                system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
+                system=system,  # type: ignore[arg-type]
                 tools=[REVIEW_TOOL],  # type: ignore[list-item]
                 tool_choice={"type": "tool", "name": REVIEW_TOOL_NAME},
                 messages=messages,  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from reviewer_app.review.prompt import (
     OverviewRow,
     PromptFile,
     PromptPR,
+    build_user_blocks,
     build_user_message,
     estimate_tokens,
     render_file,
@@ -281,10 +282,12 @@ class ReviewPipeline:
         model = ""
         for i, part in enumerate(plan.parts, start=1):
             files = tuple(prepared.files[f.path] for f in part)
-            message = build_user_message(prompt(files, rows, part_note(i, len(plan.parts))))
+            blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts))))
             meter = UsageMeter()
             try:
-                answer: ModelAnswer = await self.claude.review(message, meter=meter)
+                # The first block (framing, description, file list) is the same in every part: cached once for all.
+                answer: ModelAnswer = await self.claude.review(blocks, meter=meter,
+                                                               shared_blocks=1 if len(plan.parts) > 1 else 0)  # fmt: skip
             finally:
                 # What was paid for is on record, even when the call failed or the process dies next.
                 await ctx.record_usage(Usage(
