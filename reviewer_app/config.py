@@ -44,6 +44,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REVIEWER_MAX_PARTS", "max_parts", int, 3, "model requests one review may use for a large PR", minimum=1, maximum=20),
     Setting("REVIEWER_MODEL_TIMEOUT_SECONDS", "model_timeout_seconds", float, 300.0, "timeout of one model request", minimum=1),
     Setting("REVIEWER_MALFORMED_RETRIES", "malformed_retries", int, 2, "re-asks after a malformed model answer", minimum=0, maximum=5),
+    Setting("REVIEWER_CONTEXT_LINES", "context_lines", int, 150, "unchanged lines around the changes of one file shown to the model, read at the head commit (0: none)", minimum=0, maximum=2000),
     Setting("REVIEWER_CONCURRENCY", "concurrency", int, 4, "worker slots: reviews running at once", minimum=1, maximum=256),
     Setting("REVIEWER_MAX_ATTEMPTS", "max_attempts", int, 5, "attempts before a job ends failed", minimum=1, maximum=100),
     Setting("REVIEWER_LEASE_SECONDS", "lease_seconds", float, 120.0, "lease length; an expired lease is rescued", minimum=0.2),
@@ -96,6 +97,7 @@ class Config:
     max_parts: int = 3
     model_timeout_seconds: float = 300.0
     malformed_retries: int = 2
+    context_lines: int = 150
     concurrency: int = 4
     max_attempts: int = 5
     lease_seconds: float = 120.0

@@ -123,7 +123,7 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
     # A job waiting on another (a ready_for_review job on its draft's review of the same head) looks again after
     # the first retry delay.
     settings = ReviewSettings(max_input_tokens=cfg.max_input_tokens, max_parts=cfg.max_parts,
-                              wait_seconds=cfg.retry_base_seconds)  # fmt: skip
+                              wait_seconds=cfg.retry_base_seconds, context_lines=cfg.context_lines)  # fmt: skip
     return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings))
 
 

@@ -27,7 +27,7 @@ from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
-from reviewer_app.review.prepare import overview, part_note, prepare
+from reviewer_app.review.prepare import overview, part_note, prepare, without_context
 from reviewer_app.review.prompt import (
     SYSTEM_PROMPT,
     OverviewRow,
@@ -64,6 +64,7 @@ class ReviewSettings:
     max_parts: int = 3
     ignore: tuple[str, ...] = ()
     wait_seconds: float = 10.0  # before a job that waits on another one looks again
+    context_lines: int = 150  # unchanged lines shown around the changes of one file (0: none)
 
 
 class ReviewPipeline:
@@ -256,8 +257,9 @@ class ReviewPipeline:
             comparison = await self.github.compare(inst, job.repo_full_name, base, job.head_sha)
             return str((comparison.get("merge_base_commit") or {}).get("sha") or "") or None
 
+        context_lines = self.settings.context_lines if rc.context else 0
         prepared = await prepare(selection, reader=self.reader, installation_id=inst, repo=job.repo_full_name,
-                                 head_sha=job.head_sha, base_sha=base_sha)  # fmt: skip
+                                 head_sha=job.head_sha, base_sha=base_sha, context_lines=context_lines)  # fmt: skip
 
         def prompt(files: tuple[PromptFile, ...] = (), rows: tuple[OverviewRow, ...] = (),
                    note: str | None = None) -> PromptPR:  # fmt: skip
@@ -275,13 +277,19 @@ class ReviewPipeline:
         plan = plan_parts(prepared.diffs, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
                           fixed_overhead_tokens=overhead, estimate=estimate_tokens,
                           max_parts=rc.max_parts or self.settings.max_parts, last=prepared.computed,
-                          render=lambda d: render_file(prepared.files[d.path]))  # fmt: skip
+                          render=lambda d: render_file(prepared.files[d.path]),
+                          fallback_render=lambda d: render_file(without_context(prepared.files[d.path])))  # fmt: skip
+        stats = prepared.stats
+        log.info("job %s: context for %d of %d hunks (tree-sitter %d, indentation %d), %d lines; %d files unread",
+                 job.id, stats.by_parser + stats.by_indentation, stats.hunks, stats.by_parser, stats.by_indentation,
+                 stats.context_lines, stats.files_without)  # fmt: skip
         rows = tuple(overview(selection.changed, plan, prepared))
         summaries: list[str] = []
         comments: list[ModelComment] = []
         model = ""
         for i, part in enumerate(plan.parts, start=1):
-            files = tuple(prepared.files[f.path] for f in part)
+            files = tuple(without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
+                          for f in part)  # fmt: skip
             blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts))))
             meter = UsageMeter()
             try:
