@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import cachetools
@@ -27,6 +29,7 @@ from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
+from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
 from reviewer_app.review.prepare import overview, part_note, prepare, without_context
 from reviewer_app.review.prompt import (
     SYSTEM_PROMPT,
@@ -45,6 +48,8 @@ from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.store.base import Delivery, Usage
 
 log = logging.getLogger(__name__)
+
+PROGRESS_KEY = "model_progress"  # job details: finished parts and tool turns of a model answer not yet stored
 
 # GitHub's `permission` for a collaborator: maintain shows as write, triage as read.
 WRITE_PERMISSIONS = frozenset({"admin", "write"})
@@ -65,6 +70,8 @@ class ReviewSettings:
     ignore: tuple[str, ...] = ()
     wait_seconds: float = 10.0  # before a job that waits on another one looks again
     context_lines: int = 150  # unchanged lines shown around the changes of one file (0: none)
+    repository_tools: bool = False  # the server's default for repositories that do not say
+    tool_limits: ToolLimits = field(default_factory=ToolLimits)
 
 
 class ReviewPipeline:
@@ -117,7 +124,10 @@ class ReviewPipeline:
         if stored is None:
             scope = await self._scope(ctx, selection, ignore)
             stored = await self._ask_model(ctx, pr, scope, rc)
-            await ctx.checkpoint(answer=stored)
+            # The answer replaces the progress it was built from (finished parts, tool turns).
+            details = {k: v for k, v in ctx.job.details.items() if k != PROGRESS_KEY}
+            await ctx.checkpoint(answer=stored, details=details)
+            job = ctx.job = replace(ctx.job, details=details)
         else:
             log.info("job %s: publishing the stored model answer (no new model call)", job.id)
         summary = stored["summary"]
@@ -262,17 +272,19 @@ class ReviewPipeline:
                                  head_sha=job.head_sha, base_sha=base_sha, context_lines=context_lines)  # fmt: skip
 
         def prompt(files: tuple[PromptFile, ...] = (), rows: tuple[OverviewRow, ...] = (),
-                   note: str | None = None) -> PromptPR:  # fmt: skip
+                   note: str | None = None, tools: RepositoryTools | None = None) -> PromptPR:  # fmt: skip
             return PromptPR(
                 repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
                 description=str(pr.get("body") or ""), head_sha=job.head_sha, files=files, changed_files=rows,
                 incremental_note=scope.note, part_note=note, extra_instructions=rc.instructions, language=rc.language,
+                tools_note=tools_note(tools.limits) if tools is not None else None,
             )  # fmt: skip
 
         # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
         rows = tuple(OverviewRow(c.path, c.status, c.previous_path, c.additions, c.deletions, "x" * 120)
                      for c in selection.changed)  # fmt: skip
-        shared = build_user_message(prompt(rows=rows, note=part_note(9, 9)))
+        shared = build_user_message(prompt(rows=rows, note=part_note(9, 9),
+                                           tools=self._tools(inst, job.repo_full_name, job.head_sha, rc)))  # fmt: skip
         overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(shared) + 1500  # + tool and answer framing
         plan = plan_parts(prepared.diffs, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
                           fixed_overhead_tokens=overhead, estimate=estimate_tokens,
@@ -287,25 +299,27 @@ class ReviewPipeline:
         summaries: list[str] = []
         comments: list[ModelComment] = []
         model = ""
+        tools = self._tools(job.installation_id, job.repo_full_name, job.head_sha, rc)
+        progress: dict[str, Any] = dict(ctx.job.details.get(PROGRESS_KEY) or {})
+        progress.setdefault("parts", {})
+        progress.setdefault("turns", {})
+
+        async def save() -> None:
+            details = {**ctx.job.details, PROGRESS_KEY: progress}
+            await ctx.checkpoint(details=details)
+            ctx.job = replace(ctx.job, details=details)
+
         for i, part in enumerate(plan.parts, start=1):
             files = tuple(without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
                           for f in part)  # fmt: skip
-            blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts))))
-            meter = UsageMeter()
-            try:
-                # The first block (framing, description, file list) is the same in every part: cached once for all.
-                answer: ModelAnswer = await self.claude.review(blocks, meter=meter,
-                                                               shared_blocks=1 if len(plan.parts) > 1 else 0)  # fmt: skip
-            finally:
-                # What was paid for is on record, even when the call failed or the process dies next.
-                await ctx.record_usage(Usage(
-                    model=self.claude.model, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
-                    cache_creation_tokens=meter.cache_creation_input_tokens,
-                    cache_read_tokens=meter.cache_read_input_tokens,
-                ))  # fmt: skip
-            model = answer.model
-            summaries.append(answer.summary if len(plan.parts) == 1 else f"**Part {i}:** {answer.summary}")
-            comments.extend(answer.comments)
+            blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts)), tools))
+            key = hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
+            done = progress["parts"].get(key)
+            if done is None:
+                done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
+            model = done["model"]
+            summaries.append(done["summary"] if len(plan.parts) == 1 else f"**Part {i}:** {done['summary']}")
+            comments.extend(ModelComment(**c) for c in done["comments"])
         if not plan.parts:
             summaries.append("There was nothing in this pull request that the reviewer reviews.")
         not_covered = [(s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]]
@@ -318,6 +332,52 @@ class ReviewPipeline:
             "parts": len(plan.parts),
             "incremental_note": scope.note,
         }
+
+    def _tools(self, installation_id: int, repo: str, head_sha: str, rc: RepoConfig) -> RepositoryTools | None:
+        """The read-only repository tools, when the repository (or the server's default) opts in."""
+        enabled = self.settings.repository_tools if rc.repository_tools is None else rc.repository_tools
+        if not enabled or self.settings.tool_limits.max_turns < 1:
+            return None
+        return RepositoryTools(self.github, installation_id, repo, head_sha, self.settings.tool_limits)
+
+    async def _ask_part(self, ctx: JobContext, blocks: list[str], shared: bool, tools: RepositoryTools | None,
+                        progress: dict[str, Any], key: str, save: Callable[[], Awaitable[None]]) -> dict[str, Any]:  # fmt: skip
+        """Ask the model about one part. Each tool turn is checkpointed with the job as it completes (a resumed
+        attempt replays the stored turns instead of paying for them again), and so is a finished part of a large
+        review. Every turn's tokens go to the usage ledger as soon as they are spent."""
+        meter, recorded = UsageMeter(), UsageMeter()
+
+        async def record() -> None:
+            nonlocal recorded
+            spent = meter.since(recorded)
+            recorded = replace(meter)
+            if spent.calls or spent.input_tokens or spent.output_tokens:
+                await ctx.record_usage(Usage(
+                    model=self.claude.model, input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
+                    cache_creation_tokens=spent.cache_creation_input_tokens,
+                    cache_read_tokens=spent.cache_read_input_tokens,
+                ))  # fmt: skip
+
+        async def on_turn(turn: dict[str, Any]) -> None:
+            await record()
+            progress["turns"].setdefault(key, []).append(turn)
+            await save()
+
+        try:
+            # The first block (framing, description, file list) is the same in every part: cached once for all.
+            answer: ModelAnswer = await self.claude.review(
+                blocks, meter=meter, shared_blocks=1 if shared else 0, tools=tools,
+                turns=progress["turns"].get(key, ()), on_turn=on_turn,
+            )  # fmt: skip
+        finally:
+            # What was paid for is on record, even when the call failed or the process dies next.
+            await record()
+        done = {"summary": answer.summary, "comments": [asdict(c) for c in answer.comments], "model": answer.model}
+        progress["parts"][key] = done
+        progress["turns"].pop(key, None)
+        if shared:
+            await save()  # a later part that fails does not cost this one again
+        return done
 
     async def _publish_once(self, ctx: JobContext, body: str, comments: list[dict[str, object]]) -> int:
         """Find this job's review by the app's bot, or post it once. Never posts for a head that moved on."""

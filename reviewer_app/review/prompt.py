@@ -183,6 +183,7 @@ class PromptPR:
     part_note: str | None = None
     extra_instructions: str | None = None
     language: str | None = None
+    tools_note: str | None = None  # trusted: the repository tools the model may call, and their bounds
 
 
 def neutralize(text: str) -> str:
@@ -258,6 +259,8 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
     language = _clean_language(pr.language)
     if language:
         parts.append(f"Write the summary and the comments in {language}.")
+    if pr.tools_note:
+        parts.append(pr.tools_note)
 
     if pr.extra_instructions and pr.extra_instructions.strip():
         instructions = _truncate(pr.extra_instructions.strip(), MAX_EXTRA_INSTRUCTIONS_CHARS)
