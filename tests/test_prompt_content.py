@@ -11,7 +11,14 @@ from reviewer_app.core.diff import FileDiff, parse_patch
 from reviewer_app.core.states import JobState
 from reviewer_app.review import selection as sel
 from reviewer_app.review.budget import plan_parts, review_order
-from reviewer_app.review.prompt import PromptFile, render_file
+from reviewer_app.review.prompt import (
+    MAX_OVERVIEW_ROWS,
+    OverviewRow,
+    PromptFile,
+    PromptPR,
+    build_user_message,
+    render_file,
+)
 from reviewer_app.review.selection import select_files
 from tests.fakes.github import added_file, pull_file
 from tests.harness import REPO, SOURCE, harness
@@ -80,6 +87,20 @@ def test_a_layout_only_hunk_next_to_a_real_one_is_shown_as_a_note() -> None:
     text = render_file(PromptFile(diff.path, diff, collapsed=frozenset({0})))
     assert "[2 changed lines that only change whitespace or line endings; not shown]" in text
     assert "a = 1" not in text and "d = 5" in text
+
+
+def test_the_file_list_of_a_huge_pull_request_is_bounded_and_keeps_what_matters() -> None:
+    rows = [OverviewRow(f"pkg/lock{i}.json", "modified", None, 1, 1, "not reviewed: lock file") for i in range(900)]
+    rows += [OverviewRow("src/gone.py", "removed", None, 0, 9, "not reviewed: deleted"),
+             OverviewRow("src/core.py", "modified", None, 3, 1, "shown below")]  # fmt: skip
+    message = build_user_message(PromptPR("o/r", 1, "t", "d", "abc", changed_files=rows))
+    listed = message.split("<changed_files", 1)[1].split("</changed_files>", 1)[0]
+    assert listed.count("\n- ") == MAX_OVERVIEW_ROWS + 1
+    assert "- src/core.py (modified, +3 -1): shown below" in listed and "- src/gone.py (removed" in listed
+    assert (
+        f"- ... and {902 - MAX_OVERVIEW_ROWS} more files, not listed: {902 - MAX_OVERVIEW_ROWS} not reviewed: lock"
+        in listed
+    )
 
 
 # --- relevance order ----------------------------------------------------------------------------------------------

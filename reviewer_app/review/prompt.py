@@ -5,11 +5,12 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from reviewer_app.core.diff import FileDiff
+from reviewer_app.core.diff import FileDiff, Hunk
 
 REVIEW_TOOL_NAME = "submit_review"
 SEVERITIES: tuple[str, ...] = ("critical", "warning", "suggestion", "nit")
@@ -19,6 +20,7 @@ MAX_TITLE_CHARS = 500
 MAX_DESCRIPTION_CHARS = 8_000
 MAX_EXTRA_INSTRUCTIONS_CHARS = 2_000
 MAX_LANGUAGE_CHARS = 40
+MAX_OVERVIEW_ROWS = 400  # files listed one by one; the rest of a huge pull request is counted by reason
 
 # Every tag the message uses to frame content. Untrusted text may not open or close any of them.
 _DATA_TAG = "pr_data"
@@ -240,7 +242,7 @@ def annotate_file(f: PromptFile) -> str:
     return "\n".join(out)
 
 
-def _layout_note(hunk: Any) -> str:
+def _layout_note(hunk: Hunk) -> str:
     changed = sum(1 for ln in hunk.lines if ln.kind != "context")
     return f"{changed} changed lines that only change whitespace or line endings"
 
@@ -268,7 +270,7 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
 
     title = neutralize(_truncate(pr.title.strip(), MAX_TITLE_CHARS))
     description = neutralize(_truncate(pr.description.strip(), MAX_DESCRIPTION_CHARS)) or "(no description)"
-    overview = "\n".join(_overview_row(row) for row in pr.changed_files) or "(no files)"
+    overview = _overview(pr.changed_files)
     parts.append(
         f"<{_DATA_TAG}>\n"
         f"<title>{title}</title>\n"
@@ -308,6 +310,21 @@ def render_file(f: PromptFile) -> str:
         attrs += f' renamed_from="{html.escape(f.previous_path, quote=True)}"'
     note = f"[{f.context_note}]\n" if f.context_note else ""
     return f"<file {attrs}>\n{note}{neutralize(annotate_file(f))}\n</file>"
+
+
+def _overview(rows: Sequence[OverviewRow]) -> str:
+    """The changed-file list, bounded: files the model is shown, removed and renamed ones first when it is cut."""
+    if not rows:
+        return "(no files)"
+    if len(rows) > MAX_OVERVIEW_ROWS:
+        rank = sorted(range(len(rows)), key=lambda i: (rows[i].where.startswith("not reviewed"),
+                                                      rows[i].status not in ("removed", "renamed"), i))  # fmt: skip
+        keep = set(rank[:MAX_OVERVIEW_ROWS])
+        left = Counter(rows[i].where for i in rank[MAX_OVERVIEW_ROWS:])
+        tail = "; ".join(f"{n} {where}" for where, n in left.most_common(5))
+        listed = [_overview_row(row) for i, row in enumerate(rows) if i in keep]
+        return "\n".join([*listed, f"- ... and {len(rows) - len(keep)} more files, not listed: {neutralize(tail)}"])
+    return "\n".join(_overview_row(row) for row in rows)
 
 
 def _overview_row(row: OverviewRow) -> str:
