@@ -3,6 +3,7 @@ the code around each change, and the list of every changed file with where the m
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 # Files GitHub sent without a patch although they may hold text changes: their diff is computed from the contents.
 RECOVERABLE = frozenset({REASON_TOO_LARGE, REASON_NO_DIFF})
 NOTE_COMPUTED = "GitHub sent no patch for this file; this diff was computed from its contents at both commits"
+CONCURRENT_READS = 8  # contents requests of one review in flight at once
 # Statuses whose head file holds more than the diff shows (an added file's diff is the whole file).
 _WITH_CONTEXT = frozenset({"modified", "renamed", "changed", "copied"})
 
@@ -101,13 +103,19 @@ async def prepare(
 
 async def _read_context(prepared: Prepared, changed: dict[str, ChangedFile], reader: ContentReader,
                         installation_id: int, repo: str, head_sha: str, context_lines: int) -> None:  # fmt: skip
-    """Each changed file read at the head commit (cached by blob SHA) and its windows planned."""
-    for path, file in list(prepared.files.items()):
-        if path in prepared.computed or file.status not in _WITH_CONTEXT:
-            continue
+    """Each changed file read at the head commit (cached by blob SHA, a few at a time) and its windows planned."""
+    paths = [p for p, f in prepared.files.items() if p not in prepared.computed and f.status in _WITH_CONTEXT]
+    gate = asyncio.Semaphore(CONCURRENT_READS)
+
+    async def read(path: str) -> tuple[str | None, str | None]:
         entry = changed.get(path)
-        text, why = await reader.try_read(installation_id, repo, path, head_sha,
-                                          blob_sha=entry.blob_sha if entry else None)  # fmt: skip
+        async with gate:
+            return await reader.try_read(installation_id, repo, path, head_sha,
+                                         blob_sha=entry.blob_sha if entry else None)  # fmt: skip
+
+    texts = await asyncio.gather(*(read(p) for p in paths))
+    for path, (text, why) in zip(paths, texts, strict=True):
+        file = prepared.files[path]
         if text is None:
             prepared.stats.files_without += 1
             prepared.files[path] = replace(file, context_note=f"no context: {why} at the head commit")
