@@ -46,7 +46,6 @@ GOOD = {
 }
 
 
-
 def marked(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
 
