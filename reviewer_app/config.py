@@ -44,6 +44,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REVIEWER_MAX_PARTS", "max_parts", int, 3, "model requests one review may use for a large PR", minimum=1, maximum=20),
     Setting("REVIEWER_MODEL_TIMEOUT_SECONDS", "model_timeout_seconds", float, 300.0, "timeout of one model request", minimum=1),
     Setting("REVIEWER_MALFORMED_RETRIES", "malformed_retries", int, 2, "re-asks after a malformed model answer", minimum=0, maximum=5),
+    Setting("REVIEWER_REPOSITORY_TOOLS", "repository_tools", bool, False, "let the model read the repository (read-only, at the head commit) before it submits, for repositories whose .github/reviewer.yml does not say"),
+    Setting("REVIEWER_MAX_TOOL_TURNS", "max_tool_turns", int, 3, "turns of repository tool calls one review request may use (0: tools off everywhere)", minimum=0, maximum=10),
+    Setting("REVIEWER_MAX_TOOL_BYTES", "max_tool_bytes", int, 20000, "bytes of repository tool output per turn", minimum=1000, maximum=200000),
+    Setting("REVIEWER_CONTEXT_LINES", "context_lines", int, 150, "unchanged lines around the changes of one file shown to the model, read at the head commit (0: none)", minimum=0, maximum=2000),
     Setting("REVIEWER_CONCURRENCY", "concurrency", int, 4, "worker slots: reviews running at once", minimum=1, maximum=256),
     Setting("REVIEWER_MAX_ATTEMPTS", "max_attempts", int, 5, "attempts before a job ends failed", minimum=1, maximum=100),
     Setting("REVIEWER_LEASE_SECONDS", "lease_seconds", float, 120.0, "lease length; an expired lease is rescued", minimum=0.2),
@@ -96,6 +100,10 @@ class Config:
     max_parts: int = 3
     model_timeout_seconds: float = 300.0
     malformed_retries: int = 2
+    context_lines: int = 150
+    repository_tools: bool = False
+    max_tool_turns: int = 3
+    max_tool_bytes: int = 20000
     concurrency: int = 4
     max_attempts: int = 5
     lease_seconds: float = 120.0

@@ -26,6 +26,7 @@ from reviewer_app.github.outbox import OutboxSender
 from reviewer_app.github.recovery import Recovery
 from reviewer_app.metrics import Metrics
 from reviewer_app.review.claude import ClaudeReviewer, make_client
+from reviewer_app.review.explore import ToolLimits
 from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
 from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store
@@ -123,7 +124,9 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
     # A job waiting on another (a ready_for_review job on its draft's review of the same head) looks again after
     # the first retry delay.
     settings = ReviewSettings(max_input_tokens=cfg.max_input_tokens, max_parts=cfg.max_parts,
-                              wait_seconds=cfg.retry_base_seconds)  # fmt: skip
+                              wait_seconds=cfg.retry_base_seconds, context_lines=cfg.context_lines,
+                              repository_tools=cfg.repository_tools,
+                              tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes))  # fmt: skip
     return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings))
 
 

@@ -163,7 +163,7 @@ async def test_count_tokens_is_deterministic(served: tuple[FakeAnthropic, str], 
 
 async def test_cache_marked_prefix_is_written_then_read(served: tuple[FakeAnthropic, str], http: Any) -> None:
     _, base = served
-    body = {**BODY, "system": [{"type": "text", "text": "rules " * 50, "cache_control": {"type": "ephemeral"}}]}
+    body = {**BODY, "system": [{"type": "text", "text": "rules " * 800, "cache_control": {"type": "ephemeral"}}]}
     _, first, _ = await post(http, f"{base}/v1/messages", body)
     _, second, _ = await post(http, f"{base}/v1/messages", body)
     assert first["usage"]["cache_creation_input_tokens"] > 0 and first["usage"]["cache_read_input_tokens"] == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from reviewer_app.core.states import JobState
@@ -11,6 +10,7 @@ from reviewer_app.review.repo_config import CONFIG_PATH, parse_repo_config
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
 from tests.helpers import eventually
+from tests.prompt_text import changed_files, files_shown, user_text
 
 
 def parse(text: str | None):
@@ -75,8 +75,10 @@ async def test_ignored_paths_are_not_sent_to_the_model(tmp_path) -> None:
         gen = added_file("generated_api/client.py", ["x = 1"])
         pull, job_id = await h.open_pr(files=[SOURCE, gen])
         await h.wait_state(job_id, JobState.SUCCEEDED)
-        sent = json.dumps(h.anthropic.message_requests[0].messages)
-        assert "generated_api/client.py" not in sent and "src/widget.py" in sent and "Be terse." in sent
+        [req] = h.anthropic.message_requests
+        shown = files_shown(req)
+        assert "generated_api/client.py" not in shown and "src/widget.py" in shown and "Be terse." in user_text(req)
+        assert "generated_api/client.py (added, +1 -0): not reviewed: ignored by configuration" in changed_files(req)
         assert "generated_api/client.py" in h.reviews()[0]["body"]
 
 

@@ -8,6 +8,7 @@ from reviewer_app.core.admission import NO_ACCESS
 from reviewer_app.core.states import JobState
 from tests.fakes.github import added_file, pull_file
 from tests.harness import REPO, SOURCE, harness
+from tests.prompt_text import changed_files, files_shown, user_text
 
 
 def lock_file() -> dict:
@@ -25,9 +26,13 @@ async def test_only_source_reaches_the_model_and_a_comment_lands_on_an_added_lin
         pull, job_id = await h.open_pr(files=[SOURCE, lock_file(), binary_file()])
         await h.wait_state(job_id, JobState.SUCCEEDED)
         [req] = h.anthropic.message_requests
-        user_text = json.dumps(req.messages)
-        assert "src/widget.py" in user_text
-        assert "package-lock.json" not in user_text and "logo.png" not in user_text
+        shown, listed = files_shown(req), changed_files(req)
+        assert "src/widget.py" in shown
+        assert "package-lock.json" not in shown and "logo.png" not in shown
+        # The model still sees the whole pull request: every file, and why it is not shown.
+        assert "- package-lock.json (modified, +1 -1): not reviewed: lock file" in listed
+        assert "- assets/logo.png (added, +0 -0): not reviewed: binary" in listed
+        assert "- src/widget.py (added, +10 -0): shown below" in listed
         assert req.system[0]["cache_control"] == {"type": "ephemeral"}
         assert [t["name"] for t in req.tools] == ["submit_review"]
         assert req.tool_choice == {"type": "tool", "name": "submit_review"}
@@ -65,7 +70,7 @@ async def test_a_diff_larger_than_the_budget_names_what_it_skipped_and_no_reques
             chars = len(json.dumps(req.system)) + len(json.dumps(req.tools)) + len(json.dumps(req.messages))
             assert chars / 4 <= 6000  # the fake's own token count of what it received
         [review] = h.reviews()
-        skipped = [f"src/mod{i}.py" for i in range(6) if f"src/mod{i}.py" not in json.dumps([r.messages for r in requests])]
+        skipped = [f"src/mod{i}.py" for i in range(6) if all(f"src/mod{i}.py" not in files_shown(r) for r in requests)]
         assert skipped, "the budget should not fit every file"
         for path in skipped:
             assert path in review["body"]
@@ -82,7 +87,7 @@ async def test_prompt_injection_in_the_pr_changes_nothing_but_the_text(tmp_path)
         pull, job_id = await h.open_pr(files=[evil], title=attack, body=attack)
         await h.wait_state(job_id, JobState.SUCCEEDED)
         [req] = h.anthropic.message_requests
-        text = req.messages[0]["content"]
+        text = user_text(req)
         data_start, data_end = text.index("<pr_data>"), text.rindex("</pr_data>")
         for at in [i for i in range(len(text)) if text.startswith("IGNORE YOUR", i)]:
             assert data_start < at < data_end

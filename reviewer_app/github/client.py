@@ -577,6 +577,19 @@ class GitHubClient:
         except (binascii.Error, ValueError) as exc:
             raise PermanentError(f"GitHub sent {what} in a form we cannot decode") from exc
 
+    async def get_contents(self, installation_id: int, repo: str, path: str, ref: str) -> Any:
+        """GitHub's contents entry for ``path`` at ``ref`` as sent: a file, symlink or submodule object, or a
+        directory's list of entries (``path`` "" is the root); None when there is no such path."""
+        body, _ = await self._call(
+            "GET",
+            "/repos/{owner}/{name}/contents/{+path}{?ref}",
+            {**_split_repo(repo), "path": path.strip("/"), "ref": ref},
+            installation_id=installation_id,
+            what=f"contents {path!r} of {repo}@{ref[:12]}",
+            missing_ok=True,
+        )
+        return body
+
     async def collaborator_permission(self, installation_id: int, repo: str, user: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``: what ``user`` may do in ``repo``."""
         body = await self._get(

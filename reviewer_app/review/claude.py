@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anthropic
 from anthropic.types import Message
 
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
 from reviewer_app.core.review_model import ModelAnswer, ModelComment, Side
-from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT
+from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT, estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,18 @@ _SPEND_LIMIT_CODES = frozenset(
 # Fallback for answers without a machine-readable code; the API says not to rely on wording, so codes come first.
 _SPEND_LIMIT_WORDS = re.compile(r"spend(ing)? limit|credit balance|usage limit|billing", re.IGNORECASE)
 _SECRET_RE = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
+EPHEMERAL = {"type": "ephemeral"}
+# The minimum cacheable prompt per model, as Anthropic documents it (first matching name prefix wins). Below it a
+# cache mark caches nothing and says nothing. Where sources disagree the lower figure is used: a mark below the real
+# minimum costs nothing, a mark left out above it loses the cache.
+MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-3-haiku", 2048),
+    ("claude-3-5-haiku", 2048),
+)
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024
 _MAX_REASON_DETAIL = 200
 _MAX_FEEDBACK_CHARS = 1_000
 
@@ -47,11 +60,23 @@ class UsageMeter:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
 
+    def since(self, earlier: UsageMeter) -> UsageMeter:
+        """What was spent after ``earlier`` (a copy of this meter taken then)."""
+        return UsageMeter(self.calls - earlier.calls, self.input_tokens - earlier.input_tokens,
+                          self.output_tokens - earlier.output_tokens,
+                          self.cache_creation_input_tokens - earlier.cache_creation_input_tokens,
+                          self.cache_read_input_tokens - earlier.cache_read_input_tokens)  # fmt: skip
+
     def add(self, usage: Any) -> None:
         self.input_tokens += usage.input_tokens or 0
         self.output_tokens += usage.output_tokens or 0
         self.cache_creation_input_tokens += usage.cache_creation_input_tokens or 0
         self.cache_read_input_tokens += usage.cache_read_input_tokens or 0
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The fewest tokens a prompt prefix needs for ``model`` to cache it."""
+    return next((n for prefix, n in MIN_CACHEABLE_TOKENS if model.startswith(prefix)), DEFAULT_MIN_CACHEABLE_TOKENS)
 
 
 class MalformedAnswer(ValueError):
@@ -93,6 +118,11 @@ class ClaudeReviewer:
     times. Token usage is summed into the caller's ``UsageMeter`` (if given) as the calls happen, so it is
     known even when ``review`` raises; ``last_usage`` holds the meter of the latest review for single-job
     callers, and ``calls_made`` counts every Messages call this reviewer ever made. ``model`` is the model asked.
+
+    Cache breakpoints go where they pay: on the fixed prefix (tools and system prompt) when it reaches the model's
+    minimum, after the blocks several requests share (the parts of one review), and after the whole user turn, so
+    a re-ask after a malformed answer and a retry of the job read the diff from the cache. Prefixes are measured
+    with the token counting endpoint where the API offers it, estimated otherwise.
     """
 
     def __init__(
@@ -113,58 +143,147 @@ class ClaudeReviewer:
         self._clock = clock
         self.calls_made = 0
         self.last_usage = UsageMeter()
+        self.count_calls = 0  # token counting requests made
+        self._counting = True  # False once the endpoint turned out to be missing (a gateway without it)
+        self._fixed_tokens: dict[tuple[str, ...], int] = {}  # by the names of the tools offered
 
-    async def review(self, user_message: str, *, meter: UsageMeter | None = None) -> ModelAnswer:
+    async def review(
+        self,
+        user_blocks: str | Sequence[str],
+        *,
+        meter: UsageMeter | None = None,
+        shared_blocks: int = 0,
+        tools: ToolRunner | None = None,
+        turns: Sequence[dict[str, Any]] = (),
+        on_turn: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> ModelAnswer:
+        """Review the user turn (one text, or text blocks; the first ``shared_blocks`` are shared with other
+        requests of the same review).
+
+        With ``tools``, the model may call them for up to ``tools.max_turns`` turns before it submits; each turn
+        (the model's calls and what they cost) goes to ``on_turn`` as it completes, and ``turns`` stored by an
+        earlier attempt are replayed (their tools run again: same commit, same results) instead of asked again.
+        """
         meter = UsageMeter() if meter is None else meter
         self.last_usage = meter
-        base: list[dict[str, Any]] = [{"role": "user", "content": user_message}]
+        blocks = [user_blocks] if isinstance(user_blocks, str) else list(user_blocks)
+        definitions = [REVIEW_TOOL, *(tools.definitions if tools is not None else [])]
+        choice = {"type": "any"} if tools is not None else {"type": "tool", "name": REVIEW_TOOL_NAME}
+        system = await self._system_blocks(definitions)
+        content = await self._user_content(system, definitions, blocks, shared_blocks)
+        base: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        cached = "cache_control" in content[-1] if content else False
+        history: list[dict[str, Any]] = []
+        for turn in turns if tools is not None else ():
+            history += [{"role": "assistant", "content": turn["content"]},
+                        {"role": "user", "content": await tools.run(_tool_calls(turn["content"]))}]  # type: ignore[union-attr]  # fmt: skip
+        used = len(history) // 2
         feedback: list[dict[str, Any]] = []
         tries = 1 + self._malformed_retries
-        for attempt in range(1, tries + 1):
-            response = await self._call(base + feedback, meter)
-            try:
-                summary, comments = parse_review(response)
-            except MalformedAnswer as err:
-                log.warning(
-                    "model answer malformed (try %d of %d, stop_reason=%s, request_id=%s): %s",
-                    attempt,
-                    tries,
-                    response.stop_reason,
-                    getattr(response, "_request_id", None),
-                    err,
-                )
-                feedback = _feedback_turns(response, str(err))
-                continue
-            log.info(
-                "review answered: model=%s calls=%d input=%d output=%d cache_write=%d cache_read=%d",
-                response.model,
-                meter.calls,
-                meter.input_tokens,
-                meter.output_tokens,
-                meter.cache_creation_input_tokens,
-                meter.cache_read_input_tokens,
-            )
-            return ModelAnswer(
-                summary=summary,
-                comments=comments,
-                model=str(response.model),
-                input_tokens=meter.input_tokens,
-                output_tokens=meter.output_tokens,
-                cache_creation_input_tokens=meter.cache_creation_input_tokens,
-                cache_read_input_tokens=meter.cache_read_input_tokens,
-            )
-        raise PermanentError(f"model returned a malformed review {tries} times")
+        malformed = 0
+        while True:
+            messages = base + (_mark_last(history) if cached else history) + feedback
+            response = await self._call(system, definitions, choice, messages, meter)
+            calls = [b for b in response.content if b.type == "tool_use"]
+            reads = [c for c in calls if c.name != REVIEW_TOOL_NAME]
+            submitted = len(reads) < len(calls)
+            if tools is not None and reads and not submitted and all(c.name in tools.names for c in reads):
+                assistant = _assistant_content(response)
+                if used < tools.max_turns:
+                    results = await tools.run(_tool_calls(assistant))
+                    used += 1
+                    history += [{"role": "assistant", "content": assistant}, {"role": "user", "content": results}]
+                    feedback = []
+                    if on_turn is not None:
+                        await on_turn({"content": assistant, "usage": _usage_dict(response.usage)})
+                    continue
+                problem = f"the limit of {tools.max_turns} tool turns is reached"
+                feedback = [{"role": "assistant", "content": assistant}, {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": c["id"], "is_error": True,
+                     "content": f"Not run: {problem}. Call {REVIEW_TOOL_NAME} now with your review."}
+                    for c in _tool_calls(assistant)]}]  # fmt: skip
+                err: str = problem
+            else:
+                try:
+                    summary, comments = parse_review(response)
+                except MalformedAnswer as exc:
+                    err = str(exc)
+                    feedback = _feedback_turns(response, err)
+                else:
+                    log.info(
+                        "review answered: model=%s calls=%d tool_turns=%d input=%d output=%d cache_write=%d "
+                        "cache_read=%d",
+                        response.model, meter.calls, used, meter.input_tokens, meter.output_tokens,
+                        meter.cache_creation_input_tokens, meter.cache_read_input_tokens,
+                    )  # fmt: skip
+                    return ModelAnswer(
+                        summary=summary,
+                        comments=comments,
+                        model=str(response.model),
+                        input_tokens=meter.input_tokens,
+                        output_tokens=meter.output_tokens,
+                        cache_creation_input_tokens=meter.cache_creation_input_tokens,
+                        cache_read_input_tokens=meter.cache_read_input_tokens,
+                    )
+            malformed += 1
+            log.warning("model answer malformed (try %d of %d, stop_reason=%s, request_id=%s): %s", malformed, tries,
+                        response.stop_reason, getattr(response, "_request_id", None), err)  # fmt: skip
+            if malformed >= tries:
+                raise PermanentError(f"model returned a malformed review {tries} times")
 
-    async def _call(self, messages: list[dict[str, Any]], meter: UsageMeter) -> Message:
+    async def _system_blocks(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The system prompt, marked for caching when the fixed prefix (tools and system) is long enough."""
+        key = tuple(t["name"] for t in tools)
+        if key not in self._fixed_tokens:
+            probe = [{"role": "user", "content": "."}]
+            self._fixed_tokens[key] = await self._count([{"type": "text", "text": SYSTEM_PROMPT}], tools, probe)
+        block: dict[str, Any] = {"type": "text", "text": SYSTEM_PROMPT}
+        if self._fixed_tokens[key] >= min_cacheable_tokens(self.model):
+            block["cache_control"] = EPHEMERAL
+        return [block]
+
+    async def _user_content(
+        self, system: list[dict[str, Any]], tools: list[dict[str, Any]], blocks: list[str], shared_blocks: int
+    ) -> list[dict[str, Any]]:
+        """The user turn's text blocks with cache marks after the shared blocks and at the end, where they pay."""
+        content: list[dict[str, Any]] = [{"type": "text", "text": text} for text in blocks if text]
+        minimum = min_cacheable_tokens(self.model)
+        marks = [len(content) - 1] if content else []
+        if 0 < shared_blocks < len(content):
+            marks.insert(0, shared_blocks - 1)
+        for index in marks:
+            if await self._count(system, tools, [{"role": "user", "content": content[: index + 1]}]) >= minimum:
+                content[index] = {**content[index], "cache_control": EPHEMERAL}
+        return content
+
+    async def _count(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+                     messages: list[dict[str, Any]]) -> int:  # fmt: skip
+        """Input tokens of a prompt: the API's count where it offers one, else an over-estimate."""
+        if self._counting:
+            self.count_calls += 1
+            try:
+                counted = await self._client.messages.count_tokens(
+                    model=self.model, system=system, tools=tools, messages=messages,  # type: ignore[arg-type]
+                )  # fmt: skip
+                return int(counted.input_tokens)
+            except (anthropic.NotFoundError, anthropic.PermissionDeniedError) as err:
+                log.info("token counting is not available (%s); estimating prompt sizes", _describe(err))
+                self._counting = False
+            except anthropic.AnthropicError as err:
+                log.info("token counting failed (%s); estimating this prompt's size", type(err).__name__)
+        return estimate_tokens(json.dumps([tools, system, messages]))
+
+    async def _call(self, system: list[dict[str, Any]], tools: list[dict[str, Any]], choice: dict[str, Any],
+                    messages: list[dict[str, Any]], meter: UsageMeter) -> Message:  # fmt: skip
         meter.calls += 1
         self.calls_made += 1
         try:
             response = await self._client.messages.create(
                 model=self.model,
                 max_tokens=self._max_output_tokens,
-                system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
-                tools=[REVIEW_TOOL],  # type: ignore[list-item]
-                tool_choice={"type": "tool", "name": REVIEW_TOOL_NAME},
+                system=system,  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
+                tool_choice=choice,  # type: ignore[arg-type]
                 messages=messages,  # type: ignore[arg-type]
             )
         except anthropic.AnthropicError as err:
@@ -173,12 +292,60 @@ class ClaudeReviewer:
         return response
 
 
+class ToolRunner(Protocol):
+    """Read-only tools the model may call before it submits (reviewer_app.review.explore)."""
+
+    definitions: list[dict[str, Any]]
+
+    @property
+    def max_turns(self) -> int: ...
+
+    @property
+    def names(self) -> frozenset[str]: ...
+
+    async def run(self, calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]: ...
+
+
+def _assistant_content(response: Message) -> list[dict[str, Any]]:
+    """The model's turn as request blocks (its text and its tool calls), to send back and to checkpoint."""
+    out: list[dict[str, Any]] = []
+    for b in response.content:
+        if b.type == "tool_use":
+            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+        elif b.type == "text" and b.text:
+            out.append({"type": "text", "text": b.text})
+    return out
+
+
+def _tool_calls(content: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b for b in content if b.get("type") == "tool_use"]
+
+
+def _mark_last(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with a cache mark on its last block, so the next turn reads every turn before it."""
+    if not history:
+        return history
+    last = history[-1]
+    blocks = list(last["content"])
+    blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
+    return [*history[:-1], {**last, "content": blocks}]
+
+
+def _usage_dict(usage: Any) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens or 0,
+        "output_tokens": usage.output_tokens or 0,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0,
+        "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
+    }
+
+
 def parse_review(response: Message) -> tuple[str, tuple[ModelComment, ...]]:
     """The summary and comments of the review tool call in ``response``, strictly checked."""
     calls = [b for b in response.content if b.type == "tool_use"]
     if not calls:
         raise MalformedAnswer(f"no {REVIEW_TOOL_NAME} tool call in the answer (stop_reason={response.stop_reason})")
-    call = calls[0]
+    call = next((c for c in calls if c.name == REVIEW_TOOL_NAME), calls[0])
     if call.name != REVIEW_TOOL_NAME:
         raise MalformedAnswer(f"called tool {call.name!r} instead of {REVIEW_TOOL_NAME!r}")
     if response.stop_reason == "max_tokens":

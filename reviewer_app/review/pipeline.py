@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import cachetools
@@ -35,20 +37,27 @@ from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
+from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
+from reviewer_app.review.prepare import overview, part_note, prepare, without_context
 from reviewer_app.review.prompt import (
     SYSTEM_PROMPT,
+    OverviewRow,
     PromptFile,
     PromptPR,
-    annotate_patch,
+    build_user_blocks,
     build_user_message,
     estimate_tokens,
+    render_file,
 )
+from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.render import ReviewCounts, render_review_body
 from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.store.base import Delivery, Usage
 
 log = logging.getLogger(__name__)
+
+PROGRESS_KEY = "model_progress"  # job details: finished parts and tool turns of a model answer not yet stored
 
 # GitHub's `permission` for a collaborator: maintain shows as write, triage as read.
 WRITE_PERMISSIONS = frozenset({"admin", "write"})
@@ -59,6 +68,7 @@ PERMISSION_CACHE_SECONDS = 60.0
 class Scope:
     selection: Selection
     note: str | None  # set for an incremental review
+    base: str | None = None  # the commit the diffs start from, when known (an incremental review's last head)
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,9 @@ class ReviewSettings:
     max_parts: int = 3
     ignore: tuple[str, ...] = ()
     wait_seconds: float = 10.0  # before a job that waits on another one looks again
+    context_lines: int = 150  # unchanged lines shown around the changes of one file (0: none)
+    repository_tools: bool = False  # the server's default for repositories that do not say
+    tool_limits: ToolLimits = field(default_factory=ToolLimits)
 
 
 class ReviewPipeline:
@@ -79,6 +92,7 @@ class ReviewPipeline:
         self.claude = claude
         self.checks = checks
         self.settings = settings
+        self.reader = ContentReader(github)
         # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
         # lookup; a changed permission counts after at most a minute.
         self._permissions: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
@@ -129,7 +143,10 @@ class ReviewPipeline:
         if stored is None:
             scope = await self._scope(ctx, selection, ignore)
             stored = await self._ask_model(ctx, pr, scope, rc)
-            await ctx.checkpoint(answer=stored)
+            # The answer replaces the progress it was built from (finished parts, tool turns).
+            details = {k: v for k, v in ctx.job.details.items() if k != PROGRESS_KEY}
+            await ctx.checkpoint(answer=stored, details=details)
+            job = ctx.job = replace(ctx.job, details=details)
         else:
             log.info("job %s: publishing the stored model answer (no new model call)", job.id)
         summary = stored["summary"]
@@ -247,7 +264,7 @@ class ReviewPipeline:
         changed = select_files(comparison.get("files") or [], ignore=ignore)
         note = (f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
                 f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
-        return Scope(changed, note)
+        return Scope(changed, note, base=last)
 
     async def _still_applies(self, ctx: JobContext, pr: dict[str, Any]) -> None:
         """Raise Cancelled or Superseded when the pull request moved on from this job. A head that moved is handed
@@ -275,58 +292,75 @@ class ReviewPipeline:
 
     async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> dict[str, Any]:
         job = ctx.job
+        assert job.installation_id is not None
+        inst = job.installation_id
         selection = scope.selection
-        overhead = (
-            estimate_tokens(SYSTEM_PROMPT)
-            + estimate_tokens(
-                build_user_message(
-                    PromptPR(
-                        job.repo_full_name,
-                        job.pr_number,
-                        str(pr.get("title") or ""),
-                        str(pr.get("body") or ""),
-                        job.head_sha,
-                        incremental_note=scope.note,
-                        extra_instructions=rc.instructions,
-                        language=rc.language,
-                    )
-                )  # fmt: skip
-            )
-            + 1500
-        )  # the tool definition, the part note and the answer's framing
-        plan = plan_parts(selection.reviewed, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
+
+        async def base_sha() -> str | None:
+            if scope.base:
+                return scope.base
+            base = str((pr.get("base") or {}).get("sha") or "")
+            if not base:
+                return None
+            comparison = await self.github.compare(inst, job.repo_full_name, base, job.head_sha)
+            return str((comparison.get("merge_base_commit") or {}).get("sha") or "") or None
+
+        context_lines = self.settings.context_lines if rc.context else 0
+        prepared = await prepare(selection, reader=self.reader, installation_id=inst, repo=job.repo_full_name,
+                                 head_sha=job.head_sha, base_sha=base_sha, context_lines=context_lines)  # fmt: skip
+
+        def prompt(files: tuple[PromptFile, ...] = (), rows: tuple[OverviewRow, ...] = (),
+                   note: str | None = None, tools: RepositoryTools | None = None) -> PromptPR:  # fmt: skip
+            return PromptPR(
+                repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
+                description=str(pr.get("body") or ""), head_sha=job.head_sha, files=files, changed_files=rows,
+                incremental_note=scope.note, part_note=note, extra_instructions=rc.instructions, language=rc.language,
+                tools_note=tools_note(tools.limits) if tools is not None else None,
+            )  # fmt: skip
+
+        # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
+        rows = tuple(OverviewRow(c.path, c.status, c.previous_path, c.additions, c.deletions, "x" * 120)
+                     for c in selection.changed)  # fmt: skip
+        shared = build_user_message(prompt(rows=rows, note=part_note(9, 9),
+                                           tools=self._tools(inst, job.repo_full_name, job.head_sha, rc)))  # fmt: skip
+        overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(shared) + 1500  # + tool and answer framing
+        plan = plan_parts(prepared.diffs, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
                           fixed_overhead_tokens=overhead, estimate=estimate_tokens,
-                          max_parts=rc.max_parts or self.settings.max_parts,
-                          render=lambda f: f'<file path="{f.path}">\n{annotate_patch(f.patch)}\n</file>')  # fmt: skip
+                          max_parts=rc.max_parts or self.settings.max_parts, last=prepared.computed,
+                          render=lambda d: render_file(prepared.files[d.path]),
+                          fallback_render=lambda d: render_file(without_context(prepared.files[d.path])))  # fmt: skip
+        stats = prepared.stats
+        log.info("job %s: context for %d of %d hunks (tree-sitter %d, indentation %d), %d lines; %d files unread",
+                 job.id, stats.by_parser + stats.by_indentation, stats.hunks, stats.by_parser, stats.by_indentation,
+                 stats.context_lines, stats.files_without)  # fmt: skip
+        rows = tuple(overview(selection.changed, plan, prepared))
         summaries: list[str] = []
         comments: list[ModelComment] = []
         model = ""
+        tools = self._tools(job.installation_id, job.repo_full_name, job.head_sha, rc)
+        progress: dict[str, Any] = dict(ctx.job.details.get(PROGRESS_KEY) or {})
+        progress.setdefault("parts", {})
+        progress.setdefault("turns", {})
+
+        async def save() -> None:
+            details = {**ctx.job.details, PROGRESS_KEY: progress}
+            await ctx.checkpoint(details=details)
+            ctx.job = replace(ctx.job, details=details)
+
         for i, part in enumerate(plan.parts, start=1):
-            message = build_user_message(PromptPR(
-                repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
-                description=str(pr.get("body") or ""), head_sha=job.head_sha,
-                files=tuple(PromptFile(f.path, f.patch) for f in part),
-                incremental_note=" ".join(filter(None, [scope.note, (
-                    f"This is part {i} of {len(plan.parts)} of a large pull request; review only the files shown "
-                    "here." if len(plan.parts) > 1 else None)])) or None,
-                extra_instructions=rc.instructions, language=rc.language,
-            ))  # fmt: skip
-            meter = UsageMeter()
-            try:
-                answer: ModelAnswer = await self.claude.review(message, meter=meter)
-            finally:
-                # What was paid for is on record, even when the call failed or the process dies next.
-                await ctx.record_usage(Usage(
-                    model=self.claude.model, input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
-                    cache_creation_tokens=meter.cache_creation_input_tokens,
-                    cache_read_tokens=meter.cache_read_input_tokens,
-                ))  # fmt: skip
-            model = answer.model
-            summaries.append(answer.summary if len(plan.parts) == 1 else f"**Part {i}:** {answer.summary}")
-            comments.extend(answer.comments)
+            files = tuple(without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
+                          for f in part)  # fmt: skip
+            blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts)), tools))
+            key = hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
+            done = progress["parts"].get(key)
+            if done is None:
+                done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
+            model = done["model"]
+            summaries.append(done["summary"] if len(plan.parts) == 1 else f"**Part {i}:** {done['summary']}")
+            comments.extend(ModelComment(**c) for c in done["comments"])
         if not plan.parts:
             summaries.append("There was nothing in this pull request that the reviewer reviews.")
-        not_covered = [(s.path, s.reason) for s in [*selection.skipped, *plan.not_covered]]
+        not_covered = [(s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]]
         return {
             "summary": "\n\n".join(summaries),
             "comments": [asdict(c) for c in comments],
@@ -336,6 +370,52 @@ class ReviewPipeline:
             "parts": len(plan.parts),
             "incremental_note": scope.note,
         }
+
+    def _tools(self, installation_id: int, repo: str, head_sha: str, rc: RepoConfig) -> RepositoryTools | None:
+        """The read-only repository tools, when the repository (or the server's default) opts in."""
+        enabled = self.settings.repository_tools if rc.repository_tools is None else rc.repository_tools
+        if not enabled or self.settings.tool_limits.max_turns < 1:
+            return None
+        return RepositoryTools(self.github, installation_id, repo, head_sha, self.settings.tool_limits)
+
+    async def _ask_part(self, ctx: JobContext, blocks: list[str], shared: bool, tools: RepositoryTools | None,
+                        progress: dict[str, Any], key: str, save: Callable[[], Awaitable[None]]) -> dict[str, Any]:  # fmt: skip
+        """Ask the model about one part. Each tool turn is checkpointed with the job as it completes (a resumed
+        attempt replays the stored turns instead of paying for them again), and so is a finished part of a large
+        review. Every turn's tokens go to the usage ledger as soon as they are spent."""
+        meter, recorded = UsageMeter(), UsageMeter()
+
+        async def record() -> None:
+            nonlocal recorded
+            spent = meter.since(recorded)
+            recorded = replace(meter)
+            if spent.calls or spent.input_tokens or spent.output_tokens:
+                await ctx.record_usage(Usage(
+                    model=self.claude.model, input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
+                    cache_creation_tokens=spent.cache_creation_input_tokens,
+                    cache_read_tokens=spent.cache_read_input_tokens,
+                ))  # fmt: skip
+
+        async def on_turn(turn: dict[str, Any]) -> None:
+            await record()
+            progress["turns"].setdefault(key, []).append(turn)
+            await save()
+
+        try:
+            # The first block (framing, description, file list) is the same in every part: cached once for all.
+            answer: ModelAnswer = await self.claude.review(
+                blocks, meter=meter, shared_blocks=1 if shared else 0, tools=tools,
+                turns=progress["turns"].get(key, ()), on_turn=on_turn,
+            )  # fmt: skip
+        finally:
+            # What was paid for is on record, even when the call failed or the process dies next.
+            await record()
+        done = {"summary": answer.summary, "comments": [asdict(c) for c in answer.comments], "model": answer.model}
+        progress["parts"][key] = done
+        progress["turns"].pop(key, None)
+        if shared:
+            await save()  # a later part that fails does not cost this one again
+        return done
 
     async def _publish_once(self, ctx: JobContext, body: str, comments: list[dict[str, object]]) -> int:
         """Find this job's review by the app's bot, or post it once. Never posts for a head that moved on."""

@@ -12,13 +12,27 @@ from reviewer_app.review.selection import compile_ignore
 CONFIG_PATH = ".github/reviewer.yml"
 MAX_INSTRUCTIONS_CHARS = 2000
 MAX_IGNORE_PATTERNS = 200
-KNOWN_KEYS = frozenset({"auto", "drafts", "ignore", "instructions", "language", "max_input_tokens", "max_parts"})
+KNOWN_KEYS = frozenset(
+    {
+        "auto",
+        "drafts",
+        "ignore",
+        "instructions",
+        "language",
+        "max_input_tokens",
+        "max_parts",
+        "context",
+        "repository_tools",
+    }
+)
 
 
 @dataclass(frozen=True)
 class RepoConfig:
     auto: bool = True  # automatic reviews of pushes; `/review` works either way
     drafts: bool = False  # automatic reviews of draft pull requests too (otherwise they wait for ready_for_review)
+    context: bool = True  # show the model the code around each change (read at the head commit)
+    repository_tools: bool | None = None  # let the model read the repository before it submits; None: server default
     ignore: tuple[str, ...] = ()
     instructions: str | None = None
     language: str | None = None
@@ -44,7 +58,7 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any
-    for key in ("auto", "drafts"):
+    for key in ("auto", "drafts", "context", "repository_tools"):
         if key in data:
             if isinstance(data[key], bool):
                 cfg = replace(cfg, **{key: data[key]})

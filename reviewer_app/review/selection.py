@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pathspec import GitIgnoreSpec
 
-from reviewer_app.core.diff import FileDiff, PatchParseError, parse_patch
+from reviewer_app.core.diff import FileDiff, Hunk, PatchParseError, parse_patch
 
 REASON_DELETED = "deleted"
 REASON_DELETIONS_ONLY = "only deletes lines"
@@ -24,35 +25,166 @@ REASON_RENAMED = "renamed without changes"
 # pull request's total diff limit; we cannot tell them apart from the row alone, so we do not pretend to.
 REASON_NO_DIFF = "no diff from GitHub (binary, mode change, or past GitHub's diff limit)"
 REASON_UNREADABLE = "unreadable patch"
+REASON_GENERATED_HEADER = "generated (its header says so)"
+REASON_GENERATED_SHAPE = "generated (minified or a data table, by its shape)"
+REASON_LOCK_OUTPUT = "lock file (pinned output of a dependency tool)"
+REASON_WHITESPACE_ONLY = "only whitespace changes"
+REASON_LINE_ENDINGS_ONLY = "only line-ending changes"
 
-_LOCK_FILES = GitIgnoreSpec.from_lines([
-    "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "bun.lock", "bun.lockb",
-    "deno.lock", "poetry.lock", "Pipfile.lock", "uv.lock", "pdm.lock", "conda-lock.yml", "Cargo.lock",
-    "Gemfile.lock", "composer.lock", "go.sum", "go.work.sum", "mix.lock", "Podfile.lock", "pubspec.lock",
-    "packages.lock.json", "Package.resolved", "flake.lock", "gradle.lockfile", ".terraform.lock.hcl",
-])
-_VENDORED = GitIgnoreSpec.from_lines([
-    "vendor/", "third_party/", "third-party/", "thirdparty/", "node_modules/", "bower_components/",
-    "Pods/", "Carthage/Checkouts/", ".yarn/releases/", ".yarn/cache/",
-])
-_GENERATED = GitIgnoreSpec.from_lines([
-    "*.min.js", "*.min.mjs", "*.min.css", "*.js.map", "*.css.map", "dist/",
-    "*.pb.go", "*.pb.gw.go", "*_pb2.py", "*_pb2.pyi", "*_pb2_grpc.py", "*.pb.h", "*.pb.cc", "*_pb.js",
-    "*_pb.d.ts", "*.g.dart", "*.freezed.dart",
-])
-_BINARY = GitIgnoreSpec.from_lines([
-    f"*.{ext}" for ext in (
-        "png", "jpg", "jpeg", "gif", "bmp", "ico", "icns", "webp", "tif", "tiff", "psd", "pdf", "zip", "gz",
-        "tgz", "bz2", "xz", "zst", "7z", "rar", "jar", "war", "class", "so", "dylib", "dll", "exe", "bin",
-        "o", "a", "wasm", "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "mov", "avi", "wav", "flac",
-        "ogg", "webm", "sqlite", "db", "pyc", "pkl", "npy", "npz", "parquet", "h5", "onnx", "pt",
-    )
-])
-# Only a comment-looking line near the top counts, so code that merely mentions the words is reviewed.
+_LOCK_FILES = GitIgnoreSpec.from_lines(
+    [
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "bun.lock",
+        "bun.lockb",
+        "deno.lock",
+        "poetry.lock",
+        "Pipfile.lock",
+        "uv.lock",
+        "pdm.lock",
+        "conda-lock.yml",
+        "Cargo.lock",
+        "Gemfile.lock",
+        "composer.lock",
+        "go.sum",
+        "go.work.sum",
+        "mix.lock",
+        "Podfile.lock",
+        "pubspec.lock",
+        "packages.lock.json",
+        "Package.resolved",
+        "flake.lock",
+        "gradle.lockfile",
+        ".terraform.lock.hcl",
+    ]
+)
+_VENDORED = GitIgnoreSpec.from_lines(
+    [
+        "vendor/",
+        "third_party/",
+        "third-party/",
+        "thirdparty/",
+        "node_modules/",
+        "bower_components/",
+        "Pods/",
+        "Carthage/Checkouts/",
+        ".yarn/releases/",
+        ".yarn/cache/",
+    ]
+)
+_GENERATED = GitIgnoreSpec.from_lines(
+    [
+        "*.min.js",
+        "*.min.mjs",
+        "*.min.css",
+        "*.js.map",
+        "*.css.map",
+        "dist/",
+        "*.pb.go",
+        "*.pb.gw.go",
+        "*_pb2.py",
+        "*_pb2.pyi",
+        "*_pb2_grpc.py",
+        "*.pb.h",
+        "*.pb.cc",
+        "*_pb.js",
+        "*_pb.d.ts",
+        "*.g.dart",
+        "*.freezed.dart",
+    ]
+)
+_BINARY = GitIgnoreSpec.from_lines(
+    [
+        f"*.{ext}"
+        for ext in (
+            "png",
+            "jpg",
+            "jpeg",
+            "gif",
+            "bmp",
+            "ico",
+            "icns",
+            "webp",
+            "tif",
+            "tiff",
+            "psd",
+            "pdf",
+            "zip",
+            "gz",
+            "tgz",
+            "bz2",
+            "xz",
+            "zst",
+            "7z",
+            "rar",
+            "jar",
+            "war",
+            "class",
+            "so",
+            "dylib",
+            "dll",
+            "exe",
+            "bin",
+            "o",
+            "a",
+            "wasm",
+            "woff",
+            "woff2",
+            "ttf",
+            "otf",
+            "eot",
+            "mp3",
+            "mp4",
+            "mov",
+            "avi",
+            "wav",
+            "flac",
+            "ogg",
+            "webm",
+            "sqlite",
+            "db",
+            "pyc",
+            "pkl",
+            "npy",
+            "npz",
+            "parquet",
+            "h5",
+            "onnx",
+            "pt",
+        )
+    ]
+)
+# Only a comment-looking line near the top counts, so code that merely mentions the words is reviewed. The
+# wording is what generators write: protoc, sqlc, Go's convention, C#'s <auto-generated>, "This file is generated by
+# X. Do not edit it by hand", "Automatically generated", "DO NOT EDIT".
 _GENERATED_HEADER = re.compile(
-    r"^\W*(?:@generated\b|code generated\b.*\bdo not edit\b|<auto-generated\b)", re.IGNORECASE
+    r"^\W*(?:@generated\b|<auto-generated\b|code generated\b.*\bdo not edit\b|do not edit\b"
+    r"|this (?:file|code|module|class) (?:is|was|has been) (?:auto-?generated|automatically generated|generated)\b"
+    r"|(?:auto-?generated|automatically generated) (?:file|code|by|from|with|using)\b)",
+    re.IGNORECASE,
+)
+# Outputs of dependency tools are lock files whatever their name (requirements.txt from pip-compile or uv).
+_LOCK_HEADER = re.compile(
+    r"^\W*(?:this file (?:is|was) autogenerated by (?:pip-compile|uv)\b|autogenerated by pip-compile\b"
+    r"|uv (?:pip )?(?:compile|export)\b|poetry export\b|pdm export\b|pipenv requirements\b)",
+    re.IGNORECASE,
 )
 _HEADER_LINES = 10
+# A requirements file is pinned output when nearly every requirement is pinned with == (and hashes or "# via").
+_REQUIREMENTS = GitIgnoreSpec.from_lines(["requirements*.txt", "*requirements.txt", "requirements/*.txt", "*.pip"])
+_PINNED = re.compile(r"^[A-Za-z0-9_.\-\[\],]+==\S+")
+# Shape: minified code has very long lines; a generated table repeats a few line shapes hundreds of times.
+_MINIFIED_LINE_CHARS = 1_000
+_MINIFIED_MEAN_CHARS = 250
+_TABLE_MIN_LINES = 400
+_TABLE_SHAPE_SHARE = 0.8
+# Languages whose indentation is syntax: a change of leading whitespace there is a real change.
+_INDENT_SENSITIVE = GitIgnoreSpec.from_lines([
+    "*.py", "*.pyi", "*.pyx", "*.yml", "*.yaml", "Makefile", "*.mk", "*.hs", "*.coffee", "*.nim", "*.pug",
+    "*.sass", "*.styl", "*.fs", "*.fsx", "*.haml", "*.slim",
+])  # fmt: skip
 
 
 class SkippedFile(NamedTuple):
@@ -62,12 +194,24 @@ class SkippedFile(NamedTuple):
     reason: str
 
 
+class ChangedFile(NamedTuple):
+    """What GitHub says about one changed file, whatever happens to it: for the list that opens the prompt."""
+
+    path: str
+    status: str
+    previous_path: str | None
+    additions: int
+    deletions: int
+    blob_sha: str | None  # of the file at the head commit
+
+
 @dataclass(frozen=True)
 class Selection:
-    """Files to review (parsed) and files left out; together they account for every input file."""
+    """Files to review (parsed) and files left out; together they account for every input file (``changed``)."""
 
     reviewed: list[FileDiff] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    changed: list[ChangedFile] = field(default_factory=list)
 
 
 def compile_ignore(patterns: Sequence[str]) -> GitIgnoreSpec:
@@ -89,6 +233,10 @@ def select_files(files: Iterable[Mapping[str, Any]], *, ignore: Sequence[str] = 
     ignored = compile_ignore(ignore)
     selection = Selection()
     for file in files:
+        selection.changed.append(ChangedFile(
+            str(file["filename"]), str(file.get("status") or "modified"), file.get("previous_filename"),
+            int(file.get("additions") or 0), int(file.get("deletions") or 0), file.get("sha"),
+        ))  # fmt: skip
         outcome = _classify(file, ignored)
         if isinstance(outcome, FileDiff):
             selection.reviewed.append(outcome)
@@ -113,17 +261,17 @@ def _classify(file: Mapping[str, Any], ignored: GitIgnoreSpec) -> FileDiff | str
         return REASON_UNREADABLE
     if diff.additions == 0:
         return REASON_DELETIONS_ONLY
-    if _has_generated_header(diff):
-        return REASON_GENERATED
-    return diff
+    return content_reason(diff) or diff
 
 
 def _path_reason(path: str, status: str, ignored: GitIgnoreSpec) -> str | None:
     if status == "removed":
         return REASON_DELETED
     for spec, reason in (
-        (ignored, REASON_IGNORED), (_LOCK_FILES, REASON_LOCK_FILE),
-        (_VENDORED, REASON_VENDORED), (_GENERATED, REASON_GENERATED),
+        (ignored, REASON_IGNORED),
+        (_LOCK_FILES, REASON_LOCK_FILE),
+        (_VENDORED, REASON_VENDORED),
+        (_GENERATED, REASON_GENERATED),
     ):
         if spec.match_file(path):
             return reason
@@ -140,9 +288,77 @@ def _no_patch_reason(path: str, status: str, changes: int, patch: str | None) ->
     return REASON_NO_DIFF
 
 
-def _has_generated_header(diff: FileDiff) -> bool:
-    top = (
-        ln.text for hunk in diff.hunks for ln in hunk.lines
-        if ln.new_line is not None and ln.new_line <= _HEADER_LINES
-    )
-    return any(_GENERATED_HEADER.match(text) for text in top)
+def content_reason(diff: FileDiff) -> str | None:
+    """Why a parsed diff is not worth the model's attention: generated or pinned output, or no real change."""
+    top = [
+        ln.text for hunk in diff.hunks for ln in hunk.lines if ln.new_line is not None and ln.new_line <= _HEADER_LINES
+    ]
+    header = header_reason(top)
+    if header:
+        return header
+    added = [ln.text for hunk in diff.hunks for ln in hunk.lines if ln.kind == "added"]
+    if _REQUIREMENTS.match_file(diff.path) and _is_pinned(added):
+        return REASON_LOCK_OUTPUT
+    if is_generated_shape(added):
+        return REASON_GENERATED_SHAPE
+    return layout_only_reason(diff)
+
+
+def header_reason(top_lines: Sequence[str]) -> str | None:
+    """A lock-file or generated-file reason when the first lines of a file (as given) say so."""
+    lines = list(top_lines)[:_HEADER_LINES]
+    if any(_LOCK_HEADER.match(text) for text in lines):
+        return REASON_LOCK_OUTPUT
+    if any(_GENERATED_HEADER.match(text) for text in lines):
+        return REASON_GENERATED_HEADER
+    return None
+
+
+def is_generated_shape(lines: Sequence[str]) -> bool:
+    """Minified (very long lines) or a table (hundreds of lines in a few repeated shapes)."""
+    if not lines:
+        return False
+    lengths = [len(text) for text in lines]
+    if max(lengths) >= _MINIFIED_LINE_CHARS or (len(lines) >= 5 and sum(lengths) / len(lines) >= _MINIFIED_MEAN_CHARS):
+        return True
+    if len(lines) < _TABLE_MIN_LINES:
+        return False
+    shapes = Counter(_shape(text) for text in lines)
+    return sum(n for _, n in shapes.most_common(3)) >= _TABLE_SHAPE_SHARE * len(lines)
+
+
+def _shape(text: str) -> str:
+    text = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', "s", text.strip())
+    text = re.sub(r"0[xX][0-9a-fA-F]+|\d+(?:\.\d+)?", "0", text)
+    return re.sub(r"[A-Za-z_]\w*", "a", re.sub(r"\s+", " ", text))
+
+
+def _is_pinned(added: Sequence[str]) -> bool:
+    requirements = [t for t in (ln.strip() for ln in added) if t and not t.startswith(("#", "--", "\\"))]
+    return len(requirements) >= 3 and sum(1 for t in requirements if _PINNED.match(t)) >= 0.9 * len(requirements)
+
+
+def layout_only_reason(diff: FileDiff) -> str | None:
+    """When every hunk only changes line endings or whitespace (leading whitespace counts where it is syntax)."""
+    kinds = {hunk_layout_change(diff.path, hunk) for hunk in diff.hunks}
+    if not diff.hunks or None in kinds:
+        return None
+    return REASON_LINE_ENDINGS_ONLY if kinds == {"line endings"} else REASON_WHITESPACE_ONLY
+
+
+def hunk_layout_change(path: str, hunk: Hunk) -> str | None:
+    """ "line endings" or "whitespace" when the hunk changes nothing else; None for a real change (or none)."""
+    removed = [ln.text for ln in hunk.lines if ln.kind == "removed"]
+    added = [ln.text for ln in hunk.lines if ln.kind == "added"]
+    if not removed and not added:
+        return None
+    # parse_patch drops each line's "\r\n"/"\r", so a CRLF <-> LF conversion shows the same text on both sides.
+    if removed == added:
+        return "line endings"
+    if [t.rstrip() for t in removed] == [t.rstrip() for t in added]:
+        return "whitespace"
+    if _INDENT_SENSITIVE.match_file(path):
+        return None
+    if "".join("".join(t.split()) for t in removed) == "".join("".join(t.split()) for t in added):
+        return "whitespace"  # reflowed or re-indented: the same characters apart from whitespace
+    return None

@@ -16,6 +16,17 @@ from typing import Any
 from aiohttp import web
 
 DEFAULT_MODEL_ANSWER: dict[str, Any] = {"summary": "No problems found.", "comments": []}
+# The minimum cacheable prompt per model, as Anthropic documents it: below it a cache_control mark caches nothing,
+# silently (no error; both cache counters stay 0). First match on the model name's prefix wins.
+MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-3-haiku", 2048),
+    ("claude-3-5-haiku", 2048),
+    ("claude-haiku-3", 2048),
+)
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024  # Sonnet 4.x, Opus 4 and 4.1, Sonnet 3.7, and any other model name
 SPEND_LIMIT_MESSAGE = (
     "Your organization has reached its monthly spend limit; your credit balance is exhausted. "
     "Usage resumes when the limit is raised or resets."
@@ -70,7 +81,12 @@ class _Disconnect:
     pass
 
 
-_Step = _Answer | _Fault | _Disconnect
+@dataclass(frozen=True)
+class _LostAnswer:
+    """The prompt was processed (and cached, and billed), then the connection dropped before the answer."""
+
+
+_Step = _Answer | _Fault | _Disconnect | _LostAnswer
 
 
 class FakeAnthropic:
@@ -91,6 +107,7 @@ class FakeAnthropic:
         self._script: deque[_Step] = deque()
         self._ids = itertools.count(1)
         self._cached_prefixes: set[str] = set()
+        self.count_tokens_status: int | None = None  # when set, count_tokens answers this error status
         self._arrived = asyncio.Condition()
         self._closing = asyncio.Event()
 
@@ -193,6 +210,10 @@ class FakeAnthropic:
         """Drop the connection without answering."""
         self._queue(_Disconnect(), times)
 
+    def script_lost_answer(self, *, times: int = 1) -> None:
+        """Process the prompt (its cache breakpoints are written), then drop the connection without answering."""
+        self._queue(_LostAnswer(), times)
+
     @property
     def pending(self) -> int:
         """How many scripted steps are still queued."""
@@ -241,7 +262,9 @@ class FakeAnthropic:
             return rejection
         assert body is not None
         step = self._script.popleft() if self._script else None
-        if isinstance(step, _Disconnect):
+        if isinstance(step, _LostAnswer):
+            self._usage(body, [])
+        if isinstance(step, _Disconnect | _LostAnswer):
             assert request.transport is not None
             request.transport.close()
             raise asyncio.CancelledError  # aiohttp drops the request without writing a response
@@ -259,7 +282,9 @@ class FakeAnthropic:
         if rejection is not None:
             return rejection
         assert body is not None
-        return self._json({"input_tokens": _tokens(_request_text(body))})
+        if self.count_tokens_status is not None:
+            return self._error(self.count_tokens_status, "not_found_error", "count_tokens is not available here")
+        return self._json({"input_tokens": _tokens(_prompt_text(_blocks(body)))})
 
     async def _admit(
         self, request: web.Request, *, require_max_tokens: bool
@@ -311,17 +336,22 @@ class FakeAnthropic:
         return self._json(payload, request_id=f"req_fake_{n:04d}")
 
     def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
-        """Token counts in the API's split: cached prefix (tools + system) apart from the uncached input."""
-        total = _tokens(_request_text(body))
-        prefix = _cached_prefix(body)
-        created = read = 0
-        if prefix:
-            digest = hashlib.sha256(prefix.encode()).hexdigest()
-            if digest in self._cached_prefixes:
-                read = _tokens(prefix)
-            else:
-                created = _tokens(prefix)
-                self._cached_prefixes.add(digest)
+        """Token counts in the API's split: read from the cache, written to it, and the uncached rest.
+
+        The prompt is the sequence tools, system blocks, message blocks; each block marked with cache_control is a
+        breakpoint. A breakpoint whose prefix is shorter than the model's minimum caches nothing. The longest
+        prefix already cached is read; the prompt from there to the last cacheable breakpoint is written.
+        """
+        blocks = _blocks(body)
+        total = _tokens(_prompt_text(blocks))
+        minimum = min_cacheable_tokens(str(body.get("model") or ""))
+        breakpoints = [i for i, block in enumerate(blocks) if isinstance(block, dict) and "cache_control" in block]
+        prefixes = [(_tokens(_prompt_text(blocks[: i + 1])), _digest(blocks[: i + 1])) for i in breakpoints]
+        cacheable = [(tokens, digest) for tokens, digest in prefixes if tokens >= minimum]
+        read = max((tokens for tokens, digest in cacheable if digest in self._cached_prefixes), default=0)
+        longest = max((tokens for tokens, _ in cacheable), default=0)
+        created = longest - read
+        self._cached_prefixes.update(digest for _, digest in cacheable)
         return {
             "input_tokens": max(total - created - read, 1),
             "output_tokens": max(_tokens(json.dumps(content)), 1),
@@ -419,18 +449,33 @@ def _validate_tool_pairs(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _cached_prefix(body: dict[str, Any]) -> str:
-    """The text of tools and system up to the last block marked with cache_control ('' if none is marked)."""
-    parts: list[Any] = [*(body.get("tools") or [])]
+def min_cacheable_tokens(model: str) -> int:
+    """The fewest tokens a cache breakpoint's prefix needs for ``model`` to cache it."""
+    return next((n for prefix, n in MIN_CACHEABLE_TOKENS if model.startswith(prefix)), DEFAULT_MIN_CACHEABLE_TOKENS)
+
+
+def _blocks(body: dict[str, Any]) -> list[Any]:
+    """The prompt in the order the API caches it: tools, then system blocks, then every message's blocks."""
+    blocks: list[Any] = [*(body.get("tools") or [])]
     system = body.get("system")
-    if isinstance(system, list):
-        parts.extend(system)
-    last = max((i for i, p in enumerate(parts) if isinstance(p, dict) and "cache_control" in p), default=-1)
-    return json.dumps(parts[: last + 1]) if last >= 0 else ""
+    blocks.extend(system if isinstance(system, list) else [system] if system else [])
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks.extend({"role": message["role"], **b} if isinstance(b, dict) else b for b in content)
+        elif content:
+            blocks.append({"role": message.get("role"), "type": "text", "text": content})
+    return blocks
 
 
-def _request_text(body: dict[str, Any]) -> str:
-    return json.dumps([body.get("tools"), body.get("system"), body.get("messages")])
+def _prompt_text(blocks: list[Any]) -> str:
+    """The blocks as text, without their cache marks (a mark does not change what is cached)."""
+    return json.dumps([{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
+                       for b in blocks], sort_keys=True)  # fmt: skip
+
+
+def _digest(blocks: list[Any]) -> str:
+    return hashlib.sha256(_prompt_text(blocks).encode()).hexdigest()
 
 
 def _tokens(text: str) -> int:

@@ -79,7 +79,7 @@ def commentable_lines(patch: str) -> tuple[set[int], set[int]]:
     right: set[int] = set()
     old = new = 0
     in_hunk = False
-    for line in patch.splitlines():
+    for line in patch.removesuffix("\n").split("\n"):  # GitHub splits on "\n" only, never on \f, \v or U+2028
         match = _HUNK_RE.match(line)
         if match:
             old, new, in_hunk = int(match[1]), int(match[2]), True
@@ -109,7 +109,7 @@ def pull_file(
     previous_filename: str | None = None,
 ) -> Json:
     """A GitHub-shaped entry of a PR's file list; counts come from ``patch`` unless given."""
-    lines = patch.splitlines() if patch else []
+    lines = patch.removesuffix("\n").split("\n") if patch else []
     adds = sum(1 for ln in lines if ln.startswith("+")) if additions is None else additions
     dels = sum(1 for ln in lines if ln.startswith("-")) if deletions is None else deletions
     entry: Json = {
@@ -187,6 +187,7 @@ class Repo:
     default_branch: str = "main"
     private: bool = True
     contents: dict[str, dict[str, str]] = field(default_factory=dict)  # ref (branch or sha) -> path -> text
+    links: dict[str, dict[str, Json]] = field(default_factory=dict)  # ref -> path -> symlink or submodule entry
     parents: dict[str, str | None] = field(default_factory=dict)  # commit graph: sha -> parent sha
     branches: dict[str, str] = field(default_factory=dict)  # branch -> sha
     permissions: dict[str, str] = field(default_factory=dict)  # user login -> admin/write/read/none
@@ -384,6 +385,15 @@ class FakeGitHub:
     def set_file(self, repo: str, path: str, content: str, *, ref: str | None = None) -> None:
         r = self.repos[repo]
         r.contents.setdefault(ref or r.default_branch, {})[path] = content
+
+    def set_symlink(self, repo: str, path: str, target: str, *, ref: str | None = None) -> None:
+        """A symbolic link whose target is outside the repository's files: GitHub answers its type, not content."""
+        r = self.repos[repo]
+        r.links.setdefault(ref or r.default_branch, {})[path] = {"type": "symlink", "target": target}
+
+    def set_submodule(self, repo: str, path: str, url: str, *, ref: str | None = None) -> None:
+        r = self.repos[repo]
+        r.links.setdefault(ref or r.default_branch, {})[path] = {"type": "submodule", "submodule_git_url": url}
 
     def set_permission(self, repo: str, user: str, permission: str) -> None:
         self.repos[repo].permissions[user] = permission
@@ -674,6 +684,8 @@ class FakeGitHub:
         r.add_post(repo + r"/issues/{number:\d+}/comments", self._create_issue_comment)
         r.add_post(repo + r"/issues/comments/{comment_id:\d+}/reactions", self._create_reaction)
         r.add_get(repo + "/contents/{path:.+}", self._get_contents)
+        r.add_get(repo + "/contents", self._get_contents)  # the root directory
+        r.add_get(repo + "/contents/", self._get_contents)
         r.add_get(repo + "/compare/{basehead:.+}", self._compare)
         r.add_get(repo + "/collaborators/{user}/permission", self._permission)
         r.add_get("/_fake/state", self._admin_state)
@@ -1348,9 +1360,12 @@ class FakeGitHub:
 
     async def _get_contents(self, request: web.Request) -> web.Response:
         repo = self._repo_for(request)
-        path = request.match_info["path"].strip("/")
+        path = request.match_info.get("path", "").strip("/")
         ref = request.query.get("ref") or repo.default_branch
         tree = repo.contents.get(ref) or repo.contents.get(repo.resolve(ref)) or {}
+        links = repo.links.get(ref) or repo.links.get(repo.resolve(ref)) or {}
+        if path in links:
+            return web.json_response({**links[path], "name": path.rsplit("/", 1)[-1], "path": path, "size": 0})
         if path in tree:
             text = tree[path]
             encoded = base64.encodebytes(text.encode()).decode()  # GitHub wraps base64 lines, like this
@@ -1366,9 +1381,15 @@ class FakeGitHub:
                     "html_url": f"https://github.com/{repo.full_name}/blob/{ref}/{path}",
                 }
             )
-        children = sorted({p[len(path) + 1 :].split("/")[0] for p in tree if p.startswith(path + "/")})
-        if children:
-            return web.json_response([{"type": "file", "name": c, "path": f"{path}/{c}"} for c in children])
+        prefix = f"{path}/" if path else ""
+        entries: dict[str, str] = {}
+        for p in [*tree, *links]:
+            if p.startswith(prefix):
+                name, _, rest = p[len(prefix) :].partition("/")
+                entries[name] = "dir" if rest else links[p]["type"] if p in links else "file"
+        if entries:
+            return web.json_response([{"type": kind, "name": name, "path": f"{prefix}{name}"}
+                                      for name, kind in sorted(entries.items())])  # fmt: skip
         raise ApiError(404, "Not Found")
 
     async def _compare(self, request: web.Request) -> web.Response:
