@@ -55,8 +55,8 @@ from tests.pg import create_schema, drop_schema, postgres_dsn
 PRS = (1, 2)
 PROFILES = {
     # CI: bounded and derandomised, so a red run is the same red run on every machine.
-    "ci": {"max_examples": 6, "stateful_step_count": 14},
-    "long": {"max_examples": 150, "stateful_step_count": 30},
+    "ci": {"max_examples": 60, "stateful_step_count": 25},
+    "long": {"max_examples": 400, "stateful_step_count": 40},
 }
 PROFILE = os.environ.get("REVIEWER_MODEL_PROFILE", "ci")
 QUIET_TIMEOUT = 45.0
