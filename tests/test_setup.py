@@ -38,7 +38,7 @@ from reviewer_app.web.setup import (
     registration_url,
 )
 from reviewer_app.web.setup_page import SetupFlow, make_setup_app
-from tests.fakes.github import FakeGitHub, FakeGitHubThread, running
+from tests.fakes.github import API_HEADERS, FakeGitHub, FakeGitHubThread, running
 from tests.fakes.keys import test_key_pair
 from tests.helpers import encode, pr_payload, webhook_headers
 from tests.serve_process import ServeProcess
@@ -129,7 +129,9 @@ def test_no_app_at_all_is_setup_mode_but_a_partial_app_still_fails(tmp_path: Pat
 
 def test_a_private_key_with_escaped_newlines_is_read(tmp_path: Path) -> None:
     pem = test_key_pair().private_pem
-    cfg = load_config({"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": pem.replace("\n", "\\n")})
+    cfg = load_config(
+        {"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": pem.replace("\n", "\\n")}
+    )
     assert cfg.private_key == pem
 
 
@@ -273,7 +275,9 @@ async def test_unconfigured_server_serves_the_setup_page_and_refuses_webhooks(tm
         assert "ANTHROPIC_API_KEY" not in page
 
 
-async def test_the_setup_page_warns_when_claude_credentials_are_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_setup_page_warns_when_claude_credentials_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     async with setup_page(tmp_path, ANTHROPIC_API_KEY="") as s:
@@ -334,7 +338,9 @@ async def test_a_valid_callback_saves_the_app_and_the_app_then_answers_webhooks(
         # The new key authenticates as the App...
         jwt = AppCredentials(saved["GITHUB_APP_ID"], saved["GITHUB_PRIVATE_KEY"]).app_jwt()
         async with aiohttp.ClientSession() as session:
-            async with session.get(f"{s.github_url}/app", headers={"Authorization": f"Bearer {jwt}"}) as resp:
+            async with session.get(
+                f"{s.github_url}/app", headers={**API_HEADERS, "Authorization": f"Bearer {jwt}"}
+            ) as resp:
                 assert resp.status == 200 and (await resp.json())["id"] == s.fake.app_id
         # ...and the configured service answers webhooks signed with the new secret, as `serve` switches to it.
         cfg = configured_with(s.cfg, registration)

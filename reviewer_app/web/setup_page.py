@@ -16,6 +16,7 @@ from aiohttp import web
 
 from reviewer_app.config import Config
 from reviewer_app.envfile import update_env_file, writable_problem
+from reviewer_app.github.client import ACCEPT, API_VERSION
 from reviewer_app.web.setup import (
     CALLBACK_PATH,
     WEBHOOK_PATH,
@@ -44,8 +45,7 @@ _NOT_ACCEPTED = "GitHub did not accept the code: it is unknown, already used or 
 async def exchange_code(session: aiohttp.ClientSession, api_url: str, code: str) -> AppRegistration:
     """``POST /app-manifests/{code}/conversions`` (no authentication): the new App's id, key and secrets."""
     url = f"{api_url.rstrip('/')}/app-manifests/{code}/conversions"
-    headers = {"Accept": "application/vnd.github+json", "User-Agent": "reviewer-app",
-               "X-GitHub-Api-Version": "2022-11-28"}  # fmt: skip
+    headers = {"Accept": ACCEPT, "User-Agent": "reviewer-app", "X-GitHub-Api-Version": API_VERSION}
     try:
         async with session.post(
             url, headers=headers, timeout=aiohttp.ClientTimeout(total=EXCHANGE_TIMEOUT_SECONDS)
