@@ -19,6 +19,7 @@ import gidgethub.aiohttp
 
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
 from reviewer_app.github.auth import AppCredentials, InstallationTokens
+from reviewer_app.redaction import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,12 @@ _SECRET_RE = re.compile(
 
 
 def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` without anything that looks like a token, a JWT or a key, nor any of ``secrets``."""
+    """``text`` without anything that looks like a token, a JWT or a key, nor any of ``secrets``, nor the
+    credentials of a URL."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, "<redacted>")
-    return _SECRET_RE.sub("<redacted>", text)
+    return redact_url(_SECRET_RE.sub("<redacted>", text))
 
 
 def rate_limit_retry_at(status: int, headers: Mapping[str, str], message: str, now: float) -> float | None:

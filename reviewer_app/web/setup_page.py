@@ -17,6 +17,7 @@ from aiohttp import web
 from reviewer_app.config import Config
 from reviewer_app.envfile import update_env_file, writable_problem
 from reviewer_app.github.client import ACCEPT, API_VERSION
+from reviewer_app.redaction import redact_url
 from reviewer_app.web.setup import (
     CALLBACK_PATH,
     WEBHOOK_PATH,
@@ -53,7 +54,9 @@ async def exchange_code(session: aiohttp.ClientSession, api_url: str, code: str)
             status = resp.status
             data = await resp.json(content_type=None) if status in (200, 201) else None
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise SetupError(f"cannot reach GitHub at {api_url} ({type(exc).__name__}); check GITHUB_API_URL") from None
+        raise SetupError(
+            f"cannot reach GitHub at {redact_url(api_url)} ({type(exc).__name__}); check GITHUB_API_URL"
+        ) from None
     except ValueError:
         raise SetupError("GitHub's answer to the code exchange is not JSON; start again") from None
     if status in (404, 422):
@@ -268,7 +271,7 @@ def _index_html(flow: SetupFlow, public_url: str, claude: str | None) -> str:
     perms = "".join(f"<li><code>{escape(str(k))}</code>: {escape(str(v))}</li>"
                     for k, v in flow.manifest.get("default_permissions", {}).items())  # fmt: skip
     events = ", ".join(f"<code>{escape(str(e))}</code>" for e in flow.manifest.get("default_events", []))
-    github = escape(flow.cfg.github_url)
+    github = escape(redact_url(flow.cfg.github_url))
     warning = (f"<p><b>First:</b> {escape(claude)}, then restart this server. Without Claude credentials the "
                "configured app cannot start.</p>") if claude else ""  # fmt: skip
     return f"""{warning}
