@@ -166,6 +166,35 @@ def test_build_manifest_points_every_url_at_this_server() -> None:
         build_manifest(load_manifest(), public_url=PUBLIC_URL, name="x" * 35)
 
 
+@pytest.mark.parametrize("url", [
+    "http://reviewer.example.com",
+    "http://10.0.0.5:8080",
+    "http://192.168.1.20",
+    "http://[::ffff:10.0.0.1]",
+    "http://[fe80::1]",
+    "http://localhost.evil.example",
+    "http://127.0.0.1.nip.io",
+    "http://0.0.0.0:8080",
+])  # fmt: skip
+def test_a_plain_http_public_url_is_refused_and_says_why(url: str) -> None:
+    with pytest.raises(SetupError, match=r"must start with https://.*anyone on the way can read them"):
+        build_manifest(load_manifest(), public_url=url)
+
+
+@pytest.mark.parametrize("url", [
+    "https://reviewer.example.com",
+    "https://10.0.0.5:8443",
+    "http://localhost:8080",
+    "http://LOCALHOST",
+    "http://127.0.0.1",
+    "http://127.45.6.7:9000",
+    "http://[::1]:8080",
+    "http://[::ffff:127.0.0.1]:8080",
+])  # fmt: skip
+def test_https_or_a_loopback_host_is_accepted(url: str) -> None:
+    assert build_manifest(load_manifest(), public_url=url)["redirect_url"] == f"{url}/setup/callback"
+
+
 def test_registration_urls() -> None:
     assert registration_url("https://github.com/", state="s1") == "https://github.com/settings/apps/new?state=s1"
     assert (registration_url("https://ghe.example.com", state="s", organization="acme-inc")
@@ -305,6 +334,24 @@ async def test_the_handoff_posts_the_manifest_to_github_with_a_state(tmp_path: P
         assert resp.status == 400
         resp = await s.start(public_url="not a url")
         assert resp.status == 400
+
+
+async def test_the_page_refuses_a_plain_http_public_url_and_says_why(tmp_path: Path) -> None:
+    async with setup_page(tmp_path) as s:
+        resp = await s.start(public_url="http://reviewer.example.com")
+        page = html.unescape(await resp.text())
+        assert resp.status == 400 and "must start with https://" in page and "read them" in page
+        assert len(s.flow.states) == 0 and s.fake.requests == []
+
+
+async def test_the_page_warns_when_it_is_reached_over_plain_http_from_another_host(tmp_path: Path) -> None:
+    async with setup_page(tmp_path) as s:
+        warning = "reached over plain HTTP"
+        assert warning not in await (await s.client.get("/")).text()  # loopback: nobody else listens
+        page = await (await s.client.get("/", headers={"Host": "reviewer.lan:8080"})).text()
+        assert warning in page and "SSH tunnel" in page
+        behind_tls = {"Host": "reviewer.lan", "X-Forwarded-Proto": "https"}  # a TLS-terminating proxy
+        assert warning not in await (await s.client.get("/", headers=behind_tls)).text()
 
 
 async def test_a_valid_callback_saves_the_app_and_the_app_then_answers_webhooks(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from reviewer_app.web.setup import (
     build_manifest,
     checked_organization,
     configured_with,
+    is_loopback_host,
     load_manifest,
     new_setup_token,
     normalise_public_url,
@@ -267,6 +268,15 @@ def _suggested_public_url(request: web.Request) -> str:
     return f"{proto}://{host}"
 
 
+def _private_channel(url: str) -> bool:
+    """Whether the browser reached us over HTTPS, or over loopback (where nobody else can listen)."""
+    try:
+        parsed = urlparse(url)
+        return parsed.scheme == "https" or is_loopback_host(parsed.hostname or "")
+    except ValueError:
+        return False
+
+
 def _index_html(flow: SetupFlow, public_url: str, claude: str | None) -> str:
     perms = "".join(f"<li><code>{escape(str(k))}</code>: {escape(str(v))}</li>"
                     for k, v in flow.manifest.get("default_permissions", {}).items())  # fmt: skip
@@ -274,6 +284,9 @@ def _index_html(flow: SetupFlow, public_url: str, claude: str | None) -> str:
     github = escape(redact_url(flow.cfg.github_url))
     warning = (f"<p><b>First:</b> {escape(claude)}, then restart this server. Without Claude credentials the "
                "configured app cannot start.</p>") if claude else ""  # fmt: skip
+    if not _private_channel(public_url):
+        warning += ("<p><b>This page was reached over plain HTTP:</b> the setup token you type below would cross "
+                    "the network in clear. Open this page over HTTPS, or through an SSH tunnel to localhost.</p>")  # fmt: skip
     return f"""{warning}
 <p>No GitHub App is configured yet. This page registers one on {github} from this server's manifest: GitHub
 creates the App and hands its id, private key and webhook secret back to this server, which saves them in
@@ -281,7 +294,8 @@ creates the App and hands its id, private key and webhook secret back to this se
 <form method=post action="{START_PATH}">
 <label>Setup token <span class=hint>(printed in this server's log when it started)</span>
 <input type=password name=token required autocomplete=off></label>
-<label>Public URL of this server <span class=hint>(GitHub sends webhooks to it; your browser returns to it)</span>
+<label>Public URL of this server <span class=hint>(GitHub sends webhooks to it; your browser returns to it; https://
+only, http:// for localhost alone)</span>
 <input type=text name=public_url required value="{escape(public_url)}"></label>
 <label>App name <span class=hint>(optional; default {escape(str(flow.manifest.get("name", "")))})</span>
 <input type=text name=name maxlength=34></label>
