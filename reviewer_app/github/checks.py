@@ -21,6 +21,7 @@ from reviewer_app.review.render import (
     check_failed,
     check_reviewed,
     check_superseded,
+    neutralise,
 )
 from reviewer_app.store.base import Job, Store
 
@@ -41,7 +42,9 @@ class CheckView:
     conclusion: str | None = None
 
     def output(self) -> dict[str, str]:
-        return {"title": self.title[:255], "summary": self.summary[:60000]}
+        # The summary is Markdown and may quote an error, a login or .github/reviewer.yml: neutralised as a whole
+        # (our own text has nothing neutralise changes), so no part of it can ping or hide anything.
+        return {"title": self.title[:255], "summary": neutralise(self.summary, 60000)}
 
 
 def external_id(job_id: int) -> str:
@@ -87,20 +90,21 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         problems = (job.details or {}).get("config_errors") or []
         if problems:
             summary += "\n\n**Problems in .github/reviewer.yml** (defaults applied):\n" + "\n".join(
-                f"- {p}" for p in problems)
+                f"- {p}" for p in problems
+            )
         return CheckView(key, "completed", title, summary, "success")
     if job.state == JobState.SUPERSEDED:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
         title, summary = check_superseded(sha)
         return CheckView(key, "completed", title, summary, "skipped")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("skipped: "):
-        reason = (job.outcome or "")[len("skipped: "):]
+        reason = (job.outcome or "")[len("skipped: ") :]
         return CheckView(key, "completed", "Review skipped", f"No review was run: {reason}.", "skipped")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith(COVERED_PREFIX):
-        reason = (job.outcome or "")[len(COVERED_PREFIX):]
+        reason = (job.outcome or "")[len(COVERED_PREFIX) :]
         return CheckView(key, "completed", "Already reviewed", f"No new review: {reason}.", "success")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
-        reason = (job.outcome or "")[len("refused: "):]
+        reason = (job.outcome or "")[len("refused: ") :]
         return CheckView(key, "completed", "Review skipped: budget limit reached",
                          f"No review was run: the {reason}. The limits are set by the operator "
                          "(REVIEWER_MAX_REVIEWS_PER_DAY, REVIEWER_MAX_MANUAL_PER_PR_HOUR).", "neutral")  # fmt: skip
