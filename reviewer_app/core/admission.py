@@ -80,6 +80,9 @@ class Reply:
 
     reason: str
     effects: tuple[Effect, ...] = ()
+    # When non-zero, the reply's comment is dropped if the outbox already holds a comment for the same pull request
+    # from the last ``quiet_seconds`` (the store decides, in the admitting transaction).
+    quiet_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,7 @@ def decide_comment(
     action: str, payload: dict[str, Any], *, app_slug: str, bot_login: str, guard: Guard | None = None
 ) -> Decision:
     """The decision for an ``issue_comment`` event: slash commands on pull requests."""
-    from reviewer_app.core.commands import help_text, is_bot, may_command, parse_command
+    from reviewer_app.core.commands import HELP_QUIET_SECONDS, help_text, is_bot, may_command, parse_command
 
     if action != "created":
         return Ignore(f"issue_comment action {action!r} triggers nothing")
@@ -220,13 +223,14 @@ def decide_comment(
     def say(text: str) -> Effect:
         return Effect("comment", inst, repo, number, text)
 
-    if command.verb == "help":
-        return Reply("help requested", (say(help_text(app_slug)),))
-    if command.verb == "unknown":
-        return Reply("unknown command", (say(f"Unknown command `{command.text}`.\n\n" + help_text(app_slug)),))
     if not may_command(author_association=str(comment.get("author_association") or ""), user_type=user.get("type"),
                        login=login, bot_login=bot_login):  # fmt: skip
         return Reply(f"{login} may not run review commands (needs write access)", (react("-1"),))
+    if command.verb in ("help", "unknown"):
+        # Only our own text is posted, never the comment's (it could carry mentions and links), and at most once
+        # per pull request in a while, however many people ask.
+        text = ("Unknown command.\n\n" if command.verb == "unknown" else "") + help_text(app_slug)
+        return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
     if command.verb in ("pause", "resume"):
         return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
     refused = Guard(guard.reviews_per_day, guard.manual_per_pr_hour, (react("-1"),)) if guard else None

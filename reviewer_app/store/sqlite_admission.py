@@ -62,6 +62,10 @@ def _apply(conn: sqlite3.Connection, decision: Decision, *, now: float) -> Admit
         rows = _fetchall(conn, sql.CANCEL_PR_PENDING, (decision.reason, now, now, decision.repo_id, decision.pr_number))
         return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
     if isinstance(decision, Reply):
+        since = now - decision.quiet_seconds
+        if any(conn.execute(sql.COMMENTED_SINCE, (e.repo_full_name, e.target, since)).fetchone()[0]
+               for e in quiet_comments(decision)):  # fmt: skip
+            return AdmitResult("ignored", reason=quietened(decision))
         insert_effects(conn, decision.effects, now)
         return AdmitResult("replied", reason=decision.reason)
     if isinstance(decision, SetPause):
@@ -100,6 +104,16 @@ def insert_effects(conn: sqlite3.Connection, effects: Sequence[Effect], now: flo
             sql.INSERT_EFFECT,
             [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects],
         )
+
+
+def quiet_comments(decision: Reply) -> list[Effect]:
+    """The comments of a Reply that go out only when the pull request got none from the app lately."""
+    return [e for e in decision.effects if e.kind == "comment"] if decision.quiet_seconds else []
+
+
+def quietened(decision: Reply) -> str:
+    minutes = decision.quiet_seconds / 60
+    return f"{decision.reason}: not repeated, already answered on this pull request in the last {minutes:g} minutes"
 
 
 def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) -> str | None:
