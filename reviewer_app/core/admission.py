@@ -121,6 +121,15 @@ class MalformedPayload(ValueError):
     """The payload lacks a field the event must carry; the receiver answers 400."""
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: for the optional parts of a payload."""
+    return value if isinstance(value, dict) else {}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _get(payload: dict[str, Any], *path: str) -> Any:
     node: Any = payload
     for key in path:
@@ -285,7 +294,8 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
 def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Decision:
     """``installation`` and ``installation_repositories``: track them; a gone installation's work is cancelled."""
     inst = _int(payload, "installation", "id")
-    account = str(((payload.get("installation") or {}).get("account") or {}).get("login") or "")
+    login = _obj(_get(payload, "installation").get("account")).get("login")
+    account = login if isinstance(login, str) else ""
     if event == "installation":
         if action in ("created", "unsuspend", "new_permissions_accepted"):
             return InstallationChange(inst, account, True, f"installation {action}")
@@ -294,7 +304,7 @@ def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Dec
                                       "the app was uninstalled" if action == "deleted" else "the installation was suspended")  # fmt: skip
         return Ignore(f"installation action {action!r} changes nothing")
     if action == "removed":
-        removed = payload.get("repositories_removed") or []
-        ids = tuple(r["id"] for r in removed if isinstance(r, dict) and isinstance(r.get("id"), int))
+        removed = payload.get("repositories_removed")
+        ids = tuple(r["id"] for r in removed if _is_int(_obj(r).get("id"))) if isinstance(removed, list) else ()
         return ReposRemoved(inst, ids, "the repository was removed from the installation")
     return Ignore(f"installation_repositories action {action!r} changes nothing")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -84,6 +85,12 @@ class Receiver:
             await self.router.dispatch(event, decisions)
         except MalformedPayload as exc:
             return _answer(400, error=str(exc))
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+            # A field of a type the decision code did not foresee (a string where an object belongs): a bug to fix
+            # there, logged with its traceback, but no server error to the sender, which would only send it again.
+            log.error("delivery %s: a field of the %s payload has a type the decisions do not handle; answering 400",
+                      delivery_id, event_name, exc_info=True, extra={"delivery": delivery_id, "event": event_name})  # fmt: skip
+            return _answer(400, error="a payload field has an unexpected type")
         action = event.data.get("action") if isinstance(event.data.get("action"), str) else None
         if not decisions.items:
             decisions.items.append(Ignore(f"event {event_name!r} action {action!r} is not handled"))
@@ -97,6 +104,10 @@ class Receiver:
         if isinstance(decision, Ignore):
             log.info("delivery %s ignored: %s", delivery_id, decision.reason, extra=extra)
             return _answer(200, outcome="ignored", reason=decision.reason)
+        problem = unstorable(decision) or unstorable(delivery)
+        if problem is not None:  # the store would fail on it, and the answer would wrongly say the store is down
+            log.warning("delivery %s refused (400): %s", delivery_id, problem, extra=extra)
+            return _answer(400, error=f"the payload cannot be stored: {problem}")
         try:
             result = await self.store.admit(delivery, decision, now=self.clock(), max_attempts=self.max_attempts)
         except StoreUnavailable as exc:
@@ -117,6 +128,25 @@ class Receiver:
 
 
 _SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
+_INT64 = range(-(2**63), 2**63)
+
+
+def unstorable(value: object) -> str | None:
+    """Why a decision (or delivery) cannot be stored as it is, or None: an integer beyond 64 bits (both stores refuse
+    it) or text with a NUL character (PostgreSQL refuses it). A job's ``details`` are stored as JSON text, where
+    both are fine, so they are not looked at."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if value in _INT64 else "an integer beyond 64 bits"
+    if isinstance(value, str):
+        return "text with a NUL character" if "\x00" in value else None
+    if isinstance(value, tuple | list):
+        return next((p for p in map(unstorable, value) if p), None)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = (getattr(value, f.name) for f in dataclasses.fields(value) if f.name != "details")
+        return next((p for p in map(unstorable, fields) if p), None)
+    return None
 
 
 def signature_problem(header: str | None, body: bytes, secret: str) -> str | None:
