@@ -3,15 +3,22 @@
 #   docker run -v reviewer-data:/data -p 8080:8080 -e ANTHROPIC_API_KEY=... reviewer-app
 # With no GitHub App configured yet, the server starts its setup page (see docs/setup.md).
 
-# Build stage: compile the wheel and install it (with its dependencies) into /install.
-FROM python:3.11-slim AS build
+# Both stages start from the same exact Python release (bump the two tags together, as a reviewed change).
+# Build stage: install the locked dependencies, then the package itself, into /install.
+FROM python:3.11.15-slim-trixie AS build
 WORKDIR /src
+# Every third-party file comes from the lock files and must match its hash (pip's --require-hashes): a package
+# swapped or re-uploaded on the index fails the build. docs/operations.md says how to refresh them.
+COPY requirements.lock requirements-build.lock ./
+RUN pip install --no-cache-dir --disable-pip-version-check --require-hashes -r requirements-build.lock \
+    && pip install --no-cache-dir --disable-pip-version-check --require-hashes --prefix=/install -r requirements.lock
 COPY pyproject.toml README.md app-manifest.yml ./
 COPY reviewer_app ./reviewer_app
-RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install .
+# The package alone: built with the locked setuptools above, its dependencies already in place, nothing downloaded.
+RUN pip install --no-cache-dir --disable-pip-version-check --no-index --no-deps --no-build-isolation --prefix=/install .
 
-# Runtime stage: the installed package only, no build tools, no sources.
-FROM python:3.11-slim
+# Runtime stage: the installed packages only, no build tools, no sources.
+FROM python:3.11.15-slim-trixie
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOST=0.0.0.0 \

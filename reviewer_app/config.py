@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlparse
 
+from reviewer_app.redaction import redact_url
+
 
 class ConfigError(ValueError):
     """A setting is missing or wrong; the message is one line that says what to fix."""
@@ -155,7 +157,7 @@ class Config:
         out = {}
         for s in SETTINGS:
             value = getattr(self, s.attr)
-            out[s.env] = ("***" if value else "") if s.secret else str(value)
+            out[s.env] = ("***" if value else "") if s.secret else redact_url(str(value))
         return out
 
 
@@ -223,14 +225,13 @@ def _similar(a: str, b: str) -> bool:
 
 def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
     url = cfg.database_url
+    shown = redact_url(url)  # every message below may reach a terminal or a log
     if not (url.startswith("sqlite:///") or url.startswith(("postgresql://", "postgres://"))):
-        raise ConfigError(
-            f"DATABASE_URL={url!r} is not supported: use sqlite:///path/to/file.db or postgresql://..."
-        )
+        raise ConfigError(f"DATABASE_URL={shown!r} is not supported: use sqlite:///path/to/file.db or postgresql://...")
     if url.startswith("sqlite:///") and not sqlite_path(url):
         raise ConfigError("DATABASE_URL names no file: use sqlite:///reviewer.db")
-    if url.startswith(("postgresql://", "postgres://")) and not urlparse(url).hostname and "host=" not in url:
-        raise ConfigError(f"DATABASE_URL={url!r} names no host")
+    if url.startswith(("postgresql://", "postgres://")) and not _hostname(url) and "host=" not in url:
+        raise ConfigError(f"DATABASE_URL={shown!r} names no host")
     if cfg.runner not in ("review", "noop"):
         raise ConfigError(f"REVIEWER_RUNNER={cfg.runner!r} is not one of: review, noop")
     if cfg.log_format not in ("text", "json"):
@@ -257,9 +258,7 @@ def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
         raise ConfigError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
     has_key = bool(cfg.private_key or cfg.private_key_path)
     if cfg.app_id and not has_key:
-        raise ConfigError(
-            "GITHUB_APP_ID is set but no private key: set GITHUB_PRIVATE_KEY_PATH or GITHUB_PRIVATE_KEY"
-        )
+        raise ConfigError("GITHUB_APP_ID is set but no private key: set GITHUB_PRIVATE_KEY_PATH or GITHUB_PRIVATE_KEY")
     if has_key and not cfg.app_id:
         raise ConfigError("a private key is set but GITHUB_APP_ID is not: set the App's id")
     if cfg.app_id and not cfg.app_id.isdigit():
@@ -279,6 +278,13 @@ def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
     if cfg.private_key:
         _check_key(cfg.private_key)
     return cfg
+
+
+def _hostname(url: str) -> str | None:
+    try:
+        return urlparse(url).hostname
+    except ValueError:  # an unbalanced "[" (an IPv6 host): the message must not quote the URL unmasked either
+        return None
 
 
 def _replace(cfg: Config, **changes: object) -> Config:

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import settings
 
 from reviewer_app.store.postgres import PostgresStore
 from reviewer_app.store.sqlite import SqliteStore
 from tests.pg import fresh_schema
 
 STORE_BACKENDS = ["sqlite", "postgres"]
+
+# Property and fuzz tests: the same examples on every CI run (a failure there reproduces anywhere), new ones on a
+# developer's machine. Each test names its own number of examples, so CI's cost stays fixed.
+settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")
 
 
 @pytest.fixture

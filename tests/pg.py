@@ -11,7 +11,7 @@ from typing import NoReturn
 import asyncpg
 import pytest
 
-from reviewer_app.store.postgres import redact
+from reviewer_app.redaction import redact_url
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 CONNECT_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
@@ -24,7 +24,7 @@ def postgres_dsn() -> str:
 def unreachable(dsn: str, exc: BaseException) -> NoReturn:
     """Skip the PostgreSQL half of a test, or fail it on CI, where the server must be there."""
     msg = (
-        f"PostgreSQL not reachable at {redact(dsn)} ({type(exc).__name__}: {exc}); "
+        f"PostgreSQL not reachable at {redact_url(dsn)} ({type(exc).__name__}: {exc}); "
         "set REVIEWER_TEST_POSTGRES_DSN or start the server to run the PostgreSQL half"
     )
     if os.environ.get("CI") == "true":

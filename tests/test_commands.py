@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reviewer_app.core.admission import Enqueue, decide_comment
+from reviewer_app.core.admission import Enqueue, Reply, decide_comment
 from reviewer_app.core.commands import may_command, parse_command
 from reviewer_app.core.states import JobState
 from tests.fakes.github import added_file
@@ -139,18 +139,22 @@ async def test_edited_and_deleted_comments_trigger_nothing(tmp_path, action: str
         assert await h.store.list_jobs() == []
 
 
+def _bot_replies(h, number: int) -> list[dict]:
+    return [c for c in h.github.issue_comments_for(REPO, number) if c["user"]["login"] == "reviewer-app[bot]"]
+
+
 async def test_help_and_unknown_commands_answer_with_help(tmp_path) -> None:
     async with harness(tmp_path) as h:
-        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
-        await h.deliver("issue_comment", h.comment_payload(pull, "/review help"))
-        await h.deliver("issue_comment", h.comment_payload(pull, "/review frobnicate"))
+        first, second = (h.github.add_pull(REPO, n, files=[SOURCE]) for n in (1, 2))
+        await h.deliver("issue_comment", h.comment_payload(first, "/review help"))
+        await h.deliver("issue_comment", h.comment_payload(second, "/review frobnicate"))
 
         async def replies():
-            return [c for c in h.github.issue_comments_for(REPO, 1) if c["user"]["login"] == "reviewer-app[bot]"]
+            return _bot_replies(h, 1) + _bot_replies(h, 2)
 
         found = await eventually(lambda: _len_at_least(replies, 2))
         assert all("/review pause" in c["body"] for c in found)
-        assert "Unknown command" in found[1]["body"]
+        assert "Unknown command" in found[1]["body"] and "frobnicate" not in found[1]["body"]
         assert await h.store.list_jobs() == []
 
 
@@ -168,6 +172,50 @@ async def test_a_help_reply_whose_answer_was_lost_is_posted_once(tmp_path) -> No
         replies = [c for c in h.github.issue_comments_for(REPO, 1) if c["user"]["login"] == "reviewer-app[bot]"]
         assert len(replies) == 1 and "/review pause" in replies[0]["body"]
         assert len(h.github.requests_matching("POST", r"/issues/1/comments$")) == 1
+
+
+ATTACK = "/review x` @octocat [click](https://evil.example) `"
+
+
+def test_an_unknown_command_is_answered_without_echoing_the_comment() -> None:
+    payload = {"issue": {"number": 1, "pull_request": {}}, "repository": {"id": 1, "full_name": "o/r"},
+               "installation": {"id": 7}, "comment": {"id": 9, "body": ATTACK, "author_association": "MEMBER",
+                                                      "user": {"login": "maintainer", "type": "User"}}}  # fmt: skip
+    decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
+    assert isinstance(decision, Reply) and decision.quiet_seconds > 0
+    (said,) = decision.effects
+    assert said.kind == "comment" and said.content.startswith("Unknown command.")
+    for echoed in ("octocat", "evil.example", "click", "x`"):
+        assert echoed not in said.content
+
+
+@pytest.mark.parametrize("body", ["/review help", ATTACK])
+def test_help_is_not_answered_to_people_who_may_not_command(body: str) -> None:
+    payload = {"issue": {"number": 1, "pull_request": {}}, "repository": {"id": 1, "full_name": "o/r"},
+               "installation": {"id": 7}, "comment": {"id": 9, "body": body, "author_association": "NONE",
+                                                      "user": {"login": "drive-by", "type": "User"}}}  # fmt: skip
+    decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
+    assert isinstance(decision, Reply) and [(e.kind, e.content) for e in decision.effects] == [("reaction", "-1")]
+
+
+async def test_help_is_posted_once_per_pull_request_and_never_to_outsiders(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        first, second = (h.github.add_pull(REPO, n, files=[SOURCE]) for n in (1, 2))
+        outsider = h.comment_payload(first, ATTACK, login="drive-by", association="NONE")
+        assert (await h.deliver("issue_comment", outsider))["outcome"] == "replied"  # a -1 reaction, nothing said
+        answers = [await h.deliver("issue_comment", h.comment_payload(first, body))
+                   for body in ("/review help", ATTACK, "/review help")]  # fmt: skip
+        assert [a["outcome"] for a in answers] == ["replied", "ignored", "ignored"]
+        assert "already answered" in answers[1]["reason"]
+        assert (await h.deliver("issue_comment", h.comment_payload(second, "/review help")))["outcome"] == "replied"
+        await eventually(lambda: _len_at_least(lambda: _async(_bot_replies(h, 2)), 1))
+        await eventually(lambda: _async(h.github.reactions.get(outsider["comment"]["id"])))
+        (only,) = _bot_replies(h, 1)
+        assert "octocat" not in only["body"] and "evil.example" not in only["body"]
+
+
+async def _async(value):
+    return value
 
 
 async def _len_at_least(fn, n):
@@ -309,7 +357,7 @@ async def test_automatic_reviews_over_the_daily_limit_show_the_refusal_in_the_ch
         assert job.state == JobState.CANCELLED and "per day" in job.outcome
         [run] = h.check_runs(pull2.head_sha)
         assert "per day" in run["output"]["summary"]
-        assert (await h.wait_state(first, JobState.SUCCEEDED))
+        assert await h.wait_state(first, JobState.SUCCEEDED)
 
 
 async def test_a_requested_review_whose_comment_was_deleted_still_runs(tmp_path) -> None:

@@ -1,4 +1,5 @@
-"""The Dockerfile, checked without a Docker engine: small base, non-root, /data volume, health check, command."""
+"""The Dockerfile, checked without a Docker engine: pinned small base, locked and hashed dependencies, non-root,
+/data volume, health check, command."""
 
 from __future__ import annotations
 
@@ -6,13 +7,20 @@ import fnmatch
 import http.server
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,11 +62,90 @@ def env_of(stage: list[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
-def test_small_base_images() -> None:
+def test_small_base_images_pinned_to_one_exact_release() -> None:
     bases = [args.split()[0] for k, args in instructions() if k == "FROM"]
-    assert bases and all(b == "python:3.11-slim" for b in bases)
+    # An exact Python release (a digest may follow); "python:3.11-slim" moves under us with every rebuild.
+    assert bases and len(set(bases)) == 1, bases
+    assert re.fullmatch(r"python:3\.11\.\d+-slim(-[a-z]+)?(@sha256:[0-9a-f]{64})?", bases[0]), bases[0]
     installs = [args for k, args in instructions() if k == "RUN" and "pip install" in args]
     assert installs and all("--no-cache-dir" in args for args in installs)
+
+
+def pip_installs() -> list[str]:
+    """Each `pip install` command of the Dockerfile, one string each (commands joined with && are split)."""
+    runs = [args for k, args in instructions() if k == "RUN" and "pip install" in args]
+    return [cmd.strip() for run in runs for cmd in run.split("&&") if "pip install" in cmd]
+
+
+def test_every_third_party_package_comes_from_a_lock_file_with_hashes() -> None:
+    installs = pip_installs()
+    from_locks = [cmd for cmd in installs if " -r " in cmd]
+    assert {shlex.split(cmd)[shlex.split(cmd).index("-r") + 1] for cmd in from_locks} == set(LOCKS)
+    assert all("--require-hashes" in cmd for cmd in from_locks), from_locks
+    # The package itself: built with the locked tools, its dependencies already installed, nothing downloaded.
+    (project,) = [cmd for cmd in installs if " -r " not in cmd]
+    assert project.endswith(" .") and all(flag in project for flag in ("--no-deps", "--no-index",
+                                                                       "--no-build-isolation"))  # fmt: skip
+    copied = [src for k, args in instructions() if k == "COPY" for src in shlex.split(args)[:-1]]
+    assert all(lock in copied for lock in LOCKS)
+
+
+LOCKS = ("requirements.lock", "requirements-build.lock")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+
+
+def locked(path: Path) -> dict[str, tuple[str, list[str]]]:
+    """{normalised name: (version, hashes)} of a pip-compile lock file."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    name = ""
+    for line in path.read_text().splitlines():
+        pin = _PIN.match(line)
+        if pin:
+            name = canonicalize_name(pin[1])
+            out[name] = (pin[2], [])
+        elif line.strip().startswith("--hash=sha256:"):
+            out[name][1].append(line.strip().split(":", 1)[1].rstrip(" \\"))
+    return out
+
+
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize(("lock", "requirements"), [
+    ("requirements.lock", lambda p: p["project"]["dependencies"]),
+    ("requirements-build.lock", lambda p: p["build-system"]["requires"]),
+])  # fmt: skip
+def test_the_locks_pin_every_requirement_within_its_range_with_hashes(lock: str, requirements) -> None:
+    pins = locked(ROOT / lock)
+    assert pins, lock
+    for name, (_version, hashes) in pins.items():
+        assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), (name, hashes)
+    for spec in requirements(pyproject()):
+        req = Requirement(spec)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{lock} lacks {name}: refresh it (docs/operations.md, Dependencies)"
+        assert req.specifier.contains(pins[name][0], prereleases=True), (name, pins[name][0], str(req.specifier))
+
+
+# The last release with a published advisory that reaches this server, and the first without (docs/security.md).
+ADVISORY_FLOORS = {
+    "aiohttp": ("3.14.2", "3.14.3"),
+    "orjson": ("3.11.5", "3.11.6"),
+    "pyjwt": ("2.12.1", "2.13.0"),
+    "cryptography": ("49.0.0", "50.0.0"),
+    "setuptools": ("78.1.0", "78.1.1"),
+}
+
+
+@pytest.mark.parametrize(("name", "vulnerable", "fixed"), [(n, *v) for n, v in sorted(ADVISORY_FLOORS.items())])
+def test_dependency_floors_exclude_versions_with_known_advisories(name: str, vulnerable: str, fixed: str) -> None:
+    project = pyproject()
+    specs = [Requirement(s) for s in (*project["project"]["dependencies"], *project["build-system"]["requires"])]
+    (req,) = [r for r in specs if canonicalize_name(r.name) == name]
+    assert not req.specifier.contains(vulnerable) and req.specifier.contains(fixed), (name, str(req.specifier))
+    lock = "requirements-build.lock" if name == "setuptools" else "requirements.lock"
+    assert Version(locked(ROOT / lock)[name][0]) >= Version(fixed)
 
 
 def test_runs_as_a_non_root_user() -> None:

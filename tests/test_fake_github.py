@@ -13,7 +13,15 @@ import jwt
 import pytest
 from gidgethub.apps import get_jwt
 
-from tests.fakes.github import FakeGitHub, FakeGitHubThread, added_file, commentable_lines, pull_file, running
+from tests.fakes.github import (
+    API_HEADERS,
+    FakeGitHub,
+    FakeGitHubThread,
+    added_file,
+    commentable_lines,
+    pull_file,
+    running,
+)
 from tests.fakes.keys import test_key_pair
 
 REPO = "octo-org/widgets"
@@ -46,9 +54,11 @@ class Api:
         json: Any = None,
         params: dict[str, str] | None = None,
     ) -> tuple[int, Any, Mapping[str, str]]:
-        headers = {"Authorization": f"token {token}"} if token else {}
+        headers = dict(API_HEADERS)
+        if token:
+            headers["Authorization"] = f"token {token}"
         if bearer:
-            headers = {"Authorization": f"Bearer {bearer}"}
+            headers["Authorization"] = f"Bearer {bearer}"
         async with self.session.request(method, self.url + path, headers=headers, json=json, params=params) as resp:
             return resp.status, await resp.json(), resp.headers
 
@@ -227,7 +237,26 @@ async def test_threaded_server_serves_and_runs_calls_on_its_loop() -> None:
         async with aiohttp.ClientSession() as session:
             token = get_jwt(app_id=str(fake.app_id), private_key=fake.private_key)
             async with session.post(
-                f"{server.base_url}/app/installations/5/access_tokens", headers={"Authorization": f"Bearer {token}"}
+                f"{server.base_url}/app/installations/5/access_tokens",
+                headers={**API_HEADERS, "Authorization": f"Bearer {token}"},
             ) as resp:
                 assert resp.status == 201
         assert server.call(lambda: fake.counters["access_tokens"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("drop", "replace", "status"),
+    [
+        ("Accept", None, 415),
+        (None, {"Accept": "application/vnd.github.v3+json"}, 415),  # gidgethub's default, not the documented one
+        ("X-GitHub-Api-Version", None, 400),
+        (None, {"X-GitHub-Api-Version": "2020-01-01"}, 400),
+    ],
+)
+async def test_api_calls_without_the_media_type_or_version_are_refused(api: Api, drop, replace, status) -> None:
+    headers = {**API_HEADERS, "Authorization": f"Bearer {api.app_jwt()}", **(replace or {})}
+    headers.pop(drop or "", None)
+    async with api.session.get(api.url + "/app", headers=headers) as resp:
+        assert resp.status == status
+        assert "Accept" in (await resp.json())["message"] or "Version" in (await resp.json())["message"]
+    assert api.fake.counters["bad_api_headers"] == 1

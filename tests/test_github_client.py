@@ -75,6 +75,15 @@ async def test_app_info_gives_bot_login_and_is_fetched_once(env: Env) -> None:
     assert env.fake.requests_matching("GET", r"^/app$")[0].auth == "jwt"
 
 
+async def test_every_call_names_the_media_type_and_api_version(env: Env) -> None:
+    # The fake refuses a call without them; the token fetch goes through gidgethub's own helper.
+    await env.client.app_info()
+    await env.client.get_pull(INSTALLATION, REPO, 1)
+    await env.client.create_issue_comment(INSTALLATION, REPO, 1, "hello")
+    assert [r.status for r in env.fake.requests] == [200, 201, 200, 201]
+    assert env.fake.counters["bad_api_headers"] == 0
+
+
 async def test_token_is_fetched_once_for_many_calls(env: Env) -> None:
     for _ in range(5):
         await env.client.get_pull(INSTALLATION, REPO, 1)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import logging
 import sqlite3
 import time
 
@@ -91,13 +93,51 @@ async def test_missing_or_wrong_signature_is_401_and_stores_nothing(client, sqli
     assert await sqlite_store.list_jobs() == []
 
 
+def _hmac(body: bytes, digest: str) -> str:
+    return hmac.new(SECRET.encode(), body, digest).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "make_header",
+    [
+        lambda body: "sha256=é",  # was a 500 with a traceback (hmac.compare_digest refuses non-ASCII text)
+        lambda body: "sha256=" + _hmac(body, "sha256")[:-1] + "é",
+        lambda body: "sha1=" + _hmac(body, "sha1"),  # a valid SHA-1 HMAC in the SHA-256 header was accepted
+        lambda body: "sha256=" + _hmac(body, "sha256") + "00",
+        lambda body: "sha256=" + _hmac(body, "sha256")[:63],
+        lambda body: "sha256=0x" + _hmac(body, "sha256")[2:],
+        lambda body: "SHA256=" + _hmac(body, "sha256"),
+        lambda body: "sha256=" + _hmac(body, "sha256") + ",sha256=" + "0" * 64,
+    ],
+    ids=["non-ascii", "non-ascii-tail", "sha1", "too-long", "too-short", "0x", "upper-prefix", "two-values"],
+)
+async def test_a_malformed_signature_is_401_logged_once_without_a_traceback(
+    client, sqlite_store, caplog, make_header
+) -> None:
+    body = encode(pr_payload())
+    headers = webhook_headers(body, secret=None)
+    headers["X-Hub-Signature-256"] = make_header(body)
+    caplog.set_level(logging.INFO)
+    status, answer = await post(client, body, headers=headers)
+    assert status == 401 and "signature" in answer["error"].lower()
+    assert await sqlite_store.list_jobs() == []
+    refusals = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(refusals) == 1 and refusals[0].name == "reviewer_app.web.webhooks", refusals
+    assert refusals[0].exc_info is None and "401" in refusals[0].getMessage()
+
+
+async def test_a_signature_in_upper_case_hex_is_accepted(client) -> None:
+    body = encode(pr_payload())
+    headers = webhook_headers(body, secret=None)
+    headers["X-Hub-Signature-256"] = "sha256=" + _hmac(body, "sha256").upper()
+    status, _ = await post(client, body, headers=headers)
+    assert status == 202
+
+
 async def test_sha1_signature_alone_is_not_accepted(client) -> None:
     body = encode(pr_payload())
     headers = webhook_headers(body, secret=None)
-    import hashlib
-    import hmac
-
-    headers["X-Hub-Signature"] = "sha1=" + hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    headers["X-Hub-Signature"] = "sha1=" + _hmac(body, "sha1")
     status, _ = await post(client, body, headers=headers)
     assert status == 401
 

@@ -31,10 +31,11 @@ GITHUB_MENTION = re.compile(r"(?:^|[^A-Za-z0-9_])@[A-Za-z0-9]", re.MULTILINE)
         ("@alice at the start", f"@{ZWSP}alice at the start"),
         ("team @octo-org/reviewers", f"team @{ZWSP}octo-org/reviewers"),
         ("(@bob)", f"(@{ZWSP}bob)"),
-        ("mail alice@example.com", "mail alice@example.com"),
-        ("first.last+tag@example.co.uk", "first.last+tag@example.co.uk"),
+        # Every "@": GitHub decides what is a mention after rendering (see tests/test_mentions.py).
+        ("mail alice@example.com", f"mail alice@{ZWSP}example.com"),
+        ("first.last+tag@example.co.uk", f"first.last+tag@{ZWSP}example.co.uk"),
         (f"already @{ZWSP}alice", f"already @{ZWSP}alice"),
-        ("a lone @ sign", "a lone @ sign"),
+        ("a lone @ sign", f"a lone @{ZWSP} sign"),
         ("hide <!-- the rest", "hide &lt;!-- the rest"),
         ("<details>\n@carol\n</details>", f"&lt;details>\n@{ZWSP}carol\n&lt;/details>"),
         ("nul\x00 and bell\x07 gone", "nul and bell gone"),
@@ -60,12 +61,12 @@ def test_neutralise_closes_a_fence_left_open() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "> ```\n@erin",            # a fence inside a quote ends with the quote
-        "- ```\n@erin",            # a fence inside a list item ends with the item
-        "  ```\n@erin",            # indented fences may belong to a list item: treated as prose
+        "> ```\n@erin",  # a fence inside a quote ends with the quote
+        "- ```\n@erin",  # a fence inside a list item ends with the item
+        "  ```\n@erin",  # indented fences may belong to a list item: treated as prose
         "\\@erin",
-        "~~~\r~~~\n@erin",          # a lone CR ends a line: the fence is closed before @erin
-        "`@erin`",                 # inline code does not ping, but neutralising it is harmless
+        "~~~\r~~~\n@erin",  # a lone CR ends a line: the fence is closed before @erin
+        "`@erin`",  # inline code does not ping, but neutralising it is harmless
     ],
 )
 def test_no_mention_survives_outside_column_zero_fences(text: str) -> None:
@@ -122,10 +123,16 @@ def body(**overrides: object) -> str:
 
 def test_review_body_sections_in_order_with_marker_last() -> None:
     text = body()
-    positions = [text.index(s) for s in (
-        "_Reviewed the changes since 1234567._", "Overall fine", "### Comments outside the diff",
-        "### Not reviewed", "3 files reviewed",
-    )]
+    positions = [
+        text.index(s)
+        for s in (
+            "_Reviewed the changes since 1234567._",
+            "Overall fine",
+            "### Comments outside the diff",
+            "### Not reviewed",
+            "3 files reviewed",
+        )
+    ]
     assert positions == sorted(positions)
     assert text.endswith(make_marker(9, SHA))
     assert f"@{ZWSP}frank" in text
@@ -193,7 +200,8 @@ def test_check_superseded_names_short_and_full_sha() -> None:
 @pytest.mark.parametrize("unknown", [None, "a newer commit", ""])
 def test_check_superseded_without_a_sha(unknown: str | None) -> None:
     assert check_superseded(unknown) == (
-        "Superseded by a newer commit", "A newer commit was pushed before this review finished."
+        "Superseded by a newer commit",
+        "A newer commit was pushed before this review finished.",
     )
 
 

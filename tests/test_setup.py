@@ -38,7 +38,7 @@ from reviewer_app.web.setup import (
     registration_url,
 )
 from reviewer_app.web.setup_page import SetupFlow, make_setup_app
-from tests.fakes.github import FakeGitHub, FakeGitHubThread, running
+from tests.fakes.github import API_HEADERS, FakeGitHub, FakeGitHubThread, running
 from tests.fakes.keys import test_key_pair
 from tests.helpers import encode, pr_payload, webhook_headers
 from tests.serve_process import ServeProcess
@@ -129,7 +129,9 @@ def test_no_app_at_all_is_setup_mode_but_a_partial_app_still_fails(tmp_path: Pat
 
 def test_a_private_key_with_escaped_newlines_is_read(tmp_path: Path) -> None:
     pem = test_key_pair().private_pem
-    cfg = load_config({"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": pem.replace("\n", "\\n")})
+    cfg = load_config(
+        {"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": pem.replace("\n", "\\n")}
+    )
     assert cfg.private_key == pem
 
 
@@ -162,6 +164,35 @@ def test_build_manifest_points_every_url_at_this_server() -> None:
             build_manifest(load_manifest(), public_url=bad)
     with pytest.raises(SetupError, match="longer than"):
         build_manifest(load_manifest(), public_url=PUBLIC_URL, name="x" * 35)
+
+
+@pytest.mark.parametrize("url", [
+    "http://reviewer.example.com",
+    "http://10.0.0.5:8080",
+    "http://192.168.1.20",
+    "http://[::ffff:10.0.0.1]",
+    "http://[fe80::1]",
+    "http://localhost.evil.example",
+    "http://127.0.0.1.nip.io",
+    "http://0.0.0.0:8080",
+])  # fmt: skip
+def test_a_plain_http_public_url_is_refused_and_says_why(url: str) -> None:
+    with pytest.raises(SetupError, match=r"must start with https://.*anyone on the way can read them"):
+        build_manifest(load_manifest(), public_url=url)
+
+
+@pytest.mark.parametrize("url", [
+    "https://reviewer.example.com",
+    "https://10.0.0.5:8443",
+    "http://localhost:8080",
+    "http://LOCALHOST",
+    "http://127.0.0.1",
+    "http://127.45.6.7:9000",
+    "http://[::1]:8080",
+    "http://[::ffff:127.0.0.1]:8080",
+])  # fmt: skip
+def test_https_or_a_loopback_host_is_accepted(url: str) -> None:
+    assert build_manifest(load_manifest(), public_url=url)["redirect_url"] == f"{url}/setup/callback"
 
 
 def test_registration_urls() -> None:
@@ -273,7 +304,9 @@ async def test_unconfigured_server_serves_the_setup_page_and_refuses_webhooks(tm
         assert "ANTHROPIC_API_KEY" not in page
 
 
-async def test_the_setup_page_warns_when_claude_credentials_are_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_setup_page_warns_when_claude_credentials_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     async with setup_page(tmp_path, ANTHROPIC_API_KEY="") as s:
@@ -301,6 +334,24 @@ async def test_the_handoff_posts_the_manifest_to_github_with_a_state(tmp_path: P
         assert resp.status == 400
         resp = await s.start(public_url="not a url")
         assert resp.status == 400
+
+
+async def test_the_page_refuses_a_plain_http_public_url_and_says_why(tmp_path: Path) -> None:
+    async with setup_page(tmp_path) as s:
+        resp = await s.start(public_url="http://reviewer.example.com")
+        page = html.unescape(await resp.text())
+        assert resp.status == 400 and "must start with https://" in page and "read them" in page
+        assert len(s.flow.states) == 0 and s.fake.requests == []
+
+
+async def test_the_page_warns_when_it_is_reached_over_plain_http_from_another_host(tmp_path: Path) -> None:
+    async with setup_page(tmp_path) as s:
+        warning = "reached over plain HTTP"
+        assert warning not in await (await s.client.get("/")).text()  # loopback: nobody else listens
+        page = await (await s.client.get("/", headers={"Host": "reviewer.lan:8080"})).text()
+        assert warning in page and "SSH tunnel" in page
+        behind_tls = {"Host": "reviewer.lan", "X-Forwarded-Proto": "https"}  # a TLS-terminating proxy
+        assert warning not in await (await s.client.get("/", headers=behind_tls)).text()
 
 
 async def test_a_valid_callback_saves_the_app_and_the_app_then_answers_webhooks(tmp_path: Path) -> None:
@@ -334,7 +385,9 @@ async def test_a_valid_callback_saves_the_app_and_the_app_then_answers_webhooks(
         # The new key authenticates as the App...
         jwt = AppCredentials(saved["GITHUB_APP_ID"], saved["GITHUB_PRIVATE_KEY"]).app_jwt()
         async with aiohttp.ClientSession() as session:
-            async with session.get(f"{s.github_url}/app", headers={"Authorization": f"Bearer {jwt}"}) as resp:
+            async with session.get(
+                f"{s.github_url}/app", headers={**API_HEADERS, "Authorization": f"Bearer {jwt}"}
+            ) as resp:
                 assert resp.status == 200 and (await resp.json())["id"] == s.fake.app_id
         # ...and the configured service answers webhooks signed with the new secret, as `serve` switches to it.
         cfg = configured_with(s.cfg, registration)

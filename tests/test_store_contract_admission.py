@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 from reviewer_app.core.admission import (
@@ -64,6 +65,26 @@ async def test_effects_wait_in_the_outbox_until_marked_sent(store) -> None:
     await store.mark_effect(pending[1]["id"], now=NOW, error=None, done=True)
     [left] = await store.pending_effects()
     assert (left["id"], left["attempts"]) == (pending[0]["id"], 1)
+
+
+def help_reply(pr: int = 1, repo: str = "o/r") -> Reply:
+    return Reply("help command answered with help", (Effect("comment", 7, repo, pr, "help text"),), quiet_seconds=600)
+
+
+async def test_a_help_answer_goes_to_a_pull_request_once_in_its_quiet_window(store) -> None:
+    first, second = await asyncio.gather(admit(store, help_reply()), admit(store, help_reply()))  # asked at once
+    assert sorted([first.outcome, second.outcome]) == ["ignored", "replied"]
+    quiet = first if first.outcome == "ignored" else second
+    assert "already answered on this pull request in the last 10 minutes" in quiet.reason
+    assert (await admit(store, help_reply(), now=NOW + 599)).outcome == "ignored"
+    assert (await admit(store, help_reply(pr=2), now=NOW + 1)).outcome == "replied"  # another PR
+    assert (await admit(store, help_reply(repo="o/other"), now=NOW + 1)).outcome == "replied"
+    assert (await admit(store, help_reply(), now=NOW + 601)).outcome == "replied"  # the window has passed
+    comments = [(e["repo_full_name"], e["target"]) for e in await store.pending_effects() if e["kind"] == "comment"]
+    assert comments == [("o/r", 1), ("o/r", 2), ("o/other", 1), ("o/r", 1)]
+    # Refusals (reactions) are not quietened: each comment gets its own.
+    for n in (1, 2):
+        assert (await admit(store, Reply("not allowed", (react("-1", target=n),)))).outcome == "replied"
 
 
 async def test_an_uninstalled_installation_cancels_its_work_and_admits_no_more(store) -> None:

@@ -95,6 +95,9 @@ class Reply:
 
     reason: str
     effects: tuple[Effect, ...] = ()
+    # When non-zero, the reply's comment is dropped if the outbox already holds a comment for the same pull request
+    # from the last ``quiet_seconds`` (the store decides, in the admitting transaction).
+    quiet_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,16 @@ def pause_key(repo_id: int, pr_number: int) -> str:
     return f"paused:{repo_id}:{pr_number}"
 
 
+def quiet_comments(decision: Reply) -> list[Effect]:
+    """The comments of a Reply that go out only when the pull request got none from the app lately."""
+    return [e for e in decision.effects if e.kind == "comment"] if decision.quiet_seconds else []
+
+
+def quietened(decision: Reply) -> str:
+    minutes = decision.quiet_seconds / 60
+    return f"{decision.reason}: not repeated, already answered on this pull request in the last {minutes:g} minutes"
+
+
 def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) -> str | None:
     """Why the budget guard refuses this job, or None (pure, over the counts the admitting transaction read)."""
     guard = decision.guard
@@ -148,6 +161,15 @@ def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) 
 
 class MalformedPayload(ValueError):
     """The payload lacks a field the event must carry; the receiver answers 400."""
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: for the optional parts of a payload."""
+    return value if isinstance(value, dict) else {}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _get(payload: dict[str, Any], *path: str) -> Any:
@@ -243,7 +265,7 @@ def decide_comment(
     action: str, payload: dict[str, Any], *, app_slug: str, bot_login: str, guard: Guard | None = None
 ) -> Decision:
     """The decision for an ``issue_comment`` event: slash commands on pull requests."""
-    from reviewer_app.core.commands import help_text, is_bot, may_command, parse_command
+    from reviewer_app.core.commands import HELP_QUIET_SECONDS, help_text, is_bot, may_command, parse_command
 
     if action != "created":
         return Ignore(f"issue_comment action {action!r} triggers nothing")
@@ -274,13 +296,14 @@ def decide_comment(
     def say(text: str) -> Effect:
         return Effect("comment", inst, repo, number, text)
 
-    if command.verb == "help":
-        return Reply("help requested", (say(help_text(app_slug)),))
-    if command.verb == "unknown":
-        return Reply("unknown command", (say(f"Unknown command `{command.text}`.\n\n" + help_text(app_slug)),))
     if not may_command(author_association=str(comment.get("author_association") or ""), user_type=user.get("type"),
                        login=login, bot_login=bot_login):  # fmt: skip
         return Reply(f"{login} may not run review commands (needs write access)", (react("-1"),))
+    if command.verb in ("help", "unknown"):
+        # Only our own text is posted, never the comment's (it could carry mentions and links), and at most once
+        # per pull request in a while, however many people ask.
+        text = ("Unknown command.\n\n" if command.verb == "unknown" else "") + help_text(app_slug)
+        return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
     if command.verb in ("pause", "resume"):
         return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
     refused = Guard(guard.reviews_per_day, guard.manual_per_pr_hour, (react("-1"),)) if guard else None
@@ -336,7 +359,8 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
 def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Decision:
     """``installation`` and ``installation_repositories``: track them; a gone installation's work is cancelled."""
     inst = _int(payload, "installation", "id")
-    account = str(((payload.get("installation") or {}).get("account") or {}).get("login") or "")
+    login = _obj(_get(payload, "installation").get("account")).get("login")
+    account = login if isinstance(login, str) else ""
     if event == "installation":
         if action in ("created", "unsuspend", "new_permissions_accepted"):
             return InstallationChange(inst, account, True, f"installation {action}")
@@ -345,8 +369,8 @@ def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Dec
                                       UNINSTALLED if action == "deleted" else SUSPENDED)  # fmt: skip
         return Ignore(f"installation action {action!r} changes nothing")
     if action == "removed":
-        removed = payload.get("repositories_removed") or []
-        ids = tuple(r["id"] for r in removed if isinstance(r, dict) and isinstance(r.get("id"), int))
+        removed = payload.get("repositories_removed")
+        ids = tuple(r["id"] for r in removed if _is_int(_obj(r).get("id"))) if isinstance(removed, list) else ()
         return ReposRemoved(inst, ids, REPO_REMOVED)
     if action == "added":
         # Nothing to cancel; the installation is active, and the sweep looks at the added repositories' pull requests.

@@ -11,6 +11,9 @@ Verb = Literal["review", "full", "pause", "resume", "help", "unknown"]
 # Write access shows in the author association; anything else (CONTRIBUTOR, FIRST_TIMER, NONE...) is refused.
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 
+# At most one help answer per pull request in this many seconds: the answer is the same every time.
+HELP_QUIET_SECONDS = 600.0
+
 HELP_TEXT = """\
 **reviewer-app commands** (people with write access only):
 
@@ -31,7 +34,6 @@ _WORDS = {"": "review", "review": "review", "full": "full", "pause": "pause", "r
 @dataclass(frozen=True)
 class Command:
     verb: Verb
-    text: str  # the command line as written, for the help answer to an unknown command
 
 
 def parse_command(body: str, *, app_slug: str) -> Command | None:
@@ -60,7 +62,7 @@ def parse_command(body: str, *, app_slug: str) -> Command | None:
             continue
         word = rest.strip().split()[0].lower() if rest.strip() else ""
         verb = _WORDS.get(word, "unknown")
-        return Command(verb, line[:100])  # type: ignore[arg-type]
+        return Command(verb)  # type: ignore[arg-type]
     return None
 
 

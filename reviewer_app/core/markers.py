@@ -104,10 +104,12 @@ def strip_markers(text: str) -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# A mention is "@" not preceded by an ASCII word character (so e-mail addresses stay intact), followed by
-# the first character of a login; "@org/team" starts the same way. GitHub's own rule is narrower.
-_MENTION = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
 _ZWSP = "\u200b"
+# Every "@", whatever comes before or after it, and every HTML entity that spells one (&#64;, &#x40;, &commat;, any
+# case, leading zeros, with or without the ";"): GitHub finds mentions in the rendered text, after emphasis and
+# entities are gone, so "_@octocat_", "**@org/team**", "a*@x*" and "&#64;octocat" all ping. An "@" already
+# followed by our zero-width space is left alone, so neutralising twice changes nothing.
+_AT = re.compile(r"@(?!\u200b)|&(?:#0*64(?![0-9])|#x0*40(?![0-9a-f])|commat);?", re.IGNORECASE)
 _HTML_BLOCK_START = re.compile(r"^( {0,3})<")
 _FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$")
 _TRUNCATED = "\n\n…(truncated)"
@@ -116,9 +118,10 @@ _TRUNCATED = "\n\n…(truncated)"
 def neutralise(text: str, max_chars: int) -> str:
     """Untrusted text made safe to publish: no markers, no pings, no HTML, at most ``max_chars`` long.
 
-    Mentions get a zero-width space after the "@" so GitHub does not resolve them. Fenced code blocks that
-    open in column 0 are left alone (mentions never ping there, and suggestion blocks must stay valid code);
-    everything else is prose. Line-leading "<" and every "<!--" are escaped, so the text can neither hide
+    Every "@" (and every entity spelling one) becomes "@" and a zero-width space, so GitHub resolves no mention
+    whatever surrounds it; e-mail addresses too, since GitHub tells them from mentions only after rendering, where
+    we cannot follow. Fenced code blocks that open in column 0 are left alone (mentions never ping there, and
+    suggestion blocks must stay valid code); everything else is prose. Line-leading "<" and every "<!--" are escaped, so the text can neither hide
     what follows it nor open an HTML block that would make our fence detection disagree with GitHub's.
     A fence left open (by the text itself or by truncation) is closed, so it cannot swallow what we add.
     """
@@ -158,7 +161,7 @@ def _neutralise_lines(lines: list[str]) -> tuple[list[str], str | None]:
             out.append(line)
             continue
         line = _HTML_BLOCK_START.sub(r"\1&lt;", line).replace("<!--", "&lt;!--")
-        out.append(_MENTION.sub("@" + _ZWSP, line))
+        out.append(_AT.sub("@" + _ZWSP, line))
     return out, fence
 
 

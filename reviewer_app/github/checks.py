@@ -21,6 +21,7 @@ from reviewer_app.review.render import (
     check_failed,
     check_reviewed,
     check_superseded,
+    neutralise,
 )
 from reviewer_app.store.base import Job, Store
 
@@ -44,7 +45,9 @@ class CheckView:
     conclusion: str | None = None
 
     def output(self) -> dict[str, str]:
-        return {"title": self.title[:255], "summary": self.summary[:60000]}
+        # The summary is Markdown and may quote an error, a login or .github/reviewer.yml: neutralised as a whole
+        # (our own text has nothing neutralise changes), so no part of it can ping or hide anything.
+        return {"title": self.title[:255], "summary": neutralise(self.summary, 60000)}
 
 
 def external_id(job_id: int) -> str:

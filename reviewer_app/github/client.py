@@ -16,16 +16,17 @@ from typing import Any
 import aiohttp
 import gidgethub
 import gidgethub.aiohttp
-from gidgethub import sansio
 
 from reviewer_app.core.errors import InstallationUnavailable, JobError, PermanentError, RateLimited, TransientError
 from reviewer_app.github.auth import AppCredentials, InstallationTokens
+from reviewer_app.redaction import redact_url
 
 log = logging.getLogger(__name__)
 
 MAX_PULL_FILES = 3000  # GitHub lists no more than this many files of a pull request
 PER_PAGE = 100
 API_VERSION = "2022-11-28"
+ACCEPT = "application/vnd.github+json"  # GitHub's documented media type (gidgethub's default is the older v3 one)
 SECONDARY_LIMIT_DEFAULT_WAIT = 60.0  # GitHub: "wait for at least one minute" when it names no time
 Json = dict[str, Any]
 
@@ -38,11 +39,12 @@ _SECRET_RE = re.compile(
 
 
 def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` without anything that looks like a token, a JWT or a key, nor any of ``secrets``."""
+    """``text`` without anything that looks like a token, a JWT or a key, nor any of ``secrets``, nor the
+    credentials of a URL."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, "<redacted>")
-    return _SECRET_RE.sub("<redacted>", text)
+    return redact_url(_SECRET_RE.sub("<redacted>", text))
 
 
 def rate_limit_retry_at(status: int, headers: Mapping[str, str], message: str, now: float) -> float | None:
@@ -135,6 +137,9 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
+        # Every request, token fetches through gidgethub's helpers included, names the media type and the API
+        # version it was written against.
+        headers = {**headers, "accept": ACCEPT, "x-github-api-version": API_VERSION}
         try:
             async with self._session.request(method, url, headers=headers, data=body, timeout=self._timeout) as r:
                 answer = r.status, r.headers, await r.read()
@@ -162,10 +167,9 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
             url,
             url_vars,
             data,
-            sansio.accept_format(),
+            ACCEPT,
             jwt=jwt,
             oauth_token=oauth_token,
-            extra_headers={"x-github-api-version": API_VERSION},
         )
         return body, next_url
 

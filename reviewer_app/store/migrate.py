@@ -17,9 +17,10 @@ import asyncpg
 
 from reviewer_app.config import sqlite_path
 from reviewer_app.core.states import JobState
+from reviewer_app.redaction import redact_url
 from reviewer_app.store import postgres_sql as q
 from reviewer_app.store.base import StoreUnavailable
-from reviewer_app.store.postgres import PostgresStore, redact
+from reviewer_app.store.postgres import PostgresStore
 
 # By default the backlog moves: what still has to run, and what an operator may still retry.
 PENDING_STATES = (JobState.QUEUED, JobState.RUNNING, JobState.FAILED, JobState.CANCELLED)
@@ -70,7 +71,7 @@ async def migrate_store(
         try:
             dst = await asyncpg.connect(target, server_settings=settings)
         except (OSError, asyncpg.PostgresError) as exc:
-            raise MigrationError(f"cannot connect to {redact(target)}: {exc}") from exc
+            raise MigrationError(f"cannot connect to {redact_url(target)}: {exc}") from exc
         try:
             async with dst.transaction():
                 return await _copy(src, dst, include_all=include_all, force=force, now=now)
@@ -85,7 +86,7 @@ def _source_path(source: str, target: str) -> str:
     if not Path(path).is_file():
         raise MigrationError(f"--from names no file: {path!r} does not exist")
     if not target.startswith(("postgresql://", "postgres://")):
-        raise MigrationError(f"--to {redact(target)!r} is not a PostgreSQL URL: use postgresql://user@host/db")
+        raise MigrationError(f"--to {redact_url(target)!r} is not a PostgreSQL URL: use postgresql://user@host/db")
     return path
 
 
@@ -252,6 +253,6 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, sqlite3.Error, asyncpg.PostgresError) as exc:
         print(f"reviewer-app migrate-store: nothing was copied: {exc}", file=sys.stderr)
         return 1
-    print(f"{report.summary()}; into {redact(args.target)}")
+    print(f"{report.summary()}; into {redact_url(args.target)}")
     print("next: point every host's DATABASE_URL at PostgreSQL and start them")
     return 0

@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from reviewer_app.core.admission import Decision
 from reviewer_app.core.states import JobState
+from reviewer_app.redaction import redact_url
 from reviewer_app.store import postgres_sql as q
 from reviewer_app.store import sql
 from reviewer_app.store.base import (
@@ -55,15 +55,6 @@ WRITE_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, asyncpg.Pos
 TX_RETRIES = 3
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-def redact(dsn: str) -> str:
-    """The DSN without its password, for messages and logs."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _usage(u: Usage | None) -> tuple[str | None, int, int, int, int]:
@@ -155,7 +146,9 @@ class PostgresStore(FencedFinishes):
             self._schema_name = await self._pool.fetchval("SELECT current_schema()") or self._schema_name
         except (*WRITE_ERRORS, ValueError) as exc:
             await self.close()
-            raise StoreUnavailable(f"cannot open PostgreSQL database {redact(self.dsn)}: {exc}") from exc
+            raise StoreUnavailable(
+                f"cannot open PostgreSQL database {redact_url(self.dsn)}: {redact_url(str(exc))}"
+            ) from exc
 
     async def close(self) -> None:
         if self._finisher is not None:

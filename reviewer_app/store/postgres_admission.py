@@ -24,6 +24,8 @@ from reviewer_app.core.admission import (
     SetPause,
     guard_refusal,
     pause_key,
+    quiet_comments,
+    quietened,
 )
 from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
 from reviewer_app.store import postgres_sql as q
@@ -51,6 +53,10 @@ async def _apply(conn: asyncpg.Connection, decision: Decision, *, now: float, ma
         rows = await conn.fetch(q.CANCEL_PR_PENDING, decision.reason, now, now, decision.repo_id, decision.pr_number)
         return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
     if isinstance(decision, Reply):
+        for e in quiet_comments(decision):
+            await conn.execute(q.LOCK_REPLY_ADMISSION, e.repo_full_name, e.target)
+            if await conn.fetchval(q.COMMENTED_SINCE, e.repo_full_name, e.target, now - decision.quiet_seconds):
+                return AdmitResult("ignored", reason=quietened(decision))
         await _effects(conn, decision.effects, now)
         return AdmitResult("replied", reason=decision.reason)
     if isinstance(decision, SetPause):

@@ -51,6 +51,7 @@ FORGET_CHECK_RUN_STATUS = numbered(sql.FORGET_CHECK_RUN_STATUS)
 CLAIM_CHECK_RUN_CREATION = numbered(sql.CLAIM_CHECK_RUN_CREATION)
 INSERT_EFFECT = numbered(sql.INSERT_EFFECT)
 PENDING_EFFECTS = numbered(sql.PENDING_EFFECTS)
+COMMENTED_SINCE = numbered(sql.COMMENTED_SINCE)
 UPSERT_INSTALLATION = numbered(sql.UPSERT_INSTALLATION)
 CANCEL_INSTALLATION_PENDING = numbered(sql.CANCEL_INSTALLATION_PENDING)
 CANCEL_REPO_PENDING = numbered(sql.CANCEL_REPO_PENDING)
@@ -74,6 +75,11 @@ LOCK_PR_ADMISSION = "SELECT " + _PR_LOCK.format(repo="$1", pr="$2")
 
 # Serialise admissions that touch one installation (uninstall, budget counts); taken before the PR lock.
 LOCK_INSTALLATION_ADMISSION = "SELECT " + _INSTALLATION_LOCK.format(installation="$1")
+
+# Serialise help answers to one pull request (repository name, PR number), so two asked at once post one.
+LOCK_REPLY_ADMISSION = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:reply:' || $1::text || '#' || $2::bigint, 0))"
+)
 
 # Both admission locks of an Enqueue in one round trip, installation first (a NULL installation takes only the PR
 # lock). A statement of its own: the pre-check that follows must take its snapshot after the locks are held.

@@ -154,6 +154,11 @@ INSERT_EFFECT = """
 INSERT INTO outbox (kind, installation_id, repo_full_name, target, content, created_at) VALUES (?, ?, ?, ?, ?, ?)
 """
 
+# Whether the outbox holds a comment (a help answer) for this pull request newer than the cut-off, sent or not.
+COMMENTED_SINCE = """
+SELECT EXISTS (SELECT 1 FROM outbox WHERE kind = 'comment' AND repo_full_name = ? AND target = ? AND created_at > ?)
+"""
+
 # Effects still to send, skipping installations that are gone.
 PENDING_EFFECTS = """
 SELECT id, kind, installation_id, repo_full_name, target, content, created_at, attempts FROM outbox

@@ -21,6 +21,8 @@ from reviewer_app.core.admission import (
     SetPause,
     guard_refusal,
     pause_key,
+    quiet_comments,
+    quietened,
 )
 from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
 from reviewer_app.store import sql
@@ -61,6 +63,10 @@ def _apply(conn: sqlite3.Connection, decision: Decision, *, now: float) -> Admit
         rows = _fetchall(conn, sql.CANCEL_PR_PENDING, (decision.reason, now, now, decision.repo_id, decision.pr_number))
         return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
     if isinstance(decision, Reply):
+        since = now - decision.quiet_seconds
+        if any(conn.execute(sql.COMMENTED_SINCE, (e.repo_full_name, e.target, since)).fetchone()[0]
+               for e in quiet_comments(decision)):  # fmt: skip
+            return AdmitResult("ignored", reason=quietened(decision))
         insert_effects(conn, decision.effects, now)
         return AdmitResult("replied", reason=decision.reason)
     if isinstance(decision, SetPause):

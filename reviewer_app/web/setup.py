@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import re
 import secrets
 import time
@@ -57,14 +58,39 @@ def load_manifest(path: Path = MANIFEST_FILE) -> dict[str, Any]:
 
 
 def normalise_public_url(raw: str) -> str:
-    """The server's public base URL as GitHub and the browser reach it: http(s), a host, no query."""
+    """The server's public base URL as GitHub and the browser reach it: https (http on loopback only), a host,
+    no query."""
     url = raw.strip().rstrip("/")
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parsed = urlparse(url)
+        host = parsed.hostname
+    except ValueError:  # an unbalanced "[" or a port that is not a number
+        host = None
+    if host is None or parsed.scheme not in ("http", "https"):
         raise SetupError("the public URL must look like https://reviewer.example.com")
     if parsed.query or parsed.fragment or parsed.params or parsed.username or parsed.password:
         raise SetupError("the public URL must have no query, fragment or credentials")
+    if parsed.scheme != "https" and not is_loopback_host(host):
+        # GitHub's temporary code (worth the App's private key to whoever exchanges it first), the state and every
+        # webhook travel to this URL.
+        raise SetupError("the public URL must start with https://: GitHub sends the new App's code and every "
+                         "webhook there, and over plain http anyone on the way can read them "
+                         "(http:// is accepted only for localhost, 127.0.0.0/8 and ::1)")  # fmt: skip
     return url
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 or ::1: traffic to it never leaves the machine."""
+    host = host.strip("[]").rstrip(".").lower()
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
 
 
 def build_manifest(template: Mapping[str, Any], *, public_url: str, name: str = "") -> dict[str, Any]:

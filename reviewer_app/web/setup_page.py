@@ -16,6 +16,8 @@ from aiohttp import web
 
 from reviewer_app.config import Config
 from reviewer_app.envfile import update_env_file, writable_problem
+from reviewer_app.github.client import ACCEPT, API_VERSION
+from reviewer_app.redaction import redact_url
 from reviewer_app.web.setup import (
     CALLBACK_PATH,
     WEBHOOK_PATH,
@@ -25,6 +27,7 @@ from reviewer_app.web.setup import (
     build_manifest,
     checked_organization,
     configured_with,
+    is_loopback_host,
     load_manifest,
     new_setup_token,
     normalise_public_url,
@@ -44,8 +47,7 @@ _NOT_ACCEPTED = "GitHub did not accept the code: it is unknown, already used or 
 async def exchange_code(session: aiohttp.ClientSession, api_url: str, code: str) -> AppRegistration:
     """``POST /app-manifests/{code}/conversions`` (no authentication): the new App's id, key and secrets."""
     url = f"{api_url.rstrip('/')}/app-manifests/{code}/conversions"
-    headers = {"Accept": "application/vnd.github+json", "User-Agent": "reviewer-app",
-               "X-GitHub-Api-Version": "2022-11-28"}  # fmt: skip
+    headers = {"Accept": ACCEPT, "User-Agent": "reviewer-app", "X-GitHub-Api-Version": API_VERSION}
     try:
         async with session.post(
             url, headers=headers, timeout=aiohttp.ClientTimeout(total=EXCHANGE_TIMEOUT_SECONDS)
@@ -53,7 +55,9 @@ async def exchange_code(session: aiohttp.ClientSession, api_url: str, code: str)
             status = resp.status
             data = await resp.json(content_type=None) if status in (200, 201) else None
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise SetupError(f"cannot reach GitHub at {api_url} ({type(exc).__name__}); check GITHUB_API_URL") from None
+        raise SetupError(
+            f"cannot reach GitHub at {redact_url(api_url)} ({type(exc).__name__}); check GITHUB_API_URL"
+        ) from None
     except ValueError:
         raise SetupError("GitHub's answer to the code exchange is not JSON; start again") from None
     if status in (404, 422):
@@ -264,13 +268,25 @@ def _suggested_public_url(request: web.Request) -> str:
     return f"{proto}://{host}"
 
 
+def _private_channel(url: str) -> bool:
+    """Whether the browser reached us over HTTPS, or over loopback (where nobody else can listen)."""
+    try:
+        parsed = urlparse(url)
+        return parsed.scheme == "https" or is_loopback_host(parsed.hostname or "")
+    except ValueError:
+        return False
+
+
 def _index_html(flow: SetupFlow, public_url: str, claude: str | None) -> str:
     perms = "".join(f"<li><code>{escape(str(k))}</code>: {escape(str(v))}</li>"
                     for k, v in flow.manifest.get("default_permissions", {}).items())  # fmt: skip
     events = ", ".join(f"<code>{escape(str(e))}</code>" for e in flow.manifest.get("default_events", []))
-    github = escape(flow.cfg.github_url)
+    github = escape(redact_url(flow.cfg.github_url))
     warning = (f"<p><b>First:</b> {escape(claude)}, then restart this server. Without Claude credentials the "
                "configured app cannot start.</p>") if claude else ""  # fmt: skip
+    if not _private_channel(public_url):
+        warning += ("<p><b>This page was reached over plain HTTP:</b> the setup token you type below would cross "
+                    "the network in clear. Open this page over HTTPS, or through an SSH tunnel to localhost.</p>")  # fmt: skip
     return f"""{warning}
 <p>No GitHub App is configured yet. This page registers one on {github} from this server's manifest: GitHub
 creates the App and hands its id, private key and webhook secret back to this server, which saves them in
@@ -278,7 +294,8 @@ creates the App and hands its id, private key and webhook secret back to this se
 <form method=post action="{START_PATH}">
 <label>Setup token <span class=hint>(printed in this server's log when it started)</span>
 <input type=password name=token required autocomplete=off></label>
-<label>Public URL of this server <span class=hint>(GitHub sends webhooks to it; your browser returns to it)</span>
+<label>Public URL of this server <span class=hint>(GitHub sends webhooks to it; your browser returns to it; https://
+only, http:// for localhost alone)</span>
 <input type=text name=public_url required value="{escape(public_url)}"></label>
 <label>App name <span class=hint>(optional; default {escape(str(flow.manifest.get("name", "")))})</span>
 <input type=text name=name maxlength=34></label>

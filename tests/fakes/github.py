@@ -39,6 +39,11 @@ RATE_LIMIT = 5000
 JWT_MAX_LIFETIME = 600 + 60  # GitHub caps app JWTs at 10 minutes; a little slack for clock drift
 MANIFEST_CODE_LIFETIME = 3600.0  # a manifest flow's temporary code works once, within an hour
 DOCS_URL = "https://docs.github.com/rest"
+# GitHub documents one media type for its REST API and versions it by header; the fake insists on both, so a client
+# that forgets them (gidgethub's helpers send an older Accept and no version) fails here rather than on github.com.
+API_MEDIA_TYPE = "application/vnd.github+json"
+API_VERSIONS = {"2022-11-28"}
+API_HEADERS = {"Accept": API_MEDIA_TYPE, "X-GitHub-Api-Version": "2022-11-28"}  # for tests that call the fake
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 CHECK_STATUSES = {"queued", "in_progress", "completed", "waiting", "requested", "pending"}
 REVIEW_EVENTS = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
@@ -355,7 +360,9 @@ class FakeGitHub:
     def register_manifest_code(self, manifest: Json, *, owner: str | None = None, code: str | None = None) -> str:
         """As if someone pressed "Create GitHub App" on GitHub's page for ``manifest``: the code for its conversion."""
         code = code or secrets.token_hex(10)
-        self.manifest_codes[code] = ManifestCode(manifest=manifest, created_at=self.clock(), owner=owner or self.app_owner)
+        self.manifest_codes[code] = ManifestCode(
+            manifest=manifest, created_at=self.clock(), owner=owner or self.app_owner
+        )
         return code
 
     def suspend_installation(self, installation_id: int, suspended: bool = True) -> None:
@@ -699,7 +706,8 @@ class FakeGitHub:
             return await handler(request)
         auth = self._identify(request)
         request["auth"] = auth
-        fault = self._take_fault(request)
+        refusal = self._check_api_headers(request)
+        fault = None if refusal is not None else self._take_fault(request)
         self.counters["requests"] += 1
         is_write = request.method in ("POST", "PATCH", "PUT", "DELETE")
         if is_write:
@@ -711,8 +719,11 @@ class FakeGitHub:
         try:
             if fault is not None and fault.kind == "hang":
                 await self._hang(fault.params.get("delay"))
-            if fault is not None and fault.kind in _PRE_FAULTS:
-                response: web.StreamResponse = self._fault_response(fault, auth)
+            response: web.StreamResponse
+            if refusal is not None:
+                response = refusal.response()
+            elif fault is not None and fault.kind in _PRE_FAULTS:
+                response = self._fault_response(fault, auth)
             else:
                 try:
                     response = await handler(request)
@@ -749,6 +760,19 @@ class FakeGitHub:
             request.transport.close()  # the write happened; the client sees a dropped connection
             raise web.HTTPInternalServerError()  # never delivered: the transport is gone
         return response
+
+    def _check_api_headers(self, request: web.Request) -> ApiError | None:
+        """The API's media type and version headers are present (github.com's web pages need neither)."""
+        if request.path.endswith("/settings/apps/new"):
+            return None
+        if request.headers.get("Accept", "").split(";")[0].strip().lower() != API_MEDIA_TYPE:
+            self.counters["bad_api_headers"] += 1
+            return ApiError(415, f"Unsupported 'Accept' header: use {API_MEDIA_TYPE}")
+        version = request.headers.get("X-GitHub-Api-Version")
+        if version not in API_VERSIONS:
+            self.counters["bad_api_headers"] += 1
+            return ApiError(400, f"X-GitHub-Api-Version {version!r} is not supported")
+        return None
 
     def _identify(self, request: web.Request) -> AuthInfo:
         scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
