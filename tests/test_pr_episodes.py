@@ -317,3 +317,25 @@ async def test_a_push_held_back_until_after_a_force_push_back_still_leaves_the_h
         await resume_queue(h)
         await quiet(h)
         assert [r["commit_id"] for r in bot_reviews(h)] == [a]
+
+
+async def test_a_draft_marked_ready_while_its_job_decides_to_skip_it_is_reviewed(tmp_path) -> None:
+    # Found by the model-based test: the job read the PR as a draft, the PR was marked ready and its webhook came
+    # while the job was still deciding (a duplicate of the running job), then the job ended "skipped: draft".
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull, job_id = await h.open_pr()
+        pull.draft = True  # converted to draft before the job ran (GitHub's converted_to_draft starts nothing)
+        h.github.inject("GET", r"/contents/\.github/reviewer\.yml", "lost_response", mode="slow", delay=1.0)
+        await resume_queue(h)
+
+        async def deciding() -> bool:
+            return bool(h.github.requests_matching("GET", r"/contents/\.github/reviewer\.yml"))
+
+        await eventually(deciding)
+        pull.draft = False
+        ready = await h.deliver("pull_request", h.pr_payload(pull, "ready_for_review"))
+        assert ready["outcome"] == "duplicate-revision" and ready["job_id"] == job_id
+        job = await h.wait_state(job_id, JobState.SUCCEEDED, JobState.CANCELLED)
+        assert job.state == JobState.SUCCEEDED, job.outcome
+        assert [r["commit_id"] for r in bot_reviews(h)] == [pull.head_sha]

@@ -224,3 +224,19 @@ async def test_paused_queue_admits_but_does_not_claim(store) -> None:
     assert await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10) == []
     await store.set_setting("queue_paused", "0")
     assert len(await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)) == 1
+
+
+async def test_a_skip_stands_only_if_no_event_for_its_revision_came_while_the_job_ran(store) -> None:
+    r = await admit(store, spec())
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    snapshot = await store.get_job(r.job_id)
+    again = await admit(store, spec())  # the same revision, automatic: a duplicate of the running job, which it pokes
+    assert again.outcome == "duplicate-revision" and again.job_id == r.job_id
+    assert not await store.skip_if_unpoked(lease, pokes=snapshot.pokes, now=NOW, outcome="skipped: a draft")
+    job = await store.get_job(r.job_id)
+    assert job.state == JobState.RUNNING and job.pokes == snapshot.pokes + 1
+    assert await store.skip_if_unpoked(lease, pokes=job.pokes, now=NOW, outcome="skipped: a draft")
+    job = await store.get_job(r.job_id)
+    assert (job.state, job.outcome) == (JobState.CANCELLED, "skipped: a draft")
+    [attempt] = await store.attempts_of(r.job_id)
+    assert attempt.outcome == "cancelled" and attempt.finished_at == NOW

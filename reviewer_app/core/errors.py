@@ -54,6 +54,11 @@ class Superseded(JobError):
         self.by_sha = by_sha
 
 
+class Settled(JobError):
+    """The runner recorded the job's end itself, under a guard of its own (a skip that must not outrun a newer event);
+    the dispatcher writes nothing more."""
+
+
 class LeaseLost(Exception):
     """A fenced write changed no row: another attempt owns the job now. Stop, publish nothing."""
 

@@ -9,7 +9,15 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reviewer_app.core.errors import Cancelled, JobError, LeaseLost, PermanentError, Superseded, TransientError
+from reviewer_app.core.errors import (
+    Cancelled,
+    JobError,
+    LeaseLost,
+    PermanentError,
+    Settled,
+    Superseded,
+    TransientError,
+)
 from reviewer_app.core.retry import GiveUp, RetryPolicy, decide_retry
 from reviewer_app.dispatch.context import Clock, JobContext, Runner
 from reviewer_app.dispatch.rescuer import Rescuer
@@ -325,6 +333,9 @@ class Dispatcher:
         now = self.clock()
         if isinstance(exc, LeaseLost):
             self._refused(ctx, str(exc))
+            return
+        if isinstance(exc, Settled):
+            log.info("job %s: %s", ctx.job.id, exc.reason)
             return
         if isinstance(exc, Superseded):
             ok = await self.store.supersede_if_lease_held(ctx.lease, now=now, outcome=exc.reason, usage=None)

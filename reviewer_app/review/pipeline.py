@@ -7,7 +7,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import cachetools
 
@@ -27,6 +27,7 @@ from reviewer_app.core.errors import (
     InstallationUnavailable,
     JobError,
     PermanentError,
+    Settled,
     Superseded,
 )
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
@@ -128,7 +129,10 @@ class ReviewPipeline:
         rc = parse_repo_config(text, max_input_tokens=self.settings.max_input_tokens,
                                max_parts=self.settings.max_parts)  # fmt: skip
         if job.trigger in AUTOMATIC_TRIGGERS:
-            await self._check_automatic(ctx, pr, rc)
+            try:
+                await self._check_automatic(ctx, pr, rc)
+            except Cancelled as skip:
+                await self._skip(ctx, skip.reason)
         else:
             await self._check_unanswered(ctx)
         async with self.checks.lock(job.id):
@@ -213,6 +217,15 @@ class ReviewPipeline:
                               and any(m.job_id in earlier for m in parse_markers(r.get("body")))), None)  # fmt: skip
         if review_id is not None:
             raise Cancelled(f"{COVERED_PREFIX}the request was answered by review {review_id} of an earlier commit")
+
+    async def _skip(self, ctx: JobContext, reason: str) -> NoReturn:
+        """End an automatic job skipped, unless an event for its head was admitted since it read the pull request
+        (a draft marked ready while this job was deciding: that event found this job running and was a duplicate);
+        then it decides again, on the pull request as it is now."""
+        if await ctx.store.skip_if_unpoked(ctx.lease, pokes=ctx.job.pokes, now=ctx.clock(), outcome=reason):
+            raise Settled(reason)
+        raise Deferred("an event for this head arrived while the review was being decided; deciding again",
+                       retry_at=ctx.clock())  # fmt: skip
 
     async def _check_automatic(self, ctx: JobContext, pr: dict[str, Any], rc: RepoConfig) -> None:
         """Raise Cancelled (a visible skip) when the repository's settings or the pull request's state as it is now

@@ -50,6 +50,7 @@ class Job:
     finished_at: float | None
     updated_at: float
     check_run_claim: str | None = None  # who took the claim to create the check run (a run may exist unrecorded)
+    pokes: int = 0  # automatic events for this revision admitted while the job ran (see SKIP_IF_LEASE_HELD_AND_UNPOKED)
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
@@ -86,6 +87,7 @@ class Job:
             finished_at=r["finished_at"],
             updated_at=r["updated_at"],
             check_run_claim=r.get("check_run_claim"),
+            pokes=r.get("pokes") or 0,
         )
 
 
@@ -275,6 +277,11 @@ class Store(Protocol):
 
     async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
         """The head of the PR's latest published review, for incremental reviews."""
+        ...
+
+    async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
+        """End the job cancelled with ``outcome`` (a skip) if ``lease`` holds it and its pokes are still ``pokes``;
+        False (nothing written) otherwise."""
         ...
 
     async def record_published_review(self, job_id: int, review_id: int) -> None:

@@ -444,6 +444,16 @@ class PostgresStore(FencedFinishes):
         rows = await self._fetch(q.LAST_REVIEWED_HEAD, repo_id, pr_number)
         return rows[0][0] if rows else None
 
+    async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
+        async def op(conn: asyncpg.Connection) -> bool:
+            status = await conn.execute(q.SKIP_IF_LEASE_HELD_AND_UNPOKED, outcome, now, now, lease.job_id, lease.token,
+                                        pokes)  # fmt: skip
+            if _changed(status) == 1:
+                await conn.execute(q.FINISH_ATTEMPT, now, JobState.CANCELLED.value, None, *_usage(None), lease.token)
+            return _changed(status) == 1
+
+        return await self._tx(op)
+
     async def record_published_review(self, job_id: int, review_id: int) -> None:
         async def op(conn: asyncpg.Connection) -> None:
             await conn.execute(q.RECORD_PUBLISHED_REVIEW, review_id, job_id)

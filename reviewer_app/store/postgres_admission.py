@@ -119,6 +119,8 @@ async def _enqueue(conn: asyncpg.Connection, decision: Enqueue, *, now: float, m
     for followed in plan.follow:
         await _follow(conn, followed, spec.head_sha, now=now)
     if plan.insert_state is None:
+        if plan.duplicate_of is not None and decision.automatic:
+            await conn.execute(q.POKE_IF_RUNNING, plan.duplicate_of)  # a running job's skip no longer stands
         return AdmitResult(plan.outcome, job_id=plan.duplicate_of, reason=plan.reason)
     finished = None if plan.insert_state == "queued" else now
     job_id = await conn.fetchval(

@@ -18,7 +18,7 @@ JOB_COLUMNS = (
     "id, revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority, state,"
     " details, attempts, max_attempts, next_attempt_at, lease_owner, lease_token, lease_expires_at, last_error,"
     " superseded_by, outcome, check_run_id, check_run_status, review_id, publish_intent_at, answer, event_at,"
-    " created_at, started_at, finished_at, updated_at, check_run_claim"
+    " created_at, started_at, finished_at, updated_at, check_run_claim, pokes"
 )
 
 # -- admission: the PR's review work (core/pr_work.py decides, these statements apply) -------------------------
@@ -54,6 +54,18 @@ RETURNING id
 """
 
 SET_SUPERSEDED_BY = "UPDATE jobs SET superseded_by = ? WHERE id = ?"
+
+# An automatic event for a running job's own revision was admitted (a duplicate): the job's skip, if it decided on
+# the pull request as it was before, no longer stands (SKIP_IF_LEASE_HELD_AND_UNPOKED).
+POKE_IF_RUNNING = f"UPDATE jobs SET pokes = pokes + 1 WHERE id = ? AND state = '{JobState.RUNNING.value}'"
+
+# End an automatic job skipped (cancelled, its outcome says why) only while this attempt holds the lease and no
+# event for its revision arrived since the attempt read the job.
+SKIP_IF_LEASE_HELD_AND_UNPOKED = f"""
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+       lease_token = NULL, lease_expires_at = NULL
+ WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}' AND pokes = ?
+"""
 
 # Cancel every pending job of one PR (closed, uninstalled).
 CANCEL_PR_PENDING = f"""

@@ -496,6 +496,17 @@ class SqliteStore(FencedFinishes):
         rows = await self._read(sql.LAST_REVIEWED_HEAD, (repo_id, pr_number))
         return rows[0][0] if rows else None
 
+    async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                sql.SKIP_IF_LEASE_HELD_AND_UNPOKED, (outcome, now, now, lease.job_id, lease.token, pokes)
+            )
+            if cur.rowcount == 1:
+                conn.execute(sql.FINISH_ATTEMPT, (now, JobState.CANCELLED.value, None, *_usage(None), lease.token))
+            return cur.rowcount == 1
+
+        return await self._write(op)
+
     async def record_published_review(self, job_id: int, review_id: int) -> None:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(sql.RECORD_PUBLISHED_REVIEW, (review_id, job_id))

@@ -187,6 +187,8 @@ def enqueue(conn: sqlite3.Connection, decision: Enqueue, p: PreparedEnqueue, *, 
     for followed in plan.follow:
         _follow(conn, followed, spec.head_sha, now=now)
     if plan.insert_state is None:
+        if plan.duplicate_of is not None and decision.automatic:
+            conn.execute(sql.POKE_IF_RUNNING, (plan.duplicate_of,))  # a running job's skip no longer stands
         return AdmitResult(plan.outcome, job_id=plan.duplicate_of, reason=plan.reason)
     insert = p.insert
     if plan.insert_state != "queued":  # recorded, visibly: a finished job that says why
