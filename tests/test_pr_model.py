@@ -119,6 +119,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.installation_active = True
         self.lifecycle_events = False  # the sweep is needed to bring heads back
         self._n = 0
+        self.attempt_faults = 0  # faults that can cost a job an attempt (an expired lease, a lost response)
 
     # -- plumbing ------------------------------------------------------------------------------------------
 
@@ -332,6 +333,7 @@ class PRWorkMachine(RuleBasedStateMachine):
     @rule(where=st.sampled_from([r"/pulls/\d+/reviews$", r"/check-runs$", r"/check-runs/\d+$", r"/comments$",
                                  r"/reactions$"]), mode=st.sampled_from(["drop", "502"]))  # fmt: skip
     def lose_a_response(self, where: str, mode: str) -> None:
+        self.attempt_faults += 1
         method = "PATCH" if where.endswith(r"\d+$") and "check-runs" in where else "POST"
         self.gh.inject(method, where, "lost_response", mode=mode)
 
@@ -348,6 +350,7 @@ class PRWorkMachine(RuleBasedStateMachine):
 
     @rule()
     def leases_expire(self) -> None:
+        self.attempt_faults += 1
         self.run(self._sql("UPDATE jobs SET lease_expires_at = 0 WHERE state = 'running'"))
         self.h.svc.dispatcher.wake()
 
@@ -419,7 +422,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         jobs = await self.h.store.list_jobs(limit=10000)
         COVERAGE.update(sequences=1, jobs=len(jobs), requests=len(self.requests),
                         reviews=sum(len(self._bot_reviews(n)) for n in self.prs),
-                        steps=self._n)  # fmt: skip
+                        deliveries=self._n)  # fmt: skip
         by_id = {j.id: j for j in jobs}
         for pr in self.prs.values():
             reviews = self._bot_reviews(pr.number)
@@ -445,6 +448,13 @@ class PRWorkMachine(RuleBasedStateMachine):
             on_head = [r for r in self.gh.check_runs_for(REPO, pr.head) if r["status"] == "completed"]
             reasons = " ".join(r["output"]["summary"] for r in on_head)
             explained = (pr.draft and "draft" in reasons) or (pr.paused_on_head and "paused" in reasons)
+            # Bounded retries end in a visible failure: acceptable only when the sequence injected enough faults to
+            # use up a job's attempts (REVIEWER_MAX_ATTEMPTS, 5), and only for a job that did use them up.
+            exhausted = [j for j in jobs if j.pr_number == pr.number and j.head_sha == pr.head
+                         and j.state == JobState.FAILED and j.attempts >= j.max_attempts]  # fmt: skip
+            if exhausted and self.attempt_faults >= exhausted[0].max_attempts and "attempt" in reasons:
+                COVERAGE.update(exhausted=1)
+                explained = True
             assert explained, (pr, reasons, [(j.id, j.head_sha[:7], j.trigger, j.state, j.outcome)
                                                   for j in jobs if j.pr_number == pr.number])  # fmt: skip
 
