@@ -11,6 +11,7 @@ from reviewer_app.core.review_model import InlineComment, ModelComment
 
 DEFAULT_MAX_INLINE = 50
 DEFAULT_MAX_BODY_CHARS = 4000
+MAX_SUGGESTION_CHARS = 10_000  # a longer "small fix" is shown (cut) as text, never posted as a suggestion
 _PATH_PREFIXES = ("./", "/", "a/", "b/")
 
 
@@ -72,7 +73,7 @@ def _suggestion(comment: ModelComment, diff: FileDiff) -> str | None:
     """The replacement as a suggestion block's content, or None when GitHub would not apply it as proposed."""
     text = (comment.suggestion or "").replace("\r\n", "\n").removesuffix("\n")
     start = comment.start_line or comment.line
-    if comment.side != "RIGHT" or start > comment.line:
+    if comment.side != "RIGHT" or start > comment.line or len(text) > MAX_SUGGESTION_CHARS:
         return None
     for hunk in diff.hunks:
         new = {ln.new_line: ln.text for ln in hunk.lines if ln.kind != "removed" and ln.new_line is not None}

@@ -34,6 +34,7 @@ MAX_SUMMARY_CHARS = 20_000
 MAX_MOVED_COMMENT_CHARS = 4_000
 MAX_REASON_CHARS = 1_000
 MAX_HEADLINE_CHARS = 120
+MAX_FALLBACK_CHARS = 4_000
 MAX_CHECK_SUMMARY_CHARS = 3_000
 TOP_FINDINGS = 5
 _BACKTICKS = re.compile(r"`+")
@@ -204,12 +205,16 @@ def _moved_entry(comment: ModelComment, links: Links) -> str:
     url = links.of(comment, inline=False)
     text = publishable(comment.body.strip(), MAX_MOVED_COMMENT_CHARS)
     if comment.suggestion is not None:
-        text += "\n\n" + _fallback(strip_markers(comment.suggestion))
+        text += "\n\n" + _fallback(comment.suggestion)
     return f"**{LABELS[comment.rank]} · [{_code(comment.path)}, {where}]({url})**\n\n{text}"
 
 
 def _fallback(replacement: str) -> str:
-    return "Suggested replacement:\n\n" + _block("", replacement.replace("\r\n", "\n").removesuffix("\n"))
+    """A proposed fix that cannot be a suggestion block, as plain code (cut when long; no markers)."""
+    text = strip_markers(replacement.replace("\r\n", "\n").removesuffix("\n"))
+    if len(text) > MAX_FALLBACK_CHARS:
+        text = text[:MAX_FALLBACK_CHARS].rsplit("\n", 1)[0] + "\n…(cut)"
+    return "Suggested replacement:\n\n" + _block("", text)
 
 
 def _block(info: str, text: str) -> str:
