@@ -54,6 +54,7 @@ class Service:
     metrics: Metrics | None = None
     cleaner: Cleaner | None = None
     recovery: Recovery | None = None
+    claude: ClaudeReviewer | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -97,6 +98,8 @@ class Service:
         await asyncio.gather(*self.background, return_exceptions=True)
         if self.session is not None:
             await self.session.close()
+        if self.claude is not None:
+            await self.claude.aclose()  # its HTTP connections, before the event loop that owns them ends
         await self.store.close()
 
 
@@ -238,7 +241,8 @@ async def build_service(
     app = make_app(receiver, probes) if receiver is not None else make_health_app(probes)
     return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=app, check_sync=check_sync,
                    session=stack.session if stack else None, outbox=outbox, receiver=receiver,
-                   github=stack.github if stack else None, metrics=metrics, cleaner=cleaner, recovery=recovery)  # fmt: skip
+                   github=stack.github if stack else None, metrics=metrics, cleaner=cleaner, recovery=recovery,
+                   claude=stack.pipeline.claude if stack else None)  # fmt: skip
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:

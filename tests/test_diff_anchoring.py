@@ -8,6 +8,7 @@ from reviewer_app.core.anchoring import anchor
 from reviewer_app.core.diff import FileDiff, PatchParseError, numbered_patch, parse_patch
 from reviewer_app.core.markers import make_marker, parse_markers
 from reviewer_app.core.review_model import InlineComment, ModelComment
+from reviewer_app.review.render import inline_comment
 
 # Old side: lines 20..23 (a, b, c, d). New side: lines 10..13 (a, B, c, e).
 #   a  context  old 20 / new 10
@@ -17,12 +18,7 @@ from reviewer_app.core.review_model import InlineComment, ModelComment
 #   d  removed  old 23
 #   e  added            new 13
 # Second hunk: old 40..41, new 30..32.
-PATCH = (
-    "@@ -20,4 +10,4 @@ def first():\n"
-    " a\n-b\n+B\n c\n-d\n+e\n"
-    "@@ -40,2 +30,3 @@ def second():\n"
-    " x\n+y\n z"
-)
+PATCH = "@@ -20,4 +10,4 @@ def first():\n a\n-b\n+B\n c\n-d\n+e\n@@ -40,2 +30,3 @@ def second():\n x\n+y\n z"
 
 
 def test_parse_patch_collects_hunks_and_line_numbers() -> None:
@@ -36,16 +32,16 @@ def test_parse_patch_collects_hunks_and_line_numbers() -> None:
 @pytest.mark.parametrize(
     ("side", "line", "commentable"),
     [
-        ("RIGHT", 10, True),   # context line, new side
-        ("RIGHT", 11, True),   # added line
-        ("RIGHT", 12, True),   # context line
+        ("RIGHT", 10, True),  # context line, new side
+        ("RIGHT", 11, True),  # added line
+        ("RIGHT", 12, True),  # context line
         ("RIGHT", 21, False),  # a removed line's old number is not a new-side line
         ("RIGHT", 14, False),  # between hunks
-        ("RIGHT", 9, False),   # before the first hunk
+        ("RIGHT", 9, False),  # before the first hunk
         ("RIGHT", 33, False),  # after the last hunk
-        ("LEFT", 21, True),    # removed line, old side
-        ("LEFT", 22, True),    # context line, old side
-        ("LEFT", 11, False),   # an added line's new number is not an old-side line
+        ("LEFT", 21, True),  # removed line, old side
+        ("LEFT", 22, True),  # context line, old side
+        ("LEFT", 11, False),  # an added line's new number is not an old-side line
         ("LEFT", 41, True),
         ("LEFT", 42, False),
     ],
@@ -59,8 +55,7 @@ def test_commentable_lines(side: str, line: int, commentable: bool) -> None:
     ("patch", "added", "right"),
     [
         # The marker inside a hunk, after the old last line and before the new one.
-        ("@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n\\ No newline at end of file",
-         {2}, {1, 2}),
+        ("@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n\\ No newline at end of file", {2}, {1, 2}),
         # The marker after the hunk is complete.
         ("@@ -1 +1,2 @@\n a\n+b\n\\ No newline at end of file", {2}, {1, 2}),
         # A new file.
@@ -90,11 +85,11 @@ def test_missing_or_blank_patch_gives_an_empty_diff(patch: str | None) -> None:
     "patch",
     [
         "this is not a diff",
-        "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b",          # file headers are not part of GitHub's patch
-        "@@ -1,3 +1,3 @@\n a\n-b\n+c",                    # hunk shorter than its header says
-        "@@ -1 +1 @@\n-a\n+b\n+c",                         # hunk longer than its header says
-        "@@ -1 +1 @@\n-a\n+b\ntrailing garbage",           # lines outside any hunk
-        "@@ -1 +1 @@\n-a\n+b\ndiff --git a/y b/y\n",        # a second file
+        "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b",  # file headers are not part of GitHub's patch
+        "@@ -1,3 +1,3 @@\n a\n-b\n+c",  # hunk shorter than its header says
+        "@@ -1 +1 @@\n-a\n+b\n+c",  # hunk longer than its header says
+        "@@ -1 +1 @@\n-a\n+b\ntrailing garbage",  # lines outside any hunk
+        "@@ -1 +1 @@\n-a\n+b\ndiff --git a/y b/y\n",  # a second file
         "\\ No newline at end of file",
     ],
 )
@@ -115,19 +110,21 @@ def test_path_with_odd_characters_is_kept_verbatim() -> None:
 
 def test_numbered_patch_shows_new_side_numbers_only() -> None:
     diff = parse_patch("src/app.py", PATCH)
-    assert numbered_patch(diff) == "\n".join([
-        "@@ -20,4 +10,4 @@ def first():",
-        "10   a",
-        "   - b",
-        "11 + B",
-        "12   c",
-        "   - d",
-        "13 + e",
-        "@@ -40,2 +30,3 @@ def second():",
-        "30   x",
-        "31 + y",
-        "32   z",
-    ])
+    assert numbered_patch(diff) == "\n".join(
+        [
+            "@@ -20,4 +10,4 @@ def first():",
+            "10   a",
+            "   - b",
+            "11 + B",
+            "12   c",
+            "   - d",
+            "13 + e",
+            "@@ -40,2 +30,3 @@ def second():",
+            "30   x",
+            "31 + y",
+            "32   z",
+        ]
+    )
 
 
 def test_numbered_patch_of_empty_diff_is_empty() -> None:
@@ -143,8 +140,9 @@ DIFFS = {"src/app.py": parse_patch("src/app.py", PATCH)}
         (ModelComment("src/app.py", 11, "added line"), True),
         (ModelComment("src/app.py", 12, "context line"), True),
         (ModelComment("src/app.py", 21, "removed line's number on the right"), False),
-        (ModelComment("src/app.py", 21, "removed line on the left", side="LEFT"), False),
-        (ModelComment("src/app.py", 10, "context line on the left", side="LEFT"), False),
+        (ModelComment("src/app.py", 21, "removed line on the left", side="LEFT"), True),
+        (ModelComment("src/app.py", 22, "context line by its old number", side="LEFT"), True),
+        (ModelComment("src/app.py", 10, "a new-side number on the left", side="LEFT"), False),
         (ModelComment("src/app.py", 14, "between hunks"), False),
         (ModelComment("src/app.py", 500, "past the end"), False),
         (ModelComment("src/app.py", 0, "line zero"), False),
@@ -157,7 +155,7 @@ def test_anchor_inline_or_moved(comment: ModelComment, inline: bool) -> None:
     result = anchor([comment], DIFFS)
     assert (len(result.inline), len(result.moved)) == ((1, 0) if inline else (0, 1))
     if inline:
-        assert result.inline[0] == InlineComment("src/app.py", comment.line, comment.body, "RIGHT")
+        assert result.inline[0] == InlineComment("src/app.py", comment.line, comment.body, comment.side)
     else:
         assert result.moved[0].body == comment.body
 
@@ -196,8 +194,22 @@ def test_anchor_neutralises_inline_bodies() -> None:
     assert len(text) <= 100
 
 
-def test_inline_comment_payload_for_github() -> None:
-    result = anchor([ModelComment("src/app.py", 13, "nit")], DIFFS)
-    assert [c.to_github() for c in result.inline] == [
-        {"path": "src/app.py", "line": 13, "side": "RIGHT", "body": "nit"}
+def test_inline_comment_payload_for_github_carries_its_severity() -> None:
+    result = anchor([ModelComment("src/app.py", 13, "Off by one.", severity="critical"),
+                     ModelComment("src/app.py", 21, "Removed check.", side="LEFT")], DIFFS)  # fmt: skip
+    assert [inline_comment(c) for c in result.inline] == [
+        {"path": "src/app.py", "line": 13, "side": "RIGHT", "body": "**🔴 Critical**\n\nOff by one."},
+        {"path": "src/app.py", "line": 21, "side": "LEFT", "body": "**🟠 Warning**\n\nRemoved check."},
     ]
+
+
+def test_a_suggestion_is_a_block_only_on_one_hunk_and_when_short_otherwise_plain_text() -> None:
+    long = "x = 1\n" * 3000
+    result = anchor([ModelComment("src/app.py", 11, "Fix.", suggestion="new eleven"),
+                     ModelComment("src/app.py", 31, "Fix.", suggestion="y", start_line=12),
+                     ModelComment("src/app.py", 13, "Long.", suggestion=long)], DIFFS)  # fmt: skip
+    first, across, too_long = (inline_comment(c) for c in result.inline)
+    assert first["body"].endswith("```suggestion\nnew eleven\n```") and "start_line" not in first
+    assert "```suggestion" not in across["body"] and across["body"].endswith("Suggested replacement:\n\n```\ny\n```")
+    assert "```suggestion" not in too_long["body"] and too_long["body"].endswith("…(cut)\n```")
+    assert len(too_long["body"]) < 4_200

@@ -145,6 +145,37 @@ async def test_review_comments_must_sit_on_the_diff(api: Api, comment: dict[str,
         assert api.fake.reviews_for(REPO, 1) == []
 
 
+TWO_HUNKS = "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n@@ -10,3 +10,4 @@\n j\n-k\n+K\n+K2\n l"
+
+
+@pytest.mark.parametrize(
+    ("comment", "ok"),
+    [
+        # LEFT takes a removed line or a context line by its old number, as GitHub does; never an added line's number.
+        ({"line": 2, "side": "LEFT"}, True),
+        ({"line": 11, "side": "LEFT"}, True),
+        ({"line": 12, "side": "LEFT"}, True),
+        ({"line": 13, "side": "LEFT"}, False),
+        ({"line": 5, "side": "LEFT"}, False),
+        # Multi-line: both ends in one hunk, the start strictly before the end.
+        ({"start_line": 10, "start_side": "RIGHT", "line": 12, "side": "RIGHT"}, True),
+        ({"start_line": 11, "start_side": "LEFT", "line": 12, "side": "RIGHT"}, True),
+        ({"start_line": 3, "start_side": "RIGHT", "line": 11, "side": "RIGHT"}, False),
+        ({"start_line": 12, "start_side": "RIGHT", "line": 12, "side": "RIGHT"}, False),
+        ({"start_line": 12, "start_side": "RIGHT", "line": 11, "side": "RIGHT"}, False),
+        ({"start_line": 5, "start_side": "RIGHT", "line": 11, "side": "RIGHT"}, False),
+    ],
+)
+async def test_left_and_multi_line_comments_follow_githubs_rules(api: Api, comment: dict[str, Any], ok: bool) -> None:
+    pull = api.fake.add_pull(REPO, 2, files=[pull_file("src/two.py", TWO_HUNKS)])
+    token = await api.token()
+    review = {"commit_id": pull.head_sha, "body": "b", "event": "COMMENT",
+              "comments": [{"path": "src/two.py", **comment, "body": "c"}]}  # fmt: skip
+    status, body, _ = await api.call("POST", f"/repos/{REPO}/pulls/2/reviews", token=token, json=review)
+    assert (status == 200) == ok, body
+    assert len(api.fake.review_comments_for(REPO, 2)) == (1 if ok else 0)
+
+
 async def test_review_on_an_unknown_commit_is_unprocessable(api: Api) -> None:
     token = await api.token()
     review = {"commit_id": "f" * 40, "body": "b", "event": "COMMENT"}

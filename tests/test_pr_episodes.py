@@ -339,3 +339,30 @@ async def test_a_draft_marked_ready_while_its_job_decides_to_skip_it_is_reviewed
         job = await h.wait_state(job_id, JobState.SUCCEEDED, JobState.CANCELLED)
         assert job.state == JobState.SUCCEEDED, job.outcome
         assert [r["commit_id"] for r in bot_reviews(h)] == [pull.head_sha]
+
+
+async def test_a_stale_draft_skip_does_not_hide_the_head_from_the_sweep(tmp_path) -> None:
+    # Shrunk from the model-based test: skipped as a draft, marked ready (a new job), then that job cancelled by the
+    # repository's removal; once the repository is back, the old "skipped: draft" must not count for the head.
+    from tests.test_recovery import recovery
+
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull, first = await h.open_pr()
+        pull.draft = True
+        await resume_queue(h)
+        await h.wait_state(first, JobState.CANCELLED)  # skipped: it ran on the draft
+        await pause_queue(h)
+        pull.draft = False
+        ready = await h.deliver("pull_request", h.pr_payload(pull, "ready_for_review"))
+        repo = h.github.repos[REPO]
+        entry = [{"id": repo.id, "full_name": REPO}]
+        base = {"installation": {"id": h.installation_id, "account": {"login": "octo-org"}}}
+        removed = await h.deliver("installation_repositories", {**base, "action": "removed",
+                                                                "repositories_removed": entry})  # fmt: skip
+        assert removed["cancelled"] == [ready["job_id"]]
+        await h.deliver("installation_repositories", {**base, "action": "added", "repositories_added": entry})
+        await resume_queue(h)
+        assert await recovery(h).sweep_once() == 1
+        await quiet(h)
+        assert [r["commit_id"] for r in bot_reviews(h)] == [pull.head_sha]

@@ -9,6 +9,7 @@ import pytest
 from reviewer_app.core.markers import Marker, make_marker, parse_markers
 from reviewer_app.core.review_model import ModelComment
 from reviewer_app.review.render import (
+    Links,
     ReviewCounts,
     check_cancelled,
     check_failed,
@@ -116,6 +117,9 @@ def body(**overrides: object) -> str:
         "incremental_note": "Reviewed the changes since 1234567.",
         "marker": make_marker(9, SHA),
         "counts": COUNTS,
+        "inline": [],
+        "nits": [],
+        "links": Links("https://github.com/octo/widgets/pull/4", SHA),
         **overrides,
     }
     return render_review_body(**options)  # type: ignore[arg-type]
@@ -128,8 +132,9 @@ def test_review_body_sections_in_order_with_marker_last() -> None:
         for s in (
             "_Reviewed the changes since 1234567._",
             "Overall fine",
-            "### Comments outside the diff",
-            "### Not reviewed",
+            "### Findings",
+            "### Outside the diff",
+            "<summary>Not reviewed: 2 files",
             "3 files reviewed",
         )
     ]
@@ -140,10 +145,11 @@ def test_review_body_sections_in_order_with_marker_last() -> None:
 
 def test_review_body_lists_moved_comments_and_skipped_files() -> None:
     text = body()
-    assert "**`src/a.py`, line 7**\n\nConsider a timeout here." in text
-    assert "**`src/b.py`, line 3 of the old version**\n\nThis removal drops validation." in text
-    assert "- `yarn.lock`: lock file" in text
-    assert "- `src/huge.py`: larger than the token budget" in text
+    permalink = f"https://github.com/octo/widgets/blob/{SHA}/src/a.py#L7"
+    assert f"**🟠 Warning · [`src/a.py`, line 7]({permalink})**\n\nConsider a timeout here." in text
+    assert "line 3 of the old version](https://github.com/octo/widgets/pull/4/files#diff-" in text
+    assert "**lock file** (1)\n\n- `yarn.lock`" in text
+    assert "**larger than the token budget** (1)\n\n- `src/huge.py`" in text
     assert "2 inline comments · 2 comments outside the diff · 2 files not reviewed" in text
 
 
@@ -166,7 +172,7 @@ def test_review_body_carries_only_our_marker() -> None:
 
 def test_review_body_paths_cannot_break_out_of_code_spans() -> None:
     text = body(moved_comments=[], not_covered=[("odd`name @gina.py", "binary")])
-    assert "- ``odd`name @gina.py``: binary" in text
+    assert "- ``odd`name @gina.py``" in text
 
 
 def test_review_body_stays_within_its_limit() -> None:
@@ -174,15 +180,15 @@ def test_review_body_stays_within_its_limit() -> None:
     text = body(not_covered=many, max_chars=20_000)
     assert len(text) <= 20_000
     assert text.endswith(make_marker(9, SHA))
-    listed = text.count("over the review budget")
+    listed = text.count("- `src/file_")
     assert 0 < listed < 5000
     assert f"…and {5000 - listed} more files" in text
 
 
 def test_check_reviewed() -> None:
     title, summary = check_reviewed(COUNTS, head_sha=SHA)
-    assert title == "Reviewed 3 files: 2 comments"
-    assert SHA in summary and "2 files not reviewed" in summary
+    assert title == "Reviewed 3 files: no findings"
+    assert SHA[:12] in summary and "2 files not reviewed" in summary
 
 
 def test_check_reviewed_with_nothing_to_review() -> None:

@@ -221,3 +221,14 @@ async def test_marked_ready_while_the_drafts_review_of_that_head_runs_one_review
         job = await h.wait_state(ready["job_id"], JobState.CANCELLED)
         assert "already reviewed" in job.outcome
         assert len(h.reviews()) == 1 and len(h.anthropic.message_requests) == 1
+
+
+def test_nits_and_conclusions() -> None:
+    cfg = parse("nits: fold\nconclusions:\n  critical: failure\n  warning: neutral\n")
+    assert (cfg.nits, cfg.conclusions, cfg.errors) == ("fold", {"critical": "failure", "warning": "neutral"}, ())
+    default = parse("auto: true\n")
+    assert (default.nits, default.conclusions) == ("off", {"critical": "neutral"})
+    bad = parse("nits: yes\nconclusions:\n  critical: block\n")
+    assert (bad.nits, bad.conclusions) == ("off", {"critical": "neutral"})
+    assert bad.errors == ("nits must be fold or off",
+                          "conclusions must map critical, warning, suggestion or nit to success, neutral or failure")  # fmt: skip

@@ -12,7 +12,7 @@ from tests.prompt_text import changed_files, files_shown, user_text
 
 
 def lock_file() -> dict:
-    return pull_file("package-lock.json", "@@ -1,2 +1,2 @@\n {\n-  \"v\": 1\n+  \"v\": 2", status="modified")
+    return pull_file("package-lock.json", '@@ -1,2 +1,2 @@\n {\n-  "v": 1\n+  "v": 2', status="modified")
 
 
 def binary_file() -> dict:
@@ -21,8 +21,12 @@ def binary_file() -> dict:
 
 async def test_only_source_reaches_the_model_and_a_comment_lands_on_an_added_line(tmp_path) -> None:
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": "One issue.", "comments": [
-            {"path": "src/widget.py", "line": 4, "side": "RIGHT", "body": "f2 returns a constant."}]})
+        h.anthropic.script_tool_answer(
+            {
+                "summary": "One issue.",
+                "comments": [{"path": "src/widget.py", "line": 4, "side": "RIGHT", "body": "f2 returns a constant."}],
+            }
+        )
         pull, job_id = await h.open_pr(files=[SOURCE, lock_file(), binary_file()])
         await h.wait_state(job_id, JobState.SUCCEEDED)
         [req] = h.anthropic.message_requests
@@ -45,17 +49,32 @@ async def test_only_source_reaches_the_model_and_a_comment_lands_on_an_added_lin
 
 async def test_comment_outside_the_diff_moves_into_the_body_and_the_review_is_accepted(tmp_path) -> None:
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": "Two notes.", "comments": [
-            {"path": "src/widget.py", "line": 2, "body": "Inline is fine here."},
-            {"path": "src/widget.py", "line": 400, "body": "This line is not in the diff."},
-            {"path": "src/other.py", "line": 3, "body": "Not even a changed file."}]})
+        h.anthropic.script_tool_answer(
+            {
+                "summary": "Two notes.",
+                "comments": [
+                    {"path": "src/widget.py", "line": 2, "body": "Inline is fine here."},
+                    {"path": "src/widget.py", "line": 400, "body": "This line is not in the diff."},
+                    {"path": "src/other.py", "line": 3, "body": "Not even a changed file."},
+                ],
+            }
+        )
         pull, job_id = await h.open_pr()
         job = await h.wait_state(job_id, JobState.SUCCEEDED)
         [review] = h.reviews()
         assert len(h.github.review_comments_for(REPO, 1)) == 1
         assert "This line is not in the diff." in review["body"] and "line 400" in review["body"]
         assert "Not even a changed file." in review["body"]
-        assert job.details["counts"] == {"files_reviewed": 1, "inline": 1, "moved": 2, "not_covered": 0}
+        assert job.details["counts"] == {
+            "files_reviewed": 1,
+            "inline": 1,
+            "moved": 2,
+            "not_covered": 0,
+            "critical": 0,
+            "warning": 3,
+            "suggestion": 0,
+            "nit": 0,
+        }
 
 
 async def test_a_diff_larger_than_the_budget_names_what_it_skipped_and_no_request_exceeds_it(tmp_path) -> None:
@@ -96,7 +115,10 @@ async def test_prompt_injection_in_the_pr_changes_nothing_but_the_text(tmp_path)
         assert review["state"] == "COMMENTED"
         writes = [r for r in h.github.requests if r.method in ("POST", "PATCH", "PUT", "DELETE")]
         assert {r.path.split("/")[-1] if "check-runs" not in r.path else "check-runs" for r in writes} <= {
-            "access_tokens", "reviews", "check-runs"}
+            "access_tokens",
+            "reviews",
+            "check-runs",
+        }
 
 
 async def test_overloaded_twice_then_success_publishes_one_review(tmp_path) -> None:

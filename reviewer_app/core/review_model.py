@@ -7,6 +7,16 @@ from typing import Literal
 
 Side = Literal["RIGHT", "LEFT"]
 
+# Most severe first. A finding without a known severity counts as a warning.
+SEVERITIES: tuple[str, ...] = ("critical", "warning", "suggestion", "nit")
+DEFAULT_SEVERITY = "warning"
+
+
+def severity_of(value: str | None) -> str:
+    """``value`` as one of SEVERITIES (case-insensitive); anything else is a warning."""
+    value = (value or "").strip().lower()
+    return value if value in SEVERITIES else DEFAULT_SEVERITY
+
 
 @dataclass(frozen=True)
 class ModelComment:
@@ -17,6 +27,13 @@ class ModelComment:
     body: str
     side: Side = "RIGHT"
     severity: str | None = None
+    # A committable fix: the new text of new-side lines start_line..line (start_line None: just ``line``).
+    suggestion: str | None = None
+    start_line: int | None = None
+
+    @property
+    def rank(self) -> str:
+        return severity_of(self.severity)
 
 
 @dataclass(frozen=True)
@@ -34,15 +51,20 @@ class ModelAnswer:
 
 @dataclass(frozen=True)
 class InlineComment:
-    """A comment anchored on a commentable diff line, ready for POST .../pulls/{n}/reviews."""
+    """A comment anchored on a commentable diff line; render.inline_comment makes it a review comment for GitHub.
+
+    ``body`` is already safe to publish. ``suggestion`` is set only when it passed validation (the whole range
+    ``start_line``..``line`` is commentable on the RIGHT side in one hunk, and the text differs); ``fallback`` holds
+    a proposed replacement that did not, to be shown as plain text."""
 
     path: str
     line: int
     body: str
     side: Side = "RIGHT"
-
-    def to_github(self) -> dict[str, object]:
-        return {"path": self.path, "line": self.line, "side": self.side, "body": self.body}
+    severity: str = DEFAULT_SEVERITY
+    start_line: int | None = None
+    suggestion: str | None = None
+    fallback: str | None = None
 
 
 @dataclass(frozen=True)

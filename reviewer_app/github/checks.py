@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from reviewer_app.core.admission import TRIGGER_DRAFT
@@ -16,6 +16,7 @@ from reviewer_app.core.errors import InstallationUnavailable, JobError, LeaseLos
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.render import (
+    CONCLUSIONS,
     ReviewCounts,
     check_cancelled,
     check_failed,
@@ -79,8 +80,10 @@ def check_key(job: Job) -> str:
 
 
 def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
-    """The check run a job's state calls for (pure). Conclusions never block merging on their own:
-    only ``success``, ``neutral``, ``skipped`` and ``cancelled`` are used, and a failed review is ``neutral``."""
+    """The check run a job's state calls for (pure). A published review concludes as its repository's rule says
+    (`conclusions` in .github/reviewer.yml: by default ``neutral`` with a critical finding, ``success`` otherwise;
+    ``failure`` only where a repository asks for it). Otherwise only ``success``, ``neutral``, ``skipped`` and
+    ``cancelled`` are used, and a failed review is ``neutral``."""
     key = check_key(job)
     if job.state == JobState.QUEUED:
         if job.attempts == 0:
@@ -93,15 +96,16 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         return CheckView(key, "in_progress", "Reviewing", f"Claude is reviewing commit {job.head_sha}.")
     if job.state == JobState.SUCCEEDED:
         c = (job.details or {}).get("counts") or {}
-        counts = ReviewCounts(c.get("files_reviewed", 0), c.get("inline", 0), c.get("moved", 0),
-                              c.get("not_covered", 0))  # fmt: skip
-        title, summary = check_reviewed(counts, head_sha=job.head_sha)
+        counts = ReviewCounts(**{f.name: int(c.get(f.name, 0)) for f in fields(ReviewCounts)})
+        report = (job.details or {}).get("report") or {}
+        title, summary = check_reviewed(counts, head_sha=job.head_sha, report=report)
         problems = (job.details or {}).get("config_errors") or []
         if problems:
             summary += "\n\n**Problems in .github/reviewer.yml** (defaults applied):\n" + "\n".join(
                 f"- {p}" for p in problems
             )
-        return CheckView(key, "completed", title, summary, "success")
+        conclusion = report.get("conclusion")
+        return CheckView(key, "completed", title, summary, conclusion if conclusion in CONCLUSIONS else "success")
     if job.state == JobState.SUPERSEDED:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
         title, summary = check_superseded(sha)

@@ -82,21 +82,24 @@ def reviewed_by_bot(reviews: Iterable[Mapping[str, Any]], *, bot_login: str, hea
 
 
 def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
-    """Whether the PR's jobs already answer for its current head (pure): a job of this head that is pending, or that
-    ended with a review or a visible reason in this episode, or a pending requested review (it reviews whatever head
-    it finds). A job that ended with its episode (the PR closed, the app uninstalled or suspended, the repository
-    removed) or was superseded is history. For a pull request that is no longer a draft, a job its draft got does
-    not count: that one may have been skipped (a review it published is found by the caller's look at the reviews)."""
-    for job in jobs:
-        if not job.head_sha and job.state in PENDING:
-            return True
-        if job.head_sha != head_sha or (not draft and job.trigger == TRIGGER_DRAFT):
-            continue
-        if job.state in PENDING or job.state in (JobState.SUCCEEDED, JobState.FAILED):
-            return True
-        if job.state == JobState.CANCELLED and not ended_with_episode(job.outcome):
-            return True
-    return False
+    """Whether the PR's jobs already answer for its current head (pure): a pending requested review (it reviews
+    whatever head it finds), a review of this head, or else the head's newest job: pending, failed (visibly), or
+    ended with a reason that still stands. A job that ended with its episode (the PR closed, the app uninstalled or
+    suspended, the repository removed) or was superseded is history; so is an older skip that a newer job of the
+    head replaced (skipped as a draft, then marked ready). For a pull request that is no longer a draft, a job its
+    draft got does not count (a review it published is found by the caller's look at the reviews)."""
+    jobs = list(jobs)
+    if any(not j.head_sha and j.state in PENDING for j in jobs):
+        return True
+    mine = [j for j in jobs if j.head_sha == head_sha and (draft or j.trigger != TRIGGER_DRAFT)]
+    if not mine:
+        return False
+    if any(j.state == JobState.SUCCEEDED for j in mine):
+        return True
+    newest = max(mine, key=lambda j: j.id)
+    if newest.state in PENDING or newest.state == JobState.FAILED:
+        return True
+    return newest.state == JobState.CANCELLED and not ended_with_episode(newest.outcome)
 
 
 def sweep_delivery_id(

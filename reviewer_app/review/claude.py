@@ -147,6 +147,10 @@ class ClaudeReviewer:
         self._counting = True  # False once the endpoint turned out to be missing (a gateway without it)
         self._fixed_tokens: dict[tuple[str, ...], int] = {}  # by the names of the tools offered
 
+    async def aclose(self) -> None:
+        """Close the SDK client's HTTP connections (the service's shutdown)."""
+        await self._client.close()
+
     async def review(
         self,
         user_blocks: str | Sequence[str],
@@ -385,8 +389,15 @@ def _parse_comment(i: int, raw: object) -> ModelComment:
         raise MalformedAnswer(f'{where}.side must be "RIGHT" or "LEFT"')
     if severity is not None and not isinstance(severity, str):
         raise MalformedAnswer(f"{where}.severity must be a string")
+    suggestion, start_line = raw.get("suggestion"), raw.get("start_line")
+    if suggestion is not None and not isinstance(suggestion, str):
+        raise MalformedAnswer(f"{where}.suggestion must be a string")
+    if start_line is not None and (not isinstance(start_line, int) or isinstance(start_line, bool) or start_line < 1):
+        raise MalformedAnswer(f"{where}.start_line must be an integer >= 1")
     checked_side: Side = "LEFT" if side == "LEFT" else "RIGHT"
-    return ModelComment(path=path, line=line, body=body.strip(), side=checked_side, severity=severity)
+    # An unknown severity is kept as a warning (severity_of), not refused: the text is what matters.
+    return ModelComment(path=path, line=line, body=body.strip(), side=checked_side, severity=severity,
+                        suggestion=suggestion, start_line=start_line)  # fmt: skip
 
 
 def _feedback_turns(response: Message, problem: str) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NoReturn
@@ -30,8 +31,9 @@ from reviewer_app.core.errors import (
     Settled,
     Superseded,
 )
+from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
-from reviewer_app.core.review_model import ModelAnswer, ModelComment
+from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
@@ -51,7 +53,17 @@ from reviewer_app.review.prompt import (
     render_file,
 )
 from reviewer_app.review.reading import ContentReader
-from reviewer_app.review.render import ReviewCounts, render_review_body
+from reviewer_app.review.render import (
+    MAX_CHECK_SUMMARY_CHARS,
+    Links,
+    ReviewCounts,
+    conclusion_for,
+    group_by_reason,
+    inline_comment,
+    not_reviewed_line,
+    render_review_body,
+    top_findings,
+)
 from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.store.base import Delivery, Usage
@@ -156,21 +168,33 @@ class ReviewPipeline:
         summary = stored["summary"]
         comments = [ModelComment(**c) for c in stored["comments"]]
         not_covered = [tuple(x) for x in stored["not_covered"]]
-        anchored = anchor(comments, diffs)
+        # Nits never go inline: folded in the body when the repository wants them, otherwise not shown.
+        nits = [c for c in comments if c.rank == "nit"] if rc.nits == "fold" else []
+        anchored = anchor([c for c in comments if c.rank != "nit"], diffs)
+        severities = Counter(
+            [*(c.severity for c in anchored.inline), *(c.rank for c in anchored.moved), *("nit" for _ in nits)]
+        )
         counts = ReviewCounts(files_reviewed=stored["files_reviewed"], inline=len(anchored.inline),
-                              moved=len(anchored.moved), not_covered=len(not_covered))  # fmt: skip
-        body = render_review_body(summary=summary, moved_comments=anchored.moved, not_covered=not_covered,
-                                  incremental_note=stored.get("incremental_note"),
-                                  marker=make_marker(job.id, job.head_sha), counts=counts)  # fmt: skip
+                              moved=len(anchored.moved), not_covered=len(not_covered),
+                              **{s: severities[s] for s in SEVERITIES})  # fmt: skip
+        links = Links(str(pr.get("html_url") or f"https://github.com/{repo}/pull/{number}"), job.head_sha)
+        body = render_review_body(summary=summary, inline=anchored.inline, moved_comments=anchored.moved, nits=nits,
+                                  not_covered=not_covered, incremental_note=stored.get("incremental_note"),
+                                  marker=make_marker(job.id, job.head_sha), counts=counts, links=links)  # fmt: skip
 
-        review_id = await self._publish_once(ctx, body, [c.to_github() for c in anchored.inline])
+        review_id = await self._publish_once(ctx, body, [inline_comment(c) for c in anchored.inline])
+        report = {"summary": publishable(summary, MAX_CHECK_SUMMARY_CHARS) if summary.strip() else "",
+                  "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
+                  "review_url": f"{links.pr_url}#pullrequestreview-{review_id}",
+                  "not_reviewed": not_reviewed_line(group_by_reason(not_covered)),
+                  "conclusion": conclusion_for(counts, rc.conclusions)}  # fmt: skip
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(review_id=review_id, **({"check_run_id": check_run_id} if check_run_id else {}),
-                             details={**job.details, "counts": asdict(counts),
+                             details={**job.details, "counts": asdict(counts), "report": report,
                                       "incremental": bool(stored.get("incremental_note")),
                                       "config_errors": list(rc.errors)})  # fmt: skip
-        return (f"reviewed: {counts.inline} inline comment(s), {counts.moved} in the body, "
-                f"{counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
+        return (f"reviewed: {counts.findings} finding(s), {counts.inline} inline comment(s), {counts.moved} in the "
+                f"body, {counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
 
     async def _check_requester(self, ctx: JobContext) -> None:
         """A requested review (`/review` by someone other than the repository's owner) runs only for people with
@@ -328,7 +352,7 @@ class ReviewPipeline:
                 repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
                 description=str(pr.get("body") or ""), head_sha=job.head_sha, files=files, changed_files=rows,
                 incremental_note=scope.note, part_note=note, extra_instructions=rc.instructions, language=rc.language,
-                tools_note=tools_note(tools.limits) if tools is not None else None,
+                tools_note=tools_note(tools.limits) if tools is not None else None, nits=rc.nits == "fold",
             )  # fmt: skip
 
         # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
@@ -369,13 +393,14 @@ class ReviewPipeline:
             if done is None:
                 done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
             model = done["model"]
-            summaries.append(done["summary"] if len(plan.parts) == 1 else f"**Part {i}:** {done['summary']}")
+            summaries.append(done["summary"].strip())
             comments.extend(ModelComment(**c) for c in done["comments"])
         if not plan.parts:
             summaries.append("There was nothing in this pull request that the reviewer reviews.")
         not_covered = [(s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]]
         return {
-            "summary": "\n\n".join(summaries),
+            # One summary, however many parts: each part's risks, joined (a part told to give only those).
+            "summary": " ".join(dict.fromkeys(s for s in summaries if s)),
             "comments": [asdict(c) for c in comments],
             "not_covered": not_covered,
             "files_reviewed": sum(len(p) for p in plan.parts),

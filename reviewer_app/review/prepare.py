@@ -196,4 +196,6 @@ def part_note(index: int, count: int) -> str | None:
     if count < 2:
         return None
     return (f"This is part {index} of {count} of a large pull request: review only the files shown in <files> "
-            f"(those listed as in part {index}); the other parts are reviewed in other requests.")  # fmt: skip
+            f"(those listed as in part {index}); the other parts are reviewed in other requests. Your summary is "
+            "joined with theirs into one: give only the risks in the files of this part, with no introduction and "
+            "nothing about the pull request as a whole.")  # fmt: skip

@@ -2,76 +2,239 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
+from reviewer_app.core.markdown import inline_text, publishable
 from reviewer_app.core.markers import neutralise, strip_markers
-from reviewer_app.core.review_model import ModelComment
+from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment
 
 __all__ = [
-    "ReviewCounts", "check_cancelled", "check_failed", "check_reviewed", "check_superseded", "neutralise",
+    "CONCLUSIONS",
+    "Finding",
+    "Links",
+    "ReviewCounts",
+    "check_cancelled",
+    "check_failed",
+    "check_reviewed",
+    "check_superseded",
+    "conclusion_for",
+    "inline_comment",
+    "neutralise",
+    "not_reviewed_line",
     "render_review_body",
+    "top_findings",
 ]
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses review bodies over 65,536 characters
 MAX_SUMMARY_CHARS = 20_000
 MAX_MOVED_COMMENT_CHARS = 4_000
 MAX_REASON_CHARS = 1_000
+MAX_HEADLINE_CHARS = 120
+MAX_FALLBACK_CHARS = 4_000
+MAX_CHECK_SUMMARY_CHARS = 3_000
+TOP_FINDINGS = 5
 _BACKTICKS = re.compile(r"`+")
 _SHA = re.compile(r"[0-9a-fA-F]{7,64}")
+LABELS = {"critical": "🔴 Critical", "warning": "🟠 Warning", "suggestion": "🔵 Suggestion", "nit": "⚪ Nit"}
+# Check-run conclusions a repository may map a severity to, least severe first.
+CONCLUSIONS: tuple[str, ...] = ("success", "neutral", "failure")
+DEFAULT_CONCLUSIONS: Mapping[str, str] = {"critical": "neutral"}
 
 
 @dataclass(frozen=True)
 class ReviewCounts:
-    """What a review covered, for the body's footer and the check run."""
+    """What a review covered, for the body's footer and the check run; findings counted by severity."""
 
     files_reviewed: int
     inline: int
     moved: int
     not_covered: int
+    critical: int = 0
+    warning: int = 0
+    suggestion: int = 0
+    nit: int = 0
+
+    @property
+    def findings(self) -> int:
+        return self.critical + self.warning + self.suggestion + self.nit
+
+    def by_severity(self) -> dict[str, int]:
+        return {s: getattr(self, s) for s in SEVERITIES}
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where a finding points: its line in the pull request's diff, or its line at the head commit."""
+
+    pr_url: str  # https://github.com/{owner}/{repo}/pull/{number} (or the GHES equivalent)
+    head_sha: str
+
+    def diff_line(self, path: str, line: int, side: str) -> str:
+        digest = hashlib.sha256(path.encode()).hexdigest()
+        return f"{self.pr_url}/files#diff-{digest}{'L' if side == 'LEFT' else 'R'}{line}"
+
+    def permalink(self, path: str, line: int) -> str:
+        repo_url = self.pr_url.rsplit("/pull/", 1)[0]
+        return f"{repo_url}/blob/{self.head_sha}/{quote(path)}#L{line}"
+
+    def of(self, comment: ModelComment | InlineComment, *, inline: bool) -> str:
+        """Inline findings link into the diff; the rest to the new file's line (the diff for old-side lines)."""
+        if inline or comment.side == "LEFT":
+            return self.diff_line(comment.path, comment.line, comment.side)
+        return self.permalink(comment.path, comment.line)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding for an index (the body's list, the check run's top findings): already rendered, with its rank."""
+
+    severity: str
+    entry: str
+
+
+def inline_comment(comment: InlineComment) -> dict[str, object]:
+    """The review comment GitHub gets: severity first, the text, then the fix (a suggestion block, or plain text
+    when it could not be one). A multi-line range is sent only with a suggestion, as start_line/line on RIGHT."""
+    body = f"**{LABELS[comment.severity]}**\n\n{comment.body}"
+    if comment.suggestion is not None:
+        body += "\n\n" + _block("suggestion", comment.suggestion)
+    elif comment.fallback is not None:
+        body += "\n\n" + _fallback(comment.fallback)
+    out: dict[str, object] = {"path": comment.path, "line": comment.line, "side": comment.side, "body": body}
+    if comment.start_line is not None:
+        out.update(start_line=comment.start_line, start_side="RIGHT")
+    return out
 
 
 def render_review_body(
     *,
     summary: str,
+    inline: Sequence[InlineComment],
     moved_comments: Sequence[ModelComment],
+    nits: Sequence[ModelComment],
     not_covered: Iterable[tuple[str, str]],
     incremental_note: str | None,
     marker: str,
     counts: ReviewCounts,
+    links: Links,
     max_chars: int = MAX_BODY_CHARS,
 ) -> str:
-    """The review body: note, summary, comments outside the diff, files not reviewed, counts, marker last.
+    """The review body: note, the one summary, findings by severity with links, comments outside the diff (with
+    permalinks), folded nits, folded files not reviewed (grouped by reason), counts, marker last.
 
-    Everything except ``marker`` is treated as untrusted. If the lists do not fit in ``max_chars``, the
-    tail of each is replaced by a line saying how many entries were left out.
+    Everything except ``marker`` is treated as untrusted. Sections that do not fit in ``max_chars`` keep their
+    first entries and a line saying how many were left out; empty sections are not shown.
     """
     head: list[str] = []
     if incremental_note:
         head.append(f"_{neutralise(incremental_note, 500)}_")
     summary_chars = min(MAX_SUMMARY_CHARS, max_chars // 3)
-    head.append(neutralise(summary.strip(), summary_chars) if summary.strip() else "_No summary._")
+    head.append(publishable(summary.strip(), summary_chars) if summary.strip() else "_No summary._")
     foot = [f"<sub>{_counts_line(counts)}</sub>", marker]
     room = max_chars - len("\n\n".join(head + foot)) - 2
 
-    moved = [_moved_entry(c) for c in moved_comments]
-    skipped = [f"- {_code(path)}: {neutralise(reason, MAX_REASON_CHARS)}" for path, reason in not_covered]
+    findings = [f.entry for f in top_findings(inline, moved_comments, links, limit=None)]
+    moved = [_moved_entry(c, links) for c in moved_comments]
+    folded = [_index_entry(c, links.of(c, inline=False), with_label=False) for c in nits]
+    groups = group_by_reason(not_covered)
+    skipped = [line for reason, paths in groups for line in _group_lines(reason, paths)]
     sections: list[str] = []
-    for title, entries, joiner, noun in (
-        ("### Comments outside the diff", moved, "\n\n", "comment"),
-        ("### Not reviewed", skipped, "\n", "file"),
-    ):
-        if entries:
-            section = _fit(title, entries, joiner, room // 2 if moved and skipped else room, noun)
-            sections.append(section)
-            room -= len(section) + 2
+    parts = [
+        ("### Findings", findings, "\n", "finding", None),
+        ("### Outside the diff", moved, "\n\n", "comment", None),
+        ("", folded, "\n", "nit", f"{_plural(len(nits), 'nit')}, folded"),
+        ("", skipped, "\n", "line", not_reviewed_line(groups)),
+    ]
+    wanted = [p for p in parts if p[1]]
+    for index, (title, entries, joiner, noun, fold) in enumerate(wanted):
+        share = room // (len(wanted) - index)
+        section = _fit(title, entries, joiner, share - (len(fold) + 45 if fold else 0), noun)
+        if fold:
+            section = f"<details>\n<summary>{fold}</summary>\n\n{section.lstrip()}\n\n</details>"
+        sections.append(section)
+        room -= len(section) + 2
     return "\n\n".join(head + sections + foot)
 
 
-def _moved_entry(comment: ModelComment) -> str:
+def top_findings(inline: Sequence[InlineComment], moved: Sequence[ModelComment], links: Links,
+                 limit: int | None = TOP_FINDINGS) -> list[Finding]:  # fmt: skip
+    """Findings (no nits: those are folded) most severe first, in the model's order within a severity."""
+    found = [Finding(c.severity, _index_entry(c, links.of(c, inline=True))) for c in inline if c.severity != "nit"]
+    found += [Finding(c.rank, _index_entry(c, links.of(c, inline=False))) for c in moved if c.rank != "nit"]
+    found.sort(key=lambda f: SEVERITIES.index(f.severity))
+    return found if limit is None else found[:limit]
+
+
+def not_reviewed_line(groups: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """ "Not reviewed: 25 files (23 deleted, 1 lock file, 1 generated)"; empty when nothing was left out."""
+    total = sum(len(paths) for _, paths in groups)
+    if not total:
+        return ""
+    reasons = ", ".join(f"{len(paths)} {inline_text(reason, 60)}" for reason, paths in groups)
+    return f"Not reviewed: {_plural(total, 'file')} ({reasons})"
+
+
+def conclusion_for(counts: ReviewCounts, rule: Mapping[str, str] = DEFAULT_CONCLUSIONS) -> str:
+    """The check run's conclusion: the strongest one ``rule`` maps a present severity to (``success`` otherwise)."""
+    present = [rule.get(s, "success") for s, n in counts.by_severity().items() if n]
+    return max(present, key=CONCLUSIONS.index, default="success")
+
+
+def _index_entry(comment: ModelComment | InlineComment, url: str, *, with_label: bool = True) -> str:
+    severity = comment.severity if isinstance(comment, InlineComment) else comment.rank
+    label = f"{LABELS[severity]} · " if with_label else ""
+    where = f"line {comment.line}" + (" (old)" if comment.side == "LEFT" else "")
+    return f"- {label}[{_code(comment.path)} {where}]({url}): {_headline(comment.body)}"
+
+
+def _headline(body: str) -> str:
+    """The first line of prose of a comment, as one short line."""
+    for line in body.strip().splitlines():
+        text = line.strip().lstrip("#>*- ").strip()
+        if text and not text.startswith(("```", "~~~")):
+            return inline_text(text, MAX_HEADLINE_CHARS)
+    return "(see the comment)"
+
+
+def _moved_entry(comment: ModelComment, links: Links) -> str:
     where = f"line {comment.line}" + (" of the old version" if comment.side == "LEFT" else "")
-    return f"**{_code(comment.path)}, {where}**\n\n{neutralise(comment.body.strip(), MAX_MOVED_COMMENT_CHARS)}"
+    url = links.of(comment, inline=False)
+    text = publishable(comment.body.strip(), MAX_MOVED_COMMENT_CHARS)
+    if comment.suggestion is not None:
+        text += "\n\n" + _fallback(comment.suggestion)
+    return f"**{LABELS[comment.rank]} · [{_code(comment.path)}, {where}]({url})**\n\n{text}"
+
+
+def _fallback(replacement: str) -> str:
+    """A proposed fix that cannot be a suggestion block, as plain code (cut when long; no markers)."""
+    text = strip_markers(replacement.replace("\r\n", "\n").removesuffix("\n"))
+    if len(text) > MAX_FALLBACK_CHARS:
+        text = text[:MAX_FALLBACK_CHARS].rsplit("\n", 1)[0] + "\n…(cut)"
+    return "Suggested replacement:\n\n" + _block("", text)
+
+
+def _block(info: str, text: str) -> str:
+    """A fenced block of ``text`` whose fence no line of it can close."""
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}" if text else f"{fence}{info}\n{fence}"
+
+
+def group_by_reason(not_covered: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """Files not reviewed grouped by reason, largest group first (ties: first seen first)."""
+    groups: dict[str, list[str]] = {}
+    for path, reason in not_covered:
+        groups.setdefault(reason, []).append(path)
+    return sorted(groups.items(), key=lambda item: -len(item[1]))
+
+
+def _group_lines(reason: str, paths: Sequence[str]) -> list[str]:
+    """A group's lines: its reason and count, then one line per file (a blank line ends the list)."""
+    return [f"\n**{inline_text(reason, MAX_REASON_CHARS)}** ({len(paths)})\n", *(f"- {_code(p)}" for p in paths)]
 
 
 def _fit(title: str, entries: list[str], joiner: str, room: int, noun: str) -> str:
@@ -83,6 +246,8 @@ def _fit(title: str, entries: list[str], joiner: str, room: int, noun: str) -> s
         last = index == len(entries) - 1
         if size + len(joiner) + len(entry) > room - (0 if last else reserve):
             left = len(entries) - index
+            if noun == "line":  # files not reviewed: count the files, not the group headings
+                left, noun = sum(1 for e in entries[index:] if e.startswith("- ")), "file"
             more = noun if left == 1 else f"{noun}s"
             kept.append(f"_…and {left} more {more}, left out to keep this review short._")
             break
@@ -103,27 +268,55 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _severities(counts: ReviewCounts) -> str:
+    return ", ".join(_plural(n, s) for s, n in counts.by_severity().items() if n)
+
+
 def _counts_line(counts: ReviewCounts) -> str:
-    return " · ".join([
-        f"{_plural(counts.files_reviewed, 'file')} reviewed",
-        f"{_plural(counts.inline, 'inline comment')}",
-        f"{_plural(counts.moved, 'comment')} outside the diff",
-        f"{_plural(counts.not_covered, 'file')} not reviewed",
-    ])
+    parts = [f"{_plural(counts.files_reviewed, 'file')} reviewed"]
+    if counts.findings:
+        parts.append(f"{_plural(counts.findings, 'finding')} ({_severities(counts)})")
+    if counts.inline:
+        parts.append(f"{_plural(counts.inline, 'inline comment')}")
+    if counts.moved:
+        parts.append(f"{_plural(counts.moved, 'comment')} outside the diff")
+    if counts.not_covered:
+        parts.append(f"{_plural(counts.not_covered, 'file')} not reviewed")
+    return " · ".join(parts)
 
 
-
-
-def check_reviewed(counts: ReviewCounts, *, head_sha: str) -> tuple[str, str]:
-    """Title and summary of a completed check run after the review was published (or found published)."""
+def check_reviewed(
+    counts: ReviewCounts, *, head_sha: str, report: Mapping[str, object] | None = None
+) -> tuple[str, str]:
+    """Title and summary of a completed check run after the review was published (or found published). ``report``
+    (stored with the job when it published) adds the summary, the top findings, the review's link and what was not
+    reviewed; the title counts every finding."""
+    report = report or {}
     if counts.files_reviewed == 0:
         title = "No files to review"
+    elif counts.findings:
+        title = f"Reviewed {_plural(counts.files_reviewed, 'file')}: {_plural(counts.findings, 'finding')} ({_severities(counts)})"
     else:
-        title = f"Reviewed {_plural(counts.files_reviewed, 'file')}: {_plural(counts.inline, 'comment')}"
-    summary = f"Reviewed commit {head_sha}.\n\n{_counts_line(counts)}."
-    if counts.not_covered:
-        summary += "\n\nThe review lists each file that was not reviewed, with the reason."
-    return title, summary
+        title = f"Reviewed {_plural(counts.files_reviewed, 'file')}: no findings"
+    parts: list[str] = []
+    if report.get("review_url"):
+        parts.append(f"**[Open the review]({report['review_url']})** · commit `{head_sha[:12]}`")
+    else:
+        parts.append(f"Reviewed commit `{head_sha[:12]}`.")
+    if report.get("summary"):
+        parts.append(str(report["summary"]))
+    top = [str(t) for t in report.get("top") or []]  # type: ignore[attr-defined]
+    if top:
+        more = counts.findings - counts.nit - len(top)
+        parts.append(
+            "### Top findings\n\n" + "\n".join(top) + (f"\n\n_…and {more} more in the review._" if more > 0 else "")
+        )
+    if counts.nit:
+        parts.append(f"{_plural(counts.nit, 'nit')} folded in the review.")
+    if report.get("not_reviewed"):
+        parts.append(f"{report['not_reviewed']}; the review lists them.")
+    parts.append(f"<sub>{_counts_line(counts)}</sub>")
+    return title, "\n\n".join(parts)
 
 
 def check_superseded(new_sha: str | None) -> tuple[str, str]:
@@ -147,4 +340,3 @@ def check_failed(attempts: int, reason: str, *, retry_hint: str | None = None) -
     if retry_hint:
         summary += f"\n\n{retry_hint}"
     return f"Review failed after {_plural(attempts, 'attempt')}", summary
-

@@ -23,8 +23,14 @@ KNOWN_KEYS = frozenset(
         "max_parts",
         "context",
         "repository_tools",
+        "nits",
+        "conclusions",
     }
 )
+NITS = ("fold", "off")
+SEVERITY_NAMES = ("critical", "warning", "suggestion", "nit")
+CONCLUSION_NAMES = ("success", "neutral", "failure")
+DEFAULT_CONCLUSIONS: dict[str, str] = {"critical": "neutral"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,9 @@ class RepoConfig:
     language: str | None = None
     max_input_tokens: int | None = None  # at most the operator's REVIEWER_MAX_INPUT_TOKENS
     max_parts: int | None = None  # at most the operator's REVIEWER_MAX_PARTS
+    nits: str = "off"  # "fold": the model may report nits, listed folded in the review body; "off": none shown
+    # The check run's conclusion per severity found (the strongest wins; severities not named give success).
+    conclusions: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CONCLUSIONS))
     errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
 
 
@@ -102,4 +111,19 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
                 cfg = replace(cfg, **{key: ceiling})
             else:
                 cfg = replace(cfg, **{key: value})
+    if "nits" in data:
+        if data["nits"] in NITS:
+            cfg = replace(cfg, nits=data["nits"])
+        else:
+            errors.append("nits must be fold or off")
+    if "conclusions" in data:
+        value = data["conclusions"]
+        if (
+            isinstance(value, dict)
+            and all(k in SEVERITY_NAMES for k in value)
+            and all(v in CONCLUSION_NAMES for v in value.values())
+        ):
+            cfg = replace(cfg, conclusions={str(k): str(v) for k, v in value.items()})
+        else:
+            errors.append("conclusions must map critical, warning, suggestion or nit to success, neutral or failure")
     return replace(cfg, errors=tuple(errors))

@@ -82,26 +82,36 @@ def commentable_lines(patch: str) -> tuple[set[int], set[int]]:
     """The (LEFT, RIGHT) line numbers of a patch a review comment may sit on: its hunks' lines."""
     left: set[int] = set()
     right: set[int] = set()
+    for hunk_left, hunk_right in hunk_lines(patch):
+        left |= hunk_left
+        right |= hunk_right
+    return left, right
+
+
+def hunk_lines(patch: str) -> list[tuple[set[int], set[int]]]:
+    """The (LEFT, RIGHT) line numbers of each hunk of a patch: removed and context lines by their old number, added
+    and context lines by their new one."""
+    hunks: list[tuple[set[int], set[int]]] = []
     old = new = 0
-    in_hunk = False
     for line in patch.removesuffix("\n").split("\n"):  # GitHub splits on "\n" only, never on \f, \v or U+2028
         match = _HUNK_RE.match(line)
         if match:
-            old, new, in_hunk = int(match[1]), int(match[2]), True
-        elif not in_hunk or line.startswith("\\"):  # "\ No newline at end of file"
+            old, new = int(match[1]), int(match[2])
+            hunks.append((set(), set()))
+        elif not hunks or line.startswith("\\"):  # "\ No newline at end of file"
             continue
         elif line.startswith("+"):
-            right.add(new)
+            hunks[-1][1].add(new)
             new += 1
         elif line.startswith("-"):
-            left.add(old)
+            hunks[-1][0].add(old)
             old += 1
         else:
-            left.add(old)
-            right.add(new)
+            hunks[-1][0].add(old)
+            hunks[-1][1].add(new)
             old += 1
             new += 1
-    return left, right
+    return hunks
 
 
 def pull_file(
@@ -1191,6 +1201,7 @@ class FakeGitHub:
                     "line": comment["line"],
                     "side": comment.get("side", "RIGHT"),
                     "start_line": comment.get("start_line"),
+                    "start_side": comment.get("start_side") if comment.get("start_line") else None,
                     "body": comment["body"],
                     "commit_id": commit_id,
                     "user": _user(bot),
@@ -1221,9 +1232,20 @@ class FakeGitHub:
         if comment["line"] not in lines:
             raise invalid("Pull request review thread line must be part of the diff")
         start = comment.get("start_line")
-        start_lines = right if comment.get("start_side", side) == "RIGHT" else left
-        if start is not None and (start not in start_lines or start > comment["line"]):
-            raise invalid("Pull request review thread start line must be part of the same hunk as the line.")
+        if start is None:
+            return
+        # A multi-line comment: both ends in one hunk, the start before the line (GitHub refuses start == line).
+        start_side = comment.get("start_side", side)
+        if start_side not in ("LEFT", "RIGHT"):
+            raise invalid("Pull request review thread start side must be LEFT or RIGHT")
+        if not isinstance(start, int) or (start_side == side and start >= comment["line"]):
+            raise invalid("Pull request review thread start line must precede the end line.")
+        for hunk_left, hunk_right in hunk_lines(entry["patch"]):
+            if comment["line"] in (hunk_right if side == "RIGHT" else hunk_left):
+                if start in (hunk_right if start_side == "RIGHT" else hunk_left):
+                    return
+                break
+        raise invalid("Pull request review thread start line must be part of the same hunk as the line.")
 
     # --------------------------------------------------------------------------------- check runs
 
