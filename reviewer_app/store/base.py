@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import abc
+import os
+import secrets
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -190,6 +193,11 @@ class FencedFinishes(abc.ABC):
         return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
 
 
+def new_owner_id(prefix: str = "worker") -> str:
+    """A name for this process as a lease owner: readable in the attempts table, unique across restarts."""
+    return f"{prefix}-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
 class Store(Protocol):
     async def open(self) -> None: ...
     async def close(self) -> None: ...
@@ -342,4 +350,5 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "Usage",
+    "new_owner_id",
 ]
