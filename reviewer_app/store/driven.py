@@ -60,13 +60,12 @@ class DrivenStore(FencedFinishes, abc.ABC):
 
     async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
         # Statement parameters are built here, so the transaction (the serial resource) only runs statements.
-        if isinstance(decision, Enqueue):
-            prepared = p.prepare_enqueue(decision, delivery, now=now, max_attempts=max_attempts)
-            spec = decision.job
-            key = (spec.installation_id or 0, spec.repo_id, spec.pr_number)
-        else:
-            prepared, key = None, (0, 0, 0)
-        return await self._admit(lambda: p.admit(delivery, decision, prepared, now=now), key)
+        prepared = (
+            p.prepare_enqueue(decision, delivery, now=now, max_attempts=max_attempts)
+            if isinstance(decision, Enqueue)
+            else None
+        )
+        return await self._admit(lambda: p.admit(delivery, decision, prepared, now=now), p.lock_order(decision))
 
     # -- dispatch -----------------------------------------------------------------------------------------
 

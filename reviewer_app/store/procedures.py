@@ -138,6 +138,20 @@ def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_at
     return PreparedEnqueue(claim, precheck, insert)
 
 
+def lock_order(decision: Decision) -> tuple[int, int, int]:
+    """Where the decision's PostgreSQL locks fall in the one order every admitting transaction takes them in
+    (installation, then repository and pull request): admissions committed together are applied in this order, so
+    two batches in flight do not deadlock. (A PR's own lock without its installation's can still meet an enqueue of
+    that PR in another batch in the other order; PostgreSQL detects that and the batch runs again.)"""
+    if isinstance(decision, Enqueue):
+        return (decision.job.installation_id or 0, decision.job.repo_id, decision.job.pr_number)
+    if isinstance(decision, InstallationChange | ReposRemoved):
+        return (decision.installation_id, -1, -1)
+    if isinstance(decision, CancelPR | SetPause):
+        return (0, decision.repo_id, decision.pr_number)
+    return (0, 0, 0)
+
+
 def admit(
     delivery: Delivery, decision: Decision, prepared: PreparedEnqueue | None, *, now: float
 ) -> Procedure[AdmitResult]:
