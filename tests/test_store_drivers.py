@@ -1,0 +1,120 @@
+"""The store's drivers: no backend imports the other, and PostgreSQL commits concurrent admissions together."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from reviewer_app.core.admission import Enqueue, JobSpec
+from reviewer_app.store import procedures as p
+from reviewer_app.store import statements as s
+from reviewer_app.store.base import AdmitResult, Delivery, StoreUnavailable
+from reviewer_app.store.postgres import PostgresStore
+from tests.helpers import sha
+
+STORE = Path(__file__).resolve().parent.parent / "reviewer_app" / "store"
+BACKENDS = {"sqlite": {"sqlite.py"}, "postgres": {"postgres.py", "postgres_wakeups.py", "migrate.py"}}
+
+
+def imported_store_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("reviewer_app.store"):
+            names.add(node.module.removeprefix("reviewer_app.store").lstrip("."))
+            if node.module == "reviewer_app.store":
+                names.update(a.name for a in node.names)
+    return names
+
+
+@pytest.mark.parametrize("engine", sorted(BACKENDS))
+def test_no_backend_module_imports_the_other_backend(engine: str) -> None:
+    (other,) = set(BACKENDS) - {engine}
+    others = {f.removesuffix(".py") for f in BACKENDS[other]}
+    for name in BACKENDS[engine]:
+        assert not imported_store_modules(STORE / name) & others, f"{name} imports the {other} backend"
+
+
+def test_the_shared_modules_import_no_backend() -> None:
+    backends = {f.removesuffix(".py") for files in BACKENDS.values() for f in files}
+    for name in ("base.py", "driven.py", "procedures.py", "statements.py", "schema.py"):
+        assert not imported_store_modules(STORE / name) & backends, name
+
+
+def test_a_shared_statement_is_renumbered_for_postgres_and_a_dialect_pair_is_taken_as_written() -> None:
+    assert s.for_postgres("SELECT ? WHERE x = '?' AND y = ?") == "SELECT $1 WHERE x = '?' AND y = $2"
+    assert s.for_sqlite(s.LOCK_PR_ADMISSION) is None  # one writer: nothing to lock
+    assert s.for_postgres(s.RECORD_CLAIMED_ATTEMPTS) is None  # the claim statement writes them
+
+
+def enqueue(n: int, *, installation: int = 7) -> tuple[Delivery, Enqueue]:
+    spec = JobSpec(repo_id=1, repo_full_name="o/r", installation_id=installation, pr_number=n, head_sha=sha(n))
+    return Delivery(f"pgw-{n}", "pull_request", "opened"), Enqueue(spec)
+
+
+class CountingAdmissions(PostgresStore):
+    """The real store, counting the admissions each of its transactions committed."""
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        super().__init__(dsn, schema=schema, timeout_ms=2000)
+        self.transactions: list[int] = []
+
+    async def _run_admissions(self, batch):  # type: ignore[no-untyped-def]
+        results = await super()._run_admissions(batch)
+        self.transactions.append(len(batch))
+        return results
+
+
+@pytest.fixture
+async def counting(pg_schema: tuple[str, str]) -> AsyncIterator[CountingAdmissions]:
+    store = CountingAdmissions(*pg_schema)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def test_concurrent_admissions_share_transactions_and_each_gets_its_own_answer(
+    counting: CountingAdmissions,
+) -> None:
+    results = await asyncio.gather(*(counting.admit(d, e, now=time.time(), max_attempts=3)
+                                     for d, e in map(enqueue, range(200))))  # fmt: skip
+    assert [r.outcome for r in results] == ["enqueued"] * 200
+    assert len({r.job_id for r in results}) == 200
+    assert sum(counting.transactions) == 200
+    assert len(counting.transactions) < 200  # group commit: fewer transactions than admissions
+
+
+async def test_a_redelivery_in_the_same_batch_is_a_duplicate(counting: CountingAdmissions) -> None:
+    d, e = enqueue(1)
+    first, again = await asyncio.gather(*(counting.admit(d, e, now=time.time(), max_attempts=3) for _ in range(2)))
+    assert sorted([first.outcome, again.outcome]) == ["duplicate-delivery", "enqueued"]
+    assert len(await counting.list_jobs()) == 1
+
+
+async def test_an_admission_that_fails_on_its_own_fails_alone(counting: CountingAdmissions) -> None:
+    def broken() -> p.Procedure[AdmitResult]:
+        yield p.Count(s.UPSERT_SETTING, ("half-written", "x"))
+        raise RuntimeError("a bug in one admission")
+
+    admissions = [counting.admit(d, e, now=time.time(), max_attempts=3) for d, e in map(enqueue, range(20))]
+    outcomes = await asyncio.gather(counting._admit(broken, (0, 0, 0)), *admissions, return_exceptions=True)
+    assert isinstance(outcomes[0], RuntimeError)
+    assert [r.outcome for r in outcomes[1:]] == ["enqueued"] * 20  # type: ignore[union-attr]
+    assert await counting.get_setting("half-written") is None  # its partial write was rolled back
+    assert len(await counting.list_jobs()) == 20
+
+
+async def test_an_admission_after_close_is_refused(pg_schema: tuple[str, str]) -> None:
+    store = PostgresStore(pg_schema[0], schema=pg_schema[1])
+    await store.open()
+    await store.close()
+    d, e = enqueue(1)
+    with pytest.raises(StoreUnavailable):
+        await store.admit(d, e, now=time.time(), max_attempts=3)
