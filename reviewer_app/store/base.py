@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import orjson
 
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
+from reviewer_app.core.cancel_reasons import CancelReason
 from reviewer_app.core.states import JobState
 
 
@@ -53,6 +54,7 @@ class Job:
     finished_at: float | None
     updated_at: float
     check_run_claim: str | None = None  # who took the claim to create the check run (a run may exist unrecorded)
+    cancel_reason: CancelReason | None = None  # why, when the job was cancelled
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
@@ -89,6 +91,7 @@ class Job:
             finished_at=r["finished_at"],
             updated_at=r["updated_at"],
             check_run_claim=r.get("check_run_claim"),
+            cancel_reason=CancelReason(r["cancel_reason"]) if r.get("cancel_reason") else None,
         )
 
 

@@ -29,7 +29,9 @@ from reviewer_app.core.admission import (
     quiet_comments,
     quietened,
 )
+from reviewer_app.core.cancel_reasons import cancel_reason
 from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
+from reviewer_app.core.states import JobState
 from reviewer_app.store import statements as s
 from reviewer_app.store.base import PROGRESS_COLUMNS, AdmitResult, Delivery, Job, Lease, Usage
 
@@ -110,7 +112,12 @@ class PreparedEnqueue:
     insert: tuple[Any, ...]  # INSERT_JOB_IF_NEW_REVISION, for the common case: a queued job
 
 
-_INSERT_STATE, _INSERT_OUTCOME, _INSERT_FINISHED = 8, 15, 16  # positions in INSERT_JOB_IF_NEW_REVISION's parameters
+_INSERT_STATE, _INSERT_OUTCOME, _INSERT_FINISHED, _INSERT_CANCEL_REASON = (
+    8,
+    15,
+    16,
+    18,
+)  # positions in INSERT_JOB_IF_NEW_REVISION's parameters
 
 
 def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_attempts: int) -> PreparedEnqueue:
@@ -133,7 +140,7 @@ def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_at
     insert = (
         spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
         spec.head_sha, spec.trigger, spec.priority, "queued", orjson.dumps(spec.details).decode(), max_attempts,
-        now + spec.delay_seconds, spec.details.get("event_at"), now, now, None, None, spec.details.get("before"),
+        now + spec.delay_seconds, spec.details.get("event_at"), now, now, None, None, spec.details.get("before"), None,
     )  # fmt: skip
     return PreparedEnqueue(claim, precheck, insert)
 
@@ -180,7 +187,10 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
         return AdmitResult("ignored", reason=decision.reason)
     if isinstance(decision, CancelPR):
         yield Row(s.LOCK_PR_ADMISSION, (decision.repo_id, decision.pr_number))
-        rows = yield Rows(s.CANCEL_PR_PENDING, (decision.reason, now, now, decision.repo_id, decision.pr_number))
+        rows = yield Rows(
+            s.CANCEL_PR_PENDING,
+            (decision.reason, cancel_reason(decision.reason).value, now, now, decision.repo_id, decision.pr_number),
+        )
         return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
     if isinstance(decision, Reply):
         since = now - decision.quiet_seconds
@@ -204,15 +214,19 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
                                             1 if decision.active else 0, decision.reason, now))  # fmt: skip
         cancelled: tuple[int, ...] = ()
         if not decision.active:
-            rows = yield Rows(s.CANCEL_INSTALLATION_PENDING, (decision.reason, now, now, decision.installation_id))
+            why = cancel_reason(decision.reason).value
+            rows = yield Rows(s.CANCEL_INSTALLATION_PENDING, (decision.reason, why, now, now, decision.installation_id))
             cancelled = tuple(r[0] for r in rows)
         return AdmitResult("installation", cancelled=cancelled, reason=decision.reason,
                            installation_gone=None if decision.active else decision.installation_id)  # fmt: skip
     if isinstance(decision, ReposRemoved):
         yield Row(s.LOCK_INSTALLATION_ADMISSION, (decision.installation_id,))
         ids: list[int] = []
+        why = cancel_reason(decision.reason).value
         for repo_id in decision.repo_ids:
-            rows = yield Rows(s.CANCEL_REPO_PENDING, (decision.reason, now, now, decision.installation_id, repo_id))
+            rows = yield Rows(
+                s.CANCEL_REPO_PENDING, (decision.reason, why, now, now, decision.installation_id, repo_id)
+            )
             ids.extend(r[0] for r in rows)
         return AdmitResult("cancelled", cancelled=tuple(ids), reason=decision.reason)
     raise TypeError(f"unexpected decision {decision!r}")
@@ -254,6 +268,8 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
             plan.insert_outcome,
             now,
         )
+        if plan.insert_state == JobState.CANCELLED:
+            values[_INSERT_CANCEL_REASON] = cancel_reason(plan.insert_outcome or "").value
         insert = tuple(values)
     job_id = yield Insert(s.INSERT_JOB_IF_NEW_REVISION, insert)
     if job_id is None:
@@ -320,18 +336,25 @@ class Finish:
     now: float
     usage: tuple[str | None, int, int, int, int]
 
+    @property
+    def cancel_reason(self) -> str | None:
+        return cancel_reason(self.outcome).value if self.state == JobState.CANCELLED else None
+
 
 def finish(batch: Sequence[Finish]) -> Procedure[set[str]]:
     """Finish every job of ``batch`` still under its lease and close each attempt's history row; the tokens that
     still held their job. PostgreSQL does it in one statement; SQLite runs the two statements per finish."""
     batch = sorted(batch, key=lambda f: f.lease.job_id)  # rows locked in id order on every host
-    rows = [(f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage) for f in batch]
+    rows = [
+        (f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage, f.cancel_reason) for f in batch
+    ]
     tokens = yield Rows(s.FINISH_JOBS_AND_ATTEMPTS, [list(c) for c in zip(*rows, strict=True)])
     if tokens is not None:
         return {r[0] for r in tokens}
     held: set[str] = set()
     for f in batch:
-        done = (yield Count(s.FINISH_IF_LEASE_HELD, (f.state, f.outcome, f.error, f.now, f.now, f.lease.job_id,
+        done = (yield Count(s.FINISH_IF_LEASE_HELD, (f.state, f.outcome, f.cancel_reason, f.error, f.now, f.now,
+                                                     f.lease.job_id,
                                                      f.lease.token))) == 1  # fmt: skip
         yield Count(s.FINISH_ATTEMPT, (f.now, f.state if done else "lease_lost", f.error, *f.usage, f.lease.token))
         if done:

@@ -57,7 +57,7 @@ JOB_COLUMNS = (
     "id, revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority, state,"
     " details, attempts, max_attempts, next_attempt_at, lease_owner, lease_token, lease_expires_at, last_error,"
     " superseded_by, outcome, check_run_id, check_run_status, review_id, publish_intent_at, answer, event_at,"
-    " created_at, started_at, finished_at, updated_at, check_run_claim"
+    " created_at, started_at, finished_at, updated_at, check_run_claim, cancel_reason"
 )
 
 # -- admission: the PR's review work (core/pr_work.py decides, these statements apply) -------------------------
@@ -96,7 +96,7 @@ SET_SUPERSEDED_BY = "UPDATE jobs SET superseded_by = ? WHERE id = ?"
 
 # Cancel every pending job of one PR (closed, uninstalled).
 CANCEL_PR_PENDING = f"""
-UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason = ?, finished_at = ?, updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
  WHERE repo_id = ? AND pr_number = ? AND state IN ({_states(JobEvent.CANCEL)})
 RETURNING id
@@ -110,7 +110,8 @@ UPDATE jobs SET lease_expires_at = ?, updated_at = ?
 
 # Leave `running` for a terminal state, only while this attempt holds the lease.
 FINISH_IF_LEASE_HELD = f"""
-UPDATE jobs SET state = ?, outcome = ?, last_error = COALESCE(?, last_error), finished_at = ?, updated_at = ?,
+UPDATE jobs SET state = ?, outcome = ?, cancel_reason = ?, last_error = COALESCE(?, last_error), finished_at = ?,
+       updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
  WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}'
 """
@@ -161,14 +162,14 @@ UPDATE jobs SET state = '{JobState.FAILED.value}', last_error = ?, outcome = ?, 
 """
 
 OPERATOR_CANCEL = f"""
-UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason = 'operator', finished_at = ?, updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
  WHERE id = ? AND state IN ({_states(JobEvent.CANCEL)})
 """
 
 OPERATOR_RETRY = f"""
 UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at = ?, updated_at = ?,
-       finished_at = NULL, outcome = NULL, check_run_status = NULL
+       finished_at = NULL, outcome = NULL, cancel_reason = NULL, check_run_status = NULL
  WHERE id = ? AND state IN ({_states(JobEvent.RETRY_BY_OPERATOR)})
    AND NOT EXISTS (SELECT 1 FROM jobs AS live WHERE live.revision_key = jobs.revision_key AND live.id <> jobs.id
                    AND live.state IN ({LIVE_STATES}))
@@ -212,7 +213,7 @@ ON CONFLICT (id) DO UPDATE SET account = excluded.account, active = excluded.act
 """
 
 CANCEL_INSTALLATION_PENDING = f"""
-UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason = ?, finished_at = ?, updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
  WHERE installation_id = ? AND state IN ({_states(JobEvent.CANCEL)})
 RETURNING id
@@ -248,7 +249,7 @@ UPDATE jobs SET check_run_id = COALESCE(check_run_id, ?), check_run_status = NUL
 """
 
 CANCEL_REPO_PENDING = f"""
-UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at = ?, updated_at = ?,
+UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason = ?, finished_at = ?, updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
  WHERE installation_id = ? AND repo_id = ? AND state IN ({_states(JobEvent.CANCEL)})
 RETURNING id
@@ -415,8 +416,8 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = $1 AND COALESCE(outc
 _INSERT_JOB = """
 INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority,
                   state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,
-                  outcome, finished_at, before_sha)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"""
+                  outcome, finished_at, before_sha, cancel_reason)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 INSERT_JOB_IF_NEW_REVISION = Dialects(
     _INSERT_JOB,
     numbered(_INSERT_JOB) + f"\nON CONFLICT (revision_key) WHERE state IN ({LIVE_STATES}) DO NOTHING RETURNING id",
@@ -487,11 +488,12 @@ FINISH_JOBS_AND_ATTEMPTS = Dialects(
     f"""
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::double precision[],
-                         $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
+                         $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[])
         AS i(job_id, token, state, outcome, error, at, model, input_tokens, output_tokens, cache_creation_tokens,
-             cache_read_tokens)
+             cache_read_tokens, cancel_reason)
 ), finished AS (
-    UPDATE jobs SET state = i.state, outcome = i.outcome, last_error = COALESCE(i.error, jobs.last_error),
+    UPDATE jobs SET state = i.state, outcome = i.outcome, cancel_reason = i.cancel_reason,
+           last_error = COALESCE(i.error, jobs.last_error),
            finished_at = i.at, updated_at = i.at, lease_token = NULL, lease_expires_at = NULL
       FROM input i
      WHERE jobs.id = i.job_id AND jobs.lease_token = i.token AND jobs.state = '{JobState.RUNNING.value}'
