@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from reviewer_app.core.admission import Enqueue, JobSpec
@@ -60,11 +61,13 @@ def enqueue(n: int, *, installation: int = 7) -> tuple[Delivery, Enqueue]:
 class CountingAdmissions(PostgresStore):
     """The real store, counting the admissions each of its transactions committed."""
 
-    def __init__(self, dsn: str, schema: str) -> None:
-        super().__init__(dsn, schema=schema, timeout_ms=2000)
-        self.transactions: list[int] = []
+    def __init__(self, dsn: str, schema: str, timeout_ms: int = 2000) -> None:
+        super().__init__(dsn, schema=schema, timeout_ms=timeout_ms)
+        self.transactions: list[int] = []  # admissions per committed transaction
+        self.tried: list[int] = []  # admissions per transaction begun
 
     async def _run_admissions(self, batch):  # type: ignore[no-untyped-def]
+        self.tried.append(len(batch))
         results = await super()._run_admissions(batch)
         self.transactions.append(len(batch))
         return results
@@ -118,3 +121,24 @@ async def test_an_admission_after_close_is_refused(pg_schema: tuple[str, str]) -
     d, e = enqueue(1)
     with pytest.raises(StoreUnavailable):
         await store.admit(d, e, now=time.time(), max_attempts=3)
+
+
+async def test_a_lock_held_past_the_timeout_fails_the_batch_once_not_each_admission_again(
+    pg_schema: tuple[str, str],
+) -> None:
+    store = CountingAdmissions(*pg_schema, timeout_ms=200)
+    await store.open()
+    holder = await asyncpg.connect(pg_schema[0])
+    try:
+        # Another host's uninstall of installation 7 holds its lock (exclusively) past our lock timeout.
+        await holder.execute("SELECT pg_advisory_lock(hashtextextended('reviewer-app:installation:' || 7::bigint, 0))")
+        outcomes = await asyncio.gather(
+            *(store.admit(d, e, now=time.time(), max_attempts=3) for d, e in map(enqueue, range(5))),
+            return_exceptions=True,
+        )
+        assert all(isinstance(o, StoreUnavailable) for o in outcomes), outcomes
+        assert sum(store.tried) == 5  # each admission was tried once: none of them alone again
+        assert store.transactions == []
+    finally:
+        await holder.close()
+        await store.close()

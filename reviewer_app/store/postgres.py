@@ -277,9 +277,11 @@ class PostgresStore(DrivenStore):
                         if not a.done.done():
                             a.done.set_exception(StoreUnavailable("store closed while admitting"))
                     raise
-                if len(batch) == 1:
-                    if not batch[0].done.done():
-                        batch[0].done.set_exception(exc)
+                if len(batch) == 1 or not _one_admissions_fault(exc):
+                    # Unreachable, a lock held past the timeout, deadlocks again and again: nobody was committed.
+                    for a in batch:
+                        if not a.done.done():
+                            a.done.set_exception(exc)
                     continue
                 # One admission failed on its own terms (or the database did): each alone, so only those fail.
                 for a in batch:
@@ -341,6 +343,21 @@ class PostgresStore(DrivenStore):
             for item, done in batch:
                 if not done.done():
                     done.set_result(item.lease.token in held)
+
+
+def _one_admissions_fault(exc: Exception) -> bool:
+    """Whether ``exc`` may be one admission's own (a bug, a constraint), not the database's: then the others of its
+    batch commit without it. An outage or a lock timeout would only fail each of them again, one after another."""
+    cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
+    if cause is None:
+        return False
+    database_wide = (
+        *CONNECTION_ERRORS,
+        asyncpg.TransactionRollbackError,
+        asyncpg.exceptions.LockNotAvailableError,
+        asyncpg.exceptions.QueryCanceledError,
+    )
+    return not isinstance(cause, database_wide)
 
 
 async def _drive(conn: asyncpg.Connection, procedure: p.Procedure[T], *, one_statement: bool = False) -> tuple[T, bool]:
