@@ -142,3 +142,17 @@ async def test_a_lock_held_past_the_timeout_fails_the_batch_once_not_each_admiss
     finally:
         await holder.close()
         await store.close()
+
+
+async def test_heads_of_one_pull_request_admitted_together_apply_in_arrival_order(store) -> None:
+    heads = [
+        JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=1, head_sha=sha(h)) for h in (1, 2, 3)
+    ]
+    other = JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=2, head_sha=sha(9))
+    results = await asyncio.gather(
+        *(store.admit(Delivery(f"h-{i}", "pull_request", "synchronize"), Enqueue(sp), now=time.time(), max_attempts=3)
+          for i, sp in enumerate([*heads, other]))
+    )  # fmt: skip
+    assert [r.outcome for r in results] == ["enqueued"] * 4
+    queued = {j.head_sha for j in await store.list_jobs(states=["queued"])}
+    assert queued == {sha(3), sha(9)}  # each newer head superseded the one admitted before it

@@ -19,7 +19,13 @@ from reviewer_app.store.base import AdmitResult, StoreUnavailable
 from reviewer_app.store.driven import DrivenStore, ProcedureFactory
 from reviewer_app.store.postgres_wakeups import WakeupListener
 from reviewer_app.store.schema import load_migrations
-from reviewer_app.store.statements import LOCK_MIGRATIONS, Statement, for_postgres
+from reviewer_app.store.statements import (
+    CLAIM_DELIVERIES_AND_LOCK_ENQUEUES,
+    CLAIM_DELIVERY_AND_LOCK_ENQUEUE,
+    LOCK_MIGRATIONS,
+    Statement,
+    for_postgres,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -235,7 +241,9 @@ class PostgresStore(DrivenStore):
 
     async def _run(self, procedure: ProcedureFactory[T], *, one_statement: bool = False) -> T:
         async def op(conn: asyncpg.Connection) -> T:
-            value, wake = await _drive(conn, procedure(), one_statement=one_statement)
+            later: HeldWrites = {}
+            value, wake = await _drive(conn, procedure(), later, one_statement=one_statement)
+            await _run_later(conn, later)
             if wake:
                 await conn.execute(NOTIFY_WAKEUP)
             return value
@@ -300,11 +308,34 @@ class PostgresStore(DrivenStore):
 
     async def _run_admissions(self, batch: list[_Admission]) -> list[AdmitResult]:
         async def op(conn: asyncpg.Connection) -> list[AdmitResult]:
-            results, wake = [], False
-            for a in batch:
-                result, woke = await _drive(conn, a.procedure())
-                results.append(result)
+            later: HeldWrites = {}
+            procedures = [a.procedure() for a in batch]
+            firsts: list[p.Step | None] = []
+            results: list[Any] = [_UNANSWERED] * len(batch)
+            for i, procedure in enumerate(procedures):
+                try:
+                    firsts.append(procedure.send(None))
+                except StopIteration as stop:  # a procedure without a step
+                    firsts.append(None)
+                    results[i] = stop.value
+            # Every Enqueue of the batch claims its delivery and takes its locks in one statement, in lock order.
+            claims = [
+                i for i, st in enumerate(firsts) if type(st) is p.Row and st.stmt is CLAIM_DELIVERY_AND_LOCK_ENQUEUE
+            ]
+            answers: dict[int, Any] = {}
+            if len(claims) > 1:
+                columns = [list(c) for c in zip(*(firsts[i].params for i in claims), strict=True)]  # type: ignore[union-attr]
+                answers = dict(zip(claims, await conn.fetch(CLAIM_DELIVERIES_AND_LOCK_ENQUEUES, *columns), strict=True))
+            wake = False
+            for i, procedure in enumerate(procedures):
+                if results[i] is not _UNANSWERED:
+                    continue
+                if i in answers:
+                    results[i], woke = await _drive(conn, procedure, later, answer=answers[i])
+                else:
+                    results[i], woke = await _drive(conn, procedure, later, first=firsts[i])
                 wake = wake or woke
+            await _run_later(conn, later)
             if wake:
                 await conn.execute(NOTIFY_WAKEUP)
             return results
@@ -360,37 +391,56 @@ def _one_admissions_fault(exc: Exception) -> bool:
     return not isinstance(cause, database_wide)
 
 
-async def _drive(conn: asyncpg.Connection, procedure: p.Procedure[T], *, one_statement: bool = False) -> tuple[T, bool]:
-    """Run every step of ``procedure`` on ``conn`` (inside the caller's transaction, unless ``one_statement``);
-    its result, and whether it asked to wake the hosts."""
-    result: Any = None
+_UNANSWERED = object()
+HeldWrites = dict[str, list[Sequence[Any]]]  # the writes held back until just before the commit, by statement
+
+
+async def _drive(
+    conn: asyncpg.Connection,
+    procedure: p.Procedure[T],
+    later: HeldWrites,
+    *,
+    one_statement: bool = False,
+    first: p.Step | None = None,
+    answer: Any = _UNANSWERED,
+) -> tuple[T, bool]:
+    """Run every step of ``procedure`` on ``conn`` (inside the caller's transaction, unless ``one_statement``); its
+    result, and whether it asked to wake the hosts. ``first``: the step it already yielded; ``answer``: that step's
+    result, when the caller ran it (a batch's claims, together)."""
     wake = ran = False
     try:
+        if answer is not _UNANSWERED:
+            step = procedure.send(answer)
+        else:
+            step = first if first is not None else procedure.send(None)
         while True:
-            step = procedure.send(result)
             kind = type(step)
+            result: Any = None
             if kind is p.Wake:
-                wake, result = True, None
-                continue
-            query = for_postgres(step.stmt)  # type: ignore[union-attr]
-            if query is None:  # a step only the other dialect needs
-                result = None
-                continue
-            if one_statement and ran:
-                raise AssertionError(f"a one-statement procedure ran a second statement: {query[:60]!r}")
-            ran = True
-            params = step.params  # type: ignore[union-attr]
-            if kind is p.Row:
-                result = await conn.fetchrow(query, *params)
-            elif kind is p.Rows:
-                result = await conn.fetch(query, *params)
-            elif kind is p.Count:
-                result = _changed(await conn.execute(query, *params))
-            elif kind is p.Insert:
-                result = await conn.fetchval(query, *params)
-            else:
-                assert kind is p.Many
-                await conn.executemany(query, params)
-                result = None
+                wake = True
+            elif (query := for_postgres(step.stmt)) is not None:  # type: ignore[union-attr]  # None: not here
+                if one_statement and ran:
+                    raise AssertionError(f"a one-statement procedure ran a second statement: {query[:60]!r}")
+                ran = True
+                params = step.params  # type: ignore[union-attr]
+                if kind is p.Row:
+                    result = await conn.fetchrow(query, *params)
+                elif kind is p.Rows:
+                    result = await conn.fetch(query, *params)
+                elif kind is p.Count:
+                    result = _changed(await conn.execute(query, *params))
+                elif kind is p.Insert:
+                    result = await conn.fetchval(query, *params)
+                elif kind is p.Later:
+                    later.setdefault(query, []).append(params)
+                else:
+                    assert kind is p.Many
+                    await conn.executemany(query, params)
+            step = procedure.send(result)
     except StopIteration as stop:
         return stop.value, wake
+
+
+async def _run_later(conn: asyncpg.Connection, later: HeldWrites) -> None:
+    for query, rows in later.items():
+        await conn.executemany(query, rows)

@@ -82,6 +82,15 @@ class Many:
 
 
 @dataclass(frozen=True, slots=True)
+class Later:
+    """A write no later step of the transaction reads back: a driver may hold it and run it with the others of its
+    statement just before the commit (PostgreSQL: one pipelined ``executemany`` per batch)."""
+
+    stmt: s.Statement
+    params: Sequence[Any] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Wake:
     """After the commit, wake whoever waits for claimable work. ``other_hosts``: only other hosts need to know (a
     hand-back or a rescue: this host's dispatcher already knows), so SQLite, one host, does nothing."""
@@ -89,7 +98,7 @@ class Wake:
     other_hosts: bool = False
 
 
-Step = Rows | Row | Count | Insert | Many | Wake
+Step = Rows | Row | Count | Insert | Many | Later | Wake
 Procedure = Generator[Step, Any, T]
 
 
@@ -169,12 +178,13 @@ def admit(
         if result.outcome == "duplicate-delivery":
             return result
     else:
-        yield Count(s.CLAIM_DELIVERY, (delivery.delivery_id, delivery.event, delivery.action, now))
-        seen = yield Row(s.SELECT_SEEN_DELIVERY, (delivery.delivery_id,))
-        if seen is not None:
-            return AdmitResult("duplicate-delivery", job_id=seen[0], reason="delivery already seen")
+        claimed = yield Count(s.CLAIM_DELIVERY, (delivery.delivery_id, delivery.event, delivery.action, now))
+        if claimed != 1:  # SQLite claims nothing (None): it looks; on PostgreSQL 0 means another admission has it
+            seen = yield Row(s.SELECT_SEEN_DELIVERY, (delivery.delivery_id,))
+            if seen is not None or claimed == 0:
+                return AdmitResult("duplicate-delivery", job_id=seen and seen[0], reason="delivery already seen")
         result = yield from _apply(decision, now=now)
-    yield Count(s.RECORD_DELIVERY, (delivery.delivery_id, delivery.event, delivery.action, now, result.outcome,
+    yield Later(s.RECORD_DELIVERY, (delivery.delivery_id, delivery.event, delivery.action, now, result.outcome,
                                     result.job_id))  # fmt: skip
     if result.created:
         yield Wake()
@@ -242,10 +252,10 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     """Apply an Enqueue decision as core.pr_work plans it: read the PR's facts, then follow, insert, supersede. A
     delivery already recorded answers duplicate-delivery (checked in the same statement as everything else)."""
     spec = decision.job
-    yield Row(s.CLAIM_DELIVERY_AND_LOCK_ENQUEUE, p.claim)
+    claim = yield Row(s.CLAIM_DELIVERY_AND_LOCK_ENQUEUE, p.claim)  # PostgreSQL only
     pre = yield Row(s.ENQUEUE_PRECHECK, p.precheck)
     seen, seen_job_id, inactive_reason, paused, live_id, reviews_today, manual_recent, has_pending = pre
-    if seen:
+    if seen or (claim is not None and not claim["claimed"]):  # recorded, or claimed by another admission
         return AdmitResult("duplicate-delivery", job_id=seen_job_id, reason="delivery already seen")
     if inactive_reason is not None:
         return AdmitResult("ignored", reason=f"installation is not active ({inactive_reason})")

@@ -16,7 +16,7 @@ import aiosqlite
 
 from reviewer_app.store.base import StoreUnavailable
 from reviewer_app.store.driven import DrivenStore, ProcedureFactory
-from reviewer_app.store.procedures import Count, Insert, Many, Procedure, Row, Rows, Step, Wake
+from reviewer_app.store.procedures import Count, Insert, Later, Many, Procedure, Row, Rows, Step, Wake
 from reviewer_app.store.schema import load_migrations
 from reviewer_app.store.statements import Statement, for_sqlite
 
@@ -299,7 +299,10 @@ def _step(conn: sqlite3.Connection, step: Step, wakes: list[bool]) -> Any:
     if kind is Rows:
         return conn.execute(query, step.params).fetchall()  # type: ignore[union-attr]
     if kind is Count:
-        return conn.execute(query, step.params).rowcount  # type: ignore[union-attr]
+        return conn.execute(query, step.params).rowcount
+    if kind is Later:  # one writer, one transaction at a time: nothing to gain by holding it
+        conn.execute(query, step.params)
+        return None  # type: ignore[union-attr]
     if kind is Insert:
         return conn.execute(query, step.params).lastrowid  # type: ignore[union-attr]
     assert kind is Many

@@ -363,9 +363,39 @@ SELECT CASE WHEN $5::bigint IS NULL THEN NULL
             WHEN $6::boolean THEN pg_advisory_xact_lock({_INSTALLATION_KEY.format(installation="$5")})
             ELSE pg_advisory_xact_lock_shared({_INSTALLATION_KEY.format(installation="$5")}) END,
        pg_advisory_xact_lock({_PR_KEY.format(repo="$7", pr="$8")}),
-       (SELECT COUNT(*) FROM claimed)
+       (SELECT COUNT(*) FROM claimed) AS claimed
 """,
 )
+
+# The same for every Enqueue of a batch the PostgreSQL driver commits together, in one round trip: the parameters
+# are CLAIM_DELIVERY_AND_LOCK_ENQUEUE's as arrays, in the batch's (lock) order; the locks are taken in that order,
+# and a delivery id twice in one batch is claimed by its first admission only. One row per admission, in order.
+CLAIM_DELIVERIES_AND_LOCK_ENQUEUES = f"""
+WITH input AS MATERIALIZED (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::double precision[], $5::bigint[], $6::boolean[],
+                         $7::bigint[], $8::bigint[])
+        WITH ORDINALITY AS i(delivery_id, event, action, received_at, installation, exclusive, repo, pr, n)
+), claimed AS (
+    INSERT INTO deliveries (delivery_id, event, action, received_at, outcome)
+    SELECT DISTINCT ON (delivery_id) delivery_id, event, action, received_at, 'admitting' FROM input
+     ORDER BY delivery_id, n
+    ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id
+), locked AS MATERIALIZED (
+    SELECT n,
+           CASE WHEN installation IS NULL THEN NULL
+                WHEN exclusive THEN pg_advisory_xact_lock({_INSTALLATION_KEY.format(installation="installation")})
+                ELSE pg_advisory_xact_lock_shared({_INSTALLATION_KEY.format(installation="installation")}) END
+               AS installation_lock,
+           pg_advisory_xact_lock({_PR_KEY.format(repo="repo", pr="pr")}) AS pr_lock
+      FROM input
+), first_claims AS (
+    SELECT n, row_number() OVER (PARTITION BY delivery_id ORDER BY n) = 1 AS first FROM input
+)
+SELECT l.installation_lock, l.pr_lock,
+       CASE WHEN f.first AND i.delivery_id IN (SELECT delivery_id FROM claimed) THEN 1 ELSE 0 END AS claimed
+  FROM locked l JOIN first_claims f USING (n) JOIN input i USING (n)
+ ORDER BY n
+"""
 
 # A delivery recorded by a committed admission (PostgreSQL's own claim in this transaction says 'admitting').
 SELECT_SEEN_DELIVERY = "SELECT job_id FROM deliveries WHERE delivery_id = ? AND COALESCE(outcome, '') <> 'admitting'"
