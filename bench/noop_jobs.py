@@ -21,9 +21,8 @@ from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.runners import noop_runner
-from reviewer_app.store.base import Delivery, Store
+from reviewer_app.store.base import Delivery, Store, new_owner_id
 from reviewer_app.store.factory import make_store
-from reviewer_app.store.sqlite import new_owner_id
 
 
 @dataclass

@@ -29,9 +29,8 @@ from reviewer_app.review.claude import ClaudeReviewer, make_client
 from reviewer_app.review.explore import ToolLimits
 from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
 from reviewer_app.runners import noop_runner
-from reviewer_app.store.base import AdmitResult, Store
+from reviewer_app.store.base import AdmitResult, Store, new_owner_id
 from reviewer_app.store.factory import make_store
-from reviewer_app.store.sqlite import new_owner_id
 from reviewer_app.web.app import healthz, make_app
 from reviewer_app.web.events import make_router
 from reviewer_app.web.health import Probes

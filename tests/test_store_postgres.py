@@ -13,7 +13,8 @@ from reviewer_app.core.admission import CancelPR, Enqueue, InstallationChange
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery, Store, StoreUnavailable
 from reviewer_app.store.postgres import PostgresStore
-from reviewer_app.store.sqlite import SqliteStore, load_migrations
+from reviewer_app.store.schema import load_migrations
+from reviewer_app.store.sqlite import SqliteStore
 from tests.pg import fresh_schema
 from tests.test_store_contract import NOW, spec
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import abc
+import os
+import secrets
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -10,6 +13,7 @@ from typing import Any, Protocol
 import orjson
 
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
+from reviewer_app.core.cancel_reasons import CancelReason
 from reviewer_app.core.states import JobState
 
 
@@ -50,6 +54,7 @@ class Job:
     finished_at: float | None
     updated_at: float
     check_run_claim: str | None = None  # who took the claim to create the check run (a run may exist unrecorded)
+    cancel_reason: CancelReason | None = None  # why, when the job was cancelled
     pokes: int = 0  # automatic events for this revision admitted while the job ran (see SKIP_IF_LEASE_HELD_AND_UNPOKED)
 
     @classmethod
@@ -87,6 +92,7 @@ class Job:
             finished_at=r["finished_at"],
             updated_at=r["updated_at"],
             check_run_claim=r.get("check_run_claim"),
+            cancel_reason=CancelReason(r["cancel_reason"]) if r.get("cancel_reason") else None,
             pokes=r.get("pokes") or 0,
         )
 
@@ -190,6 +196,11 @@ class FencedFinishes(abc.ABC):
         self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
     ) -> bool:
         return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
+
+
+def new_owner_id(prefix: str = "worker") -> str:
+    """A name for this process as a lease owner: readable in the attempts table, unique across restarts."""
+    return f"{prefix}-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class Store(Protocol):
@@ -349,4 +360,5 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "Usage",
+    "new_owner_id",
 ]

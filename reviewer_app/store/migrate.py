@@ -18,9 +18,8 @@ import asyncpg
 from reviewer_app.config import sqlite_path
 from reviewer_app.core.states import JobState
 from reviewer_app.redaction import redact_url
-from reviewer_app.store import postgres_sql as q
 from reviewer_app.store.base import StoreUnavailable
-from reviewer_app.store.postgres import PostgresStore
+from reviewer_app.store.postgres import NOTIFY_WAKEUP, PostgresStore
 
 # By default the backlog moves: what still has to run, and what an operator may still retry.
 PENDING_STATES = (JobState.QUEUED, JobState.RUNNING, JobState.FAILED, JobState.CANCELLED)
@@ -136,7 +135,7 @@ async def _copy(
     report.rows["outbox effects"] = await _insert(dst, "outbox", await _table(src, "outbox", unsent))
     for table in ("jobs", "attempts", "outbox"):
         await _advance_sequence(src, dst, table)
-    await dst.execute(q.NOTIFY_WAKEUP)  # hosts already listening start on the backlog at once
+    await dst.execute(NOTIFY_WAKEUP)  # hosts already listening start on the backlog at once
     return report
 
 

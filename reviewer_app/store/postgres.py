@@ -1,40 +1,31 @@
-"""The PostgreSQL store (asyncpg): a connection pool, SKIP LOCKED claims and NOTIFY wake-ups, for many hosts."""
+"""The PostgreSQL driver (asyncpg): a connection pool, SKIP LOCKED claims, NOTIFY wake-ups, group commit of admissions."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import contextvars
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, TypeVar
 
 import asyncpg
 
-from reviewer_app.core.admission import Decision
-from reviewer_app.core.states import JobState
 from reviewer_app.redaction import redact_url
-from reviewer_app.store import postgres_sql as q
-from reviewer_app.store import sql
-from reviewer_app.store.base import (
-    PROGRESS_COLUMNS,
-    AdmitResult,
-    Attempt,
-    Delivery,
-    FencedFinishes,
-    Job,
-    Lease,
-    QueueStats,
-    StoreUnavailable,
-    Usage,
-)
-from reviewer_app.store.postgres_admission import admit_in
+from reviewer_app.store import procedures as p
+from reviewer_app.store.base import AdmitResult, StoreUnavailable
+from reviewer_app.store.driven import DrivenStore, ProcedureFactory
 from reviewer_app.store.postgres_wakeups import WakeupListener
-from reviewer_app.store.sqlite import load_migrations
+from reviewer_app.store.schema import load_migrations
+from reviewer_app.store.statements import (
+    CLAIM_DELIVERIES_AND_LOCK_ENQUEUES,
+    CLAIM_DELIVERY_AND_LOCK_ENQUEUE,
+    LOCK_MIGRATIONS,
+    Statement,
+    for_postgres,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -56,29 +47,24 @@ TX_RETRIES = 3
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
+CHANNEL = "reviewer_jobs"
+# Wake every host listening on this schema: the payload is the schema, so stores that share a database but not a
+# schema ignore each other's wake-ups.
+NOTIFY_WAKEUP = f"SELECT pg_notify('{CHANNEL}', current_schema())"
 
-def _usage(u: Usage | None) -> tuple[str | None, int, int, int, int]:
-    if u is None:
-        return (None, 0, 0, 0, 0)
-    return (u.model or None, u.input_tokens, u.output_tokens, u.cache_creation_tokens, u.cache_read_tokens)
-
-
-def _plain(row: asyncpg.Record) -> dict[str, Any]:
-    """The row as SQLite gives it: PostgreSQL's SUM of integers is NUMERIC (a Decimal), SQLite's an int."""
-    return {k: int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else v for k, v in row.items()}
+# Admissions committed together, at most: a bigger backlog goes out in several transactions.
+MAX_ADMISSION_BATCH = 256
+# Admission transactions in flight at once: one fills while another waits for its round trips and its commit.
+ADMISSION_LANES = 2
 
 
 @dataclass
-class _Finish:
-    """One fenced finish waiting for the next batch statement."""
+class _Admission:
+    """One admission waiting for the next batch transaction."""
 
-    lease: Lease
-    state: str
-    outcome: str
-    error: str | None
-    now: float
-    usage: tuple[str | None, int, int, int, int]
-    done: asyncio.Future[bool]
+    key: tuple[int, int, int]  # its locks' order: installation, repository, pull request
+    procedure: ProcedureFactory[AdmitResult]
+    done: asyncio.Future[AdmitResult]
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -93,7 +79,7 @@ def _changed(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class PostgresStore(FencedFinishes):
+class PostgresStore(DrivenStore):
     """A pool of ``max_size`` connections for queries, plus one dedicated connection for LISTEN when subscribed."""
 
     engine = "postgres"
@@ -117,8 +103,10 @@ class PostgresStore(FencedFinishes):
         self._pool: asyncpg.Pool | None = None
         self._schema_name = schema or "public"
         self._wakeups: WakeupListener | None = None
-        self._finishes: list[_Finish] = []
+        self._finishes: list[tuple[p.Finish, asyncio.Future[bool]]] = []
         self._finisher: asyncio.Task[None] | None = None
+        self._admissions: list[_Admission] = []
+        self._admitters: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -151,6 +139,10 @@ class PostgresStore(FencedFinishes):
             ) from exc
 
     async def close(self) -> None:
+        if self._admitters:
+            # Admissions already handed over still commit (their callers are waiting for the answer).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*self._admitters, return_exceptions=True), timeout=10)
         if self._finisher is not None:
             # Finishes already handed over still go out (callers normally awaited them all before closing).
             with contextlib.suppress(Exception):
@@ -170,7 +162,7 @@ class PostgresStore(FencedFinishes):
         async with self._pool.acquire() as conn, conn.transaction():
             # Many processes may start at once: one migrates, the others wait here and then find nothing to do.
             await conn.execute("SET LOCAL lock_timeout = '60s'")
-            await conn.execute(q.LOCK_MIGRATIONS, f"reviewer-app:migrate:{self._schema_name}")
+            await conn.execute(LOCK_MIGRATIONS, f"reviewer-app:migrate:{self._schema_name}")
             if self.schema is not None:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             await conn.execute(
@@ -202,7 +194,7 @@ class PostgresStore(FencedFinishes):
     async def subscribe_wakeups(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` whenever any host makes a job claimable (admission, operator retry, hand-back)."""
         if self._wakeups is None:
-            self._wakeups = WakeupListener(self._connect_one, q.CHANNEL, self._schema_name)
+            self._wakeups = WakeupListener(self._connect_one, CHANNEL, self._schema_name)
             self._wakeups.callbacks.append(callback)
             await self._wakeups.start()
         else:
@@ -245,56 +237,118 @@ class PostgresStore(FencedFinishes):
             # SQLite reads cannot lose their connection; here a dispatcher must see the outage as StoreUnavailable.
             raise StoreUnavailable(f"database read failed: {exc}") from exc
 
-    # -- admission --------------------------------------------------------------------------------------
+    # -- the driver: procedures on a pooled connection ---------------------------------------------------
 
-    async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
-        async def op(conn: asyncpg.Connection) -> AdmitResult:
-            result = await admit_in(conn, delivery, decision, now=now, max_attempts=max_attempts)
-            if result.created:
-                await conn.execute(q.NOTIFY_WAKEUP)
-            return result
+    async def _run(self, procedure: ProcedureFactory[T], *, one_statement: bool = False) -> T:
+        async def op(conn: asyncpg.Connection) -> T:
+            later: HeldWrites = {}
+            value, wake = await _drive(conn, procedure(), later, one_statement=one_statement)
+            await _run_later(conn, later)
+            if wake:
+                await conn.execute(NOTIFY_WAKEUP)
+            return value
+
+        return await self._tx(op, one_statement=one_statement)
+
+    async def _rows(self, stmt: Statement, params: Sequence[Any] = ()) -> list[asyncpg.Record]:
+        query = for_postgres(stmt)
+        assert query is not None, "a read every dialect runs"
+        return await self._fetch(query, *params)
+
+    # -- group commit of admissions ----------------------------------------------------------------------
+
+    async def _admit(self, procedure: ProcedureFactory[AdmitResult], key: tuple[int, int, int]) -> AdmitResult:
+        """Admissions that arrive while a batch is in flight commit together in the next transaction: one commit
+        (one WAL flush) for all of them, each still applied in full, in lock order, before the next."""
+        self._require_pool()
+        done: asyncio.Future[AdmitResult] = asyncio.get_running_loop().create_future()
+        self._admissions.append(_Admission(key, procedure, done))
+        if len(self._admitters) < ADMISSION_LANES:
+            # A clean context: the batch is nobody's delivery in the logs.
+            task = asyncio.create_task(self._flush_admissions(), name="postgres-admissions",
+                                       context=contextvars.Context())  # fmt: skip
+            self._admitters.add(task)
+            task.add_done_callback(self._admitters.discard)
+        return await done
+
+    async def _flush_admissions(self) -> None:
+        while self._admissions:
+            batch = self._admissions[:MAX_ADMISSION_BATCH]
+            del self._admissions[:MAX_ADMISSION_BATCH]
+            # Every transaction takes its advisory locks in the same order, so two batches never deadlock.
+            batch.sort(key=lambda a: a.key)
+            try:
+                results = await self._run_admissions(batch)
+            except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    for a in batch:
+                        if not a.done.done():
+                            a.done.set_exception(StoreUnavailable("store closed while admitting"))
+                    raise
+                if len(batch) == 1 or not _one_admissions_fault(exc):
+                    # Unreachable, a lock held past the timeout, deadlocks again and again: nobody was committed.
+                    for a in batch:
+                        if not a.done.done():
+                            a.done.set_exception(exc)
+                    continue
+                # One admission failed on its own terms (or the database did): each alone, so only those fail.
+                for a in batch:
+                    try:
+                        (result,) = await self._run_admissions([a])
+                    except Exception as alone:  # noqa: BLE001 - its caller gets it (StoreUnavailable, mostly)
+                        if not a.done.done():
+                            a.done.set_exception(alone)
+                    else:
+                        if not a.done.done():
+                            a.done.set_result(result)
+                continue
+            for a, result in zip(batch, results, strict=True):
+                if not a.done.done():  # the caller was cancelled; its admission committed all the same
+                    a.done.set_result(result)
+
+    async def _run_admissions(self, batch: list[_Admission]) -> list[AdmitResult]:
+        async def op(conn: asyncpg.Connection) -> list[AdmitResult]:
+            later: HeldWrites = {}
+            procedures = [a.procedure() for a in batch]
+            firsts: list[p.Step | None] = []
+            results: list[Any] = [_UNANSWERED] * len(batch)
+            for i, procedure in enumerate(procedures):
+                try:
+                    firsts.append(procedure.send(None))
+                except StopIteration as stop:  # a procedure without a step
+                    firsts.append(None)
+                    results[i] = stop.value
+            # Every Enqueue of the batch claims its delivery and takes its locks in one statement, in lock order.
+            claims = [
+                i for i, st in enumerate(firsts) if type(st) is p.Row and st.stmt is CLAIM_DELIVERY_AND_LOCK_ENQUEUE
+            ]
+            answers: dict[int, Any] = {}
+            if len(claims) > 1:
+                columns = [list(c) for c in zip(*(firsts[i].params for i in claims), strict=True)]  # type: ignore[union-attr]
+                answers = dict(zip(claims, await conn.fetch(CLAIM_DELIVERIES_AND_LOCK_ENQUEUES, *columns), strict=True))
+            wake = False
+            for i, procedure in enumerate(procedures):
+                if results[i] is not _UNANSWERED:
+                    continue
+                if i in answers:
+                    results[i], woke = await _drive(conn, procedure, later, answer=answers[i])
+                else:
+                    results[i], woke = await _drive(conn, procedure, later, first=firsts[i])
+                wake = wake or woke
+            await _run_later(conn, later)
+            if wake:
+                await conn.execute(NOTIFY_WAKEUP)
+            return results
 
         return await self._tx(op)
 
-    # -- dispatch ---------------------------------------------------------------------------------------
+    # -- batched finishes --------------------------------------------------------------------------------
 
-    async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
-        if limit <= 0:
-            return []
-
-        async def op(conn: asyncpg.Connection) -> list[Lease]:
-            rows = await conn.fetch(q.CLAIM_QUEUED, owner, now + lease_seconds, now, limit)
-            return [Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
-                    for r in rows]  # fmt: skip
-
-        return await self._tx(op, one_statement=True)
-
-    async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
-        expires = now + lease_seconds
-
-        async def op(conn: asyncpg.Connection) -> bool:
-            return _changed(await conn.execute(q.RENEW_IF_LEASE_HELD, expires, now, lease.job_id, lease.token)) == 1
-
-        return expires if await self._tx(op, one_statement=True) else None
-
-    async def renew_leases(self, leases: Sequence[Lease], *, now: float, lease_seconds: float) -> set[str]:
-        if not leases:
-            return set()
-        ids, tokens = [le.job_id for le in leases], [le.token for le in leases]
-
-        async def op(conn: asyncpg.Connection) -> set[str]:
-            rows = await conn.fetch(q.RENEW_MANY_IF_LEASE_HELD, now + lease_seconds, now, ids, tokens)
-            return {r[0] for r in rows}
-
-        return await self._tx(op, one_statement=True)
-
-    async def _finish(
-        self, lease: Lease, state: JobState, *, now: float, outcome: str, error: str | None, usage: Usage | None
-    ) -> bool:
-        """Fenced finish. Finishes that arrive while a batch statement is in flight go out together in the next one:
-        one round trip and one commit for all of them, each job still changed only under its own lease token."""
+    async def _finish_one(self, item: p.Finish) -> bool:
+        """Finishes that arrive while a batch statement is in flight go out together in the next one: one round
+        trip and one commit for all of them, each job still changed only under its own lease token."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._finishes.append(_Finish(lease, state.value, outcome, error, now, _usage(usage), done))
+        self._finishes.append((item, done))
         if self._finisher is None or self._finisher.done():
             # A clean context: the batch is nobody's job in the logs.
             self._finisher = asyncio.create_task(self._flush_finishes(), name="postgres-finishes",
@@ -304,307 +358,89 @@ class PostgresStore(FencedFinishes):
     async def _flush_finishes(self) -> None:
         while self._finishes:
             batch, self._finishes = self._finishes, []
-            batch.sort(key=lambda f: f.lease.job_id)  # rows locked in id order on every host
-            rows = [(f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage) for f in batch]
-            columns = [list(c) for c in zip(*rows, strict=True)]
-
-            async def op(conn: asyncpg.Connection, columns: list[list[Any]] = columns) -> set[str]:
-                return {r[0] for r in await conn.fetch(q.FINISH_JOBS_AND_ATTEMPTS, *columns)}
-
+            items = [item for item, _ in batch]
             try:
-                held = await self._tx(op, one_statement=True)
+                held = await self._run(lambda items=items: p.finish(items), one_statement=True)
             except Exception as exc:  # noqa: BLE001 - every waiter gets it (StoreUnavailable, mostly)
-                for f in batch:
-                    if not f.done.done():
-                        f.done.set_exception(exc)
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
                 continue
             except BaseException:
-                for f in batch:
-                    if not f.done.done():
-                        f.done.set_exception(StoreUnavailable("store closed while finishing"))
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(StoreUnavailable("store closed while finishing"))
                 raise
-            for f in batch:
-                if not f.done.done():
-                    f.done.set_result(f.lease.token in held)
+            for item, done in batch:
+                if not done.done():
+                    done.set_result(item.lease.token in held)
 
-    async def retry_if_lease_held(
-        self,
-        lease: Lease,
-        *,
-        now: float,
-        at: float,
-        error: str,
-        counts_attempt: bool = True,
-        usage: Usage | None = None,
-    ) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            status = await conn.execute(
-                q.REQUEUE_IF_LEASE_HELD, at, error, 0 if counts_attempt else 1, now, lease.job_id, lease.token
-            )
-            held = _changed(status) == 1
-            outcome = ("retry" if counts_attempt else "deferred") if held else "lease_lost"
-            await conn.execute(q.FINISH_ATTEMPT, now, outcome, error, *_usage(usage), lease.token)
-            if held and at <= now:
-                # Handed back for another host to take now (shutdown): wake the others.
-                await conn.execute(q.NOTIFY_WAKEUP)
-            return held
 
-        return await self._tx(op)
+def _one_admissions_fault(exc: Exception) -> bool:
+    """Whether ``exc`` may be one admission's own (a bug, a constraint), not the database's: then the others of its
+    batch commit without it. An outage or a lock timeout would only fail each of them again, one after another."""
+    cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
+    if cause is None:
+        return False
+    database_wide = (
+        *CONNECTION_ERRORS,
+        asyncpg.TransactionRollbackError,
+        asyncpg.exceptions.LockNotAvailableError,
+        asyncpg.exceptions.QueryCanceledError,
+    )
+    return not isinstance(cause, database_wide)
 
-    async def save_progress_if_lease_held(self, lease: Lease, *, now: float, **fields: Any) -> bool:
-        unknown = set(fields) - PROGRESS_COLUMNS
-        if unknown:
-            raise ValueError(f"not a progress column: {sorted(unknown)}")
-        cols = sorted(fields)
-        values = [json.dumps(fields[c]) if c in ("answer", "details") else fields[c] for c in cols]
-        assignments = ", ".join(f"{c} = ${i}" for i, c in enumerate(cols, start=1))
-        n = len(cols)
-        # Progress is written only while this attempt holds the lease.
-        query = (
-            f"UPDATE jobs SET {assignments}, updated_at = ${n + 1}"
-            f" WHERE id = ${n + 2} AND lease_token = ${n + 3} AND state = 'running'"
-        )
 
-        async def op(conn: asyncpg.Connection) -> bool:
-            return _changed(await conn.execute(query, *values, now, lease.job_id, lease.token)) == 1
+_UNANSWERED = object()
+HeldWrites = dict[str, list[Sequence[Any]]]  # the writes held back until just before the commit, by statement
 
-        return await self._tx(op)
 
-    async def record_usage_if_lease_held(self, lease: Lease, usage: Usage) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            return _changed(await conn.execute(q.ADD_ATTEMPT_USAGE, *_usage(usage), lease.token)) == 1
-
-        return await self._tx(op)
-
-    async def rescue_expired(self, *, now: float) -> list[int]:
-        async def op(conn: asyncpg.Connection) -> list[int]:
-            rescued = []
-            requeued = False
-            for job_id, token, attempts, max_attempts in await conn.fetch(q.SELECT_EXPIRED_SKIP_LOCKED, now):
-                error = f"lease expired during attempt {attempts} (worker crashed, was killed or hung)"
-                if attempts >= max_attempts:
-                    status = await conn.execute(q.EXPIRE_TO_FAILED, error, f"failed: {error}", now, now, job_id, token)
+async def _drive(
+    conn: asyncpg.Connection,
+    procedure: p.Procedure[T],
+    later: HeldWrites,
+    *,
+    one_statement: bool = False,
+    first: p.Step | None = None,
+    answer: Any = _UNANSWERED,
+) -> tuple[T, bool]:
+    """Run every step of ``procedure`` on ``conn`` (inside the caller's transaction, unless ``one_statement``); its
+    result, and whether it asked to wake the hosts. ``first``: the step it already yielded; ``answer``: that step's
+    result, when the caller ran it (a batch's claims, together)."""
+    wake = ran = False
+    try:
+        if answer is not _UNANSWERED:
+            step = procedure.send(answer)
+        else:
+            step = first if first is not None else procedure.send(None)
+        while True:
+            kind = type(step)
+            result: Any = None
+            if kind is p.Wake:
+                wake = True
+            elif (query := for_postgres(step.stmt)) is not None:  # type: ignore[union-attr]  # None: not here
+                if one_statement and ran:
+                    raise AssertionError(f"a one-statement procedure ran a second statement: {query[:60]!r}")
+                ran = True
+                params = step.params  # type: ignore[union-attr]
+                if kind is p.Row:
+                    result = await conn.fetchrow(query, *params)
+                elif kind is p.Rows:
+                    result = await conn.fetch(query, *params)
+                elif kind is p.Count:
+                    result = _changed(await conn.execute(query, *params))
+                elif kind is p.Insert:
+                    result = await conn.fetchval(query, *params)
+                elif kind is p.Later:
+                    later.setdefault(query, []).append(params)
                 else:
-                    status = await conn.execute(q.EXPIRE_TO_QUEUE, now, error, now, job_id, token)
-                    requeued = True
-                if _changed(status) == 1:
-                    rescued.append(job_id)
-                    await conn.execute(q.FINISH_ATTEMPT, now, "lease_expired", error, None, 0, 0, 0, 0, token)
-            if requeued:
-                await conn.execute(q.NOTIFY_WAKEUP)
-            return rescued
+                    assert kind is p.Many
+                    await conn.executemany(query, params)
+            step = procedure.send(result)
+    except StopIteration as stop:
+        return stop.value, wake
 
-        return await self._tx(op)
 
-    async def next_wakeup(self, *, now: float) -> float | None:
-        rows = await self._fetch(q.NEXT_WAKEUP)
-        return rows[0][0] if rows else None
-
-    # -- check runs -------------------------------------------------------------------------------------
-
-    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
-        return [Job.from_row(r) for r in await self._fetch(q.NEEDS_CHECK_SYNC, limit)]
-
-    async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            return bool(await conn.fetch(q.CLAIM_CHECK_RUN_CREATION, owner, now + seconds, job_id, now, owner))
-
-        return await self._tx(op)
-
-    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
-                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
-        async def op(conn: asyncpg.Connection) -> bool:
-            status = await conn.execute(q.SET_CHECK_RUN_IF_UNCHANGED, check_run_id, key, job_id, state.value, attempts,
-                                        check_run_id)  # fmt: skip
-            return _changed(status) == 1
-
-        return await self._tx(op)
-
-    async def forget_check_run_status(self, job_id: int, *, check_run_id: int | None) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.FORGET_CHECK_RUN_STATUS, check_run_id, job_id)
-
-        await self._tx(op)
-
-    # -- outbox and installations ----------------------------------------------------------------------
-
-    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._fetch(q.PENDING_EFFECTS, limit)]
-
-    async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
-        return [_plain(r) for r in await self._fetch(q.USAGE_BY_REPO, since)]
-
-    async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.MARK_EFFECT, error, done, now, effect_id)
-
-        await self._tx(op)
-
-    async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
-        rows = await self._fetch(q.LAST_REVIEWED_HEAD, repo_id, pr_number)
-        return rows[0][0] if rows else None
-
-    async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            status = await conn.execute(q.SKIP_IF_LEASE_HELD_AND_UNPOKED, outcome, now, now, lease.job_id, lease.token,
-                                        pokes)  # fmt: skip
-            if _changed(status) == 1:
-                await conn.execute(q.FINISH_ATTEMPT, now, JobState.CANCELLED.value, None, *_usage(None), lease.token)
-            return _changed(status) == 1
-
-        return await self._tx(op)
-
-    async def record_published_review(self, job_id: int, review_id: int) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.RECORD_PUBLISHED_REVIEW, review_id, job_id)
-
-        await self._tx(op)
-
-    async def installation_active(self, installation_id: int) -> bool:
-        rows = await self._fetch(q.SELECT_INSTALLATION_ACTIVE, installation_id)
-        return not rows or bool(rows[0][0])
-
-    # -- settings (queue pause) -------------------------------------------------------------------------
-
-    async def set_setting(self, key: str, value: str) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.UPSERT_SETTING, key, value)
-            await conn.execute(q.NOTIFY_WAKEUP)  # a resumed queue has claimable work at once
-
-        await self._tx(op)
-
-    async def get_setting(self, key: str) -> str | None:
-        rows = await self._fetch("SELECT value FROM settings WHERE key = $1", key)
-        return rows[0][0] if rows else None
-
-    # -- missed-webhook recovery (the shared statements of sql.py, renumbered) ------------------------------
-
-    async def deliveries_to_recover(self, guids: Sequence[str]) -> set[str]:
-        if not guids:
-            return set()
-        rows = await self._fetch(
-            "SELECT g FROM unnest($1::text[]) AS g"
-            " WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.delivery_id = g)"
-            "   AND NOT EXISTS (SELECT 1 FROM redeliveries r WHERE r.guid = g AND r.requested_at IS NOT NULL)",
-            list(guids),
-        )
-        return {r[0] for r in rows}
-
-    async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
-                               stale_before: float) -> bool:  # fmt: skip
-        async def op(conn: asyncpg.Connection) -> bool:
-            if await conn.fetchval("SELECT 1 FROM deliveries WHERE delivery_id = $1", guid):
-                return False
-            claim = q.numbered(sql.CLAIM_REDELIVERY_IF_UNCLAIMED)
-            return await conn.fetchval(claim, guid, delivery_id, owner, now, stale_before) is not None
-
-        return await self._tx(op)
-
-    async def mark_redelivery_requested(self, guid: str, *, owner: str, now: float, error: str | None) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.numbered(sql.MARK_REDELIVERY_REQUESTED_IF_CLAIMED), now, error, guid, owner)
-
-        await self._tx(op)
-
-    async def release_redelivery(self, guid: str, *, owner: str, error: str) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.numbered(sql.RELEASE_REDELIVERY_IF_CLAIMED), error, guid, owner)
-
-        await self._tx(op)
-
-    async def forget_redeliveries(self, before: float) -> int:
-        async def op(conn: asyncpg.Connection) -> int:
-            return _changed(await conn.execute(q.numbered(sql.FORGET_REDELIVERIES), before))
-
-        return await self._tx(op)
-
-    async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            taken = await conn.fetchval(q.numbered(sql.TAKE_DUTY_LEASE_IF_FREE), duty, owner, now + seconds, now)
-            return taken is not None
-
-        return await self._tx(op)
-
-    async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None:
-        async def op(conn: asyncpg.Connection) -> None:
-            await conn.execute(q.numbered(sql.RELEASE_DUTY_LEASE_IF_HELD), now, duty, owner)
-
-        await self._tx(op)
-
-    # -- reads and admin --------------------------------------------------------------------------------
-
-    async def get_job(self, job_id: int) -> Job | None:
-        rows = await self._fetch(f"SELECT {sql.JOB_COLUMNS} FROM jobs WHERE id = $1", job_id)
-        return Job.from_row(rows[0]) if rows else None
-
-    async def list_jobs(
-        self,
-        *,
-        states: Sequence[str] = (),
-        repo: str | None = None,
-        pr_number: int | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        where: list[str] = ["TRUE"]
-        params: list[Any] = []
-        if states:
-            params.append([str(s) for s in states])
-            where.append(f"state = ANY(${len(params)}::text[])")
-        if repo:
-            params.append(repo)
-            where.append(f"repo_full_name = ${len(params)}")
-        if pr_number is not None:
-            params.append(pr_number)
-            where.append(f"pr_number = ${len(params)}")
-        params.append(limit)
-        rows = await self._fetch(
-            f"SELECT {sql.JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ${len(params)}",
-            *params,
-        )
-        return [Job.from_row(r) for r in rows]
-
-    async def attempts_of(self, job_id: int) -> list[Attempt]:
-        return [Attempt(*tuple(r)) for r in await self._fetch(q.SELECT_ATTEMPTS, job_id)]
-
-    async def stats(self, *, now: float) -> QueueStats:
-        by_state = {r[0]: r[1] for r in await self._fetch("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
-        oldest = await self._fetch("SELECT MIN(created_at) FROM jobs WHERE state IN ('queued', 'running')")
-        expired = await self._fetch("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < $1", now)
-        awaiting = await self._fetch(
-            "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
-            " AND state IN ('queued', 'running')"
-        )
-        return QueueStats(
-            by_state=by_state,
-            oldest_pending_created_at=oldest[0][0],
-            expired_leases=expired[0][0],
-            awaiting_reconciliation=awaiting[0][0],
-        )
-
-    async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            return _changed(await conn.execute(q.OPERATOR_CANCEL, reason, now, now, job_id)) == 1
-
-        return await self._tx(op)
-
-    async def prune(self, before: float, batch: int) -> int:
-        async def op(conn: asyncpg.Connection) -> int:
-            ids = [r[0] for r in await conn.fetch(q.PRUNABLE_JOBS, before, batch)]
-            removed = 0
-            if ids:
-                await conn.execute(q.FORGET_PRUNED_SUPERSEDERS, ids)
-                await conn.execute(q.DELETE_PRUNED_ATTEMPTS, ids)
-                removed += _changed(await conn.execute(q.DELETE_PRUNED_JOBS, ids))
-            removed += _changed(await conn.execute(q.PRUNE_DELIVERIES, before, batch))
-            return removed + _changed(await conn.execute(q.PRUNE_FINISHED_EFFECTS, before, batch))
-
-        return await self._tx(op)
-
-    async def retry_job(self, job_id: int, *, now: float) -> bool:
-        async def op(conn: asyncpg.Connection) -> bool:
-            retried = _changed(await conn.execute(q.OPERATOR_RETRY, now, now, job_id)) == 1
-            if retried:
-                await conn.execute(q.NOTIFY_WAKEUP)
-            return retried
-
-        return await self._tx(op)
+async def _run_later(conn: asyncpg.Connection, later: HeldWrites) -> None:
+    for query, rows in later.items():
+        await conn.executemany(query, rows)

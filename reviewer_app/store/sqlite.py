@@ -1,38 +1,24 @@
-"""The SQLite store (aiosqlite): WAL, synchronous=FULL, and group commit of concurrent writes."""
+"""The SQLite driver (sqlite3 + aiosqlite): WAL, synchronous=FULL, and group commit of concurrent writes."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import os
-import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from reviewer_app.core.admission import Decision, Enqueue
-from reviewer_app.core.states import TERMINAL, JobState
-from reviewer_app.store import sql
-from reviewer_app.store.base import (
-    PROGRESS_COLUMNS,
-    AdmitResult,
-    Attempt,
-    Delivery,
-    FencedFinishes,
-    Job,
-    Lease,
-    QueueStats,
-    StoreUnavailable,
-    Usage,
-)
-from reviewer_app.store.sqlite_admission import _fetchall, admit_in, prepare_enqueue
+from reviewer_app.store.base import StoreUnavailable
+from reviewer_app.store.driven import DrivenStore, ProcedureFactory
+from reviewer_app.store.procedures import Count, Insert, Later, Many, Procedure, Row, Rows, Step, Wake
+from reviewer_app.store.schema import load_migrations
+from reviewer_app.store.statements import Statement, for_sqlite
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,23 +49,7 @@ def _resolve(settled: list[Settled]) -> None:
             fut.set_exception(value)
 
 
-def load_migrations(engine: str) -> list[tuple[int, str, str]]:
-    """(version, name, sql) for each migration file of ``engine``, in order."""
-    folder = resources.files("reviewer_app.store").joinpath("migrations", engine)
-    out = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            out.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text()))
-    return sorted(out)
-
-
-def _usage(u: Usage | None) -> tuple[str | None, int, int, int, int]:
-    if u is None:
-        return (None, 0, 0, 0, 0)
-    return (u.model or None, u.input_tokens, u.output_tokens, u.cache_creation_tokens, u.cache_read_tokens)
-
-
-class SqliteStore(FencedFinishes):
+class SqliteStore(DrivenStore):
     """Writes go to one connection on its own thread, batched so that each batch is one transaction and one
     thread hop (group commit); reads go through aiosqlite on a second connection."""
 
@@ -285,406 +255,59 @@ class SqliteStore(FencedFinishes):
         async with self._read_lock:
             return list(await conn.execute_fetchall(query, params))
 
-    # -- admission --------------------------------------------------------------------------------------
+    # -- the driver: procedures in the writer thread, reads on the reader ---------------------------------
 
-    async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
-        # Statement parameters are built here, so the writer thread (the serial resource) only runs statements.
-        prepared = (
-            prepare_enqueue(decision, now=now, max_attempts=max_attempts, delivery_id=delivery.delivery_id)
-            if isinstance(decision, Enqueue)
-            else None
-        )
+    async def _run(self, procedure: ProcedureFactory[T], *, one_statement: bool = False) -> T:
+        wakes: list[bool] = []
 
-        def op(conn: sqlite3.Connection) -> AdmitResult:
-            return admit_in(conn, delivery, decision, prepared, now=now)
+        def op(conn: sqlite3.Connection) -> T:
+            wakes.clear()  # the op may run again alone, after its batch failed
+            return _drive(conn, procedure(), wakes)
 
         result = await self._write(op)
-        if result.created:
+        if wakes:
             self._wake_subscribers()
         return result
 
-    # -- dispatch ---------------------------------------------------------------------------------------
-
-    async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
-        if limit <= 0:
-            return []
-
-        def op(conn: sqlite3.Connection) -> list[Lease]:
-            # One statement picks and leases; the token is random per row.
-            rows = _fetchall(
-                conn,
-                "UPDATE jobs SET state = 'running', lease_owner = ?, lease_token = lower(hex(randomblob(16))),"
-                " lease_expires_at = ?, attempts = attempts + 1, started_at = COALESCE(started_at, ?),"
-                " updated_at = ?"
-                " WHERE id IN (SELECT id FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?"
-                "   AND NOT EXISTS (SELECT 1 FROM settings WHERE key = 'queue_paused' AND value = '1')"
-                "   ORDER BY priority, next_attempt_at, id LIMIT ?)"
-                f" RETURNING {sql.JOB_COLUMNS}",
-                (owner, now + lease_seconds, now, now, now, limit),
-            )
-            # The claimed rows come back whole, so a worker starts without reading its job again.
-            leases = [Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
-                      for r in rows]  # fmt: skip
-            if leases:
-                conn.executemany(sql.INSERT_ATTEMPT, [(le.job_id, le.attempt, owner, le.token, now) for le in leases])
-            return leases
-
-        return await self._write(op)
-
-    async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
-        expires = now + lease_seconds
-
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(sql.RENEW_IF_LEASE_HELD, (expires, now, lease.job_id, lease.token))
-            return cur.rowcount == 1
-
-        return expires if await self._write(op) else None
-
-    async def renew_leases(self, leases: Sequence[Lease], *, now: float, lease_seconds: float) -> set[str]:
-        if not leases:
-            return set()
-        expires = now + lease_seconds
-
-        def op(conn: sqlite3.Connection) -> set[str]:
-            held = set()
-            for lease in leases:
-                if conn.execute(sql.RENEW_IF_LEASE_HELD, (expires, now, lease.job_id, lease.token)).rowcount == 1:
-                    held.add(lease.token)
-            return held
-
-        return await self._write(op)
-
-    async def _finish(
-        self,
-        lease: Lease,
-        state: JobState,
-        *,
-        now: float,
-        outcome: str,
-        error: str | None,
-        usage: Usage | None,
-    ) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                sql.FINISH_IF_LEASE_HELD, (state.value, outcome, error, now, now, lease.job_id, lease.token)
-            )
-            held = cur.rowcount == 1
-            conn.execute(
-                sql.FINISH_ATTEMPT,
-                (now, state.value if held else "lease_lost", error, *_usage(usage), lease.token),
-            )
-            return held
-
-        return await self._write(op)
-
-    async def retry_if_lease_held(
-        self,
-        lease: Lease,
-        *,
-        now: float,
-        at: float,
-        error: str,
-        counts_attempt: bool = True,
-        usage: Usage | None = None,
-    ) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                sql.REQUEUE_IF_LEASE_HELD,
-                (at, error, 0 if counts_attempt else 1, now, lease.job_id, lease.token),
-            )
-            held = cur.rowcount == 1
-            outcome = ("retry" if counts_attempt else "deferred") if held else "lease_lost"
-            conn.execute(sql.FINISH_ATTEMPT, (now, outcome, error, *_usage(usage), lease.token))
-            return held
-
-        return await self._write(op)
-
-    async def save_progress_if_lease_held(self, lease: Lease, *, now: float, **fields: Any) -> bool:
-        unknown = set(fields) - PROGRESS_COLUMNS
-        if unknown:
-            raise ValueError(f"not a progress column: {sorted(unknown)}")
-        cols = sorted(fields)
-        values = [json.dumps(fields[c]) if c in ("answer", "details") else fields[c] for c in cols]
-
-        def op(conn: sqlite3.Connection) -> bool:
-            assignments = ", ".join(f"{c} = ?" for c in cols)
-            cur = conn.execute(
-                f"UPDATE jobs SET {assignments}, updated_at = ? WHERE id = ? AND lease_token = ? AND state = 'running'",
-                (*values, now, lease.job_id, lease.token),
-            )
-            return cur.rowcount == 1
-
-        return await self._write(op)
-
-    async def record_usage_if_lease_held(self, lease: Lease, usage: Usage) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(sql.ADD_ATTEMPT_USAGE, (*_usage(usage), lease.token))
-            return cur.rowcount == 1
-
-        return await self._write(op)
-
-    async def rescue_expired(self, *, now: float) -> list[int]:
-        def op(conn: sqlite3.Connection) -> list[int]:
-            rescued = []
-            for row in _fetchall(conn, sql.SELECT_EXPIRED, (now,)):
-                job_id, token, attempts, max_attempts = row[0], row[1], row[2], row[3]
-                error = f"lease expired during attempt {attempts} (worker crashed, was killed or hung)"
-                if attempts >= max_attempts:
-                    cur = conn.execute(sql.EXPIRE_TO_FAILED, (error, f"failed: {error}", now, now, job_id, token))
-                else:
-                    cur = conn.execute(sql.EXPIRE_TO_QUEUE, (now, error, now, job_id, token))
-                if cur.rowcount == 1:
-                    rescued.append(job_id)
-                    conn.execute(sql.FINISH_ATTEMPT, (now, "lease_expired", error, None, 0, 0, 0, 0, token))
-            return rescued
-
-        return await self._write(op)
-
-    async def next_wakeup(self, *, now: float) -> float | None:
-        rows = await self._read(
-            "SELECT MIN(t) FROM (SELECT MIN(next_attempt_at) AS t FROM jobs WHERE state = 'queued'"
-            " UNION ALL SELECT MIN(lease_expires_at) FROM jobs WHERE state = 'running')"
-        )
-        return rows[0][0] if rows else None
-
-    # -- check runs -------------------------------------------------------------------------------------
-
-    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
-        return [Job.from_row(r) for r in await self._read(sql.NEEDS_CHECK_SYNC, (limit,))]
-
-    async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            return bool(_fetchall(conn, sql.CLAIM_CHECK_RUN_CREATION, (owner, now + seconds, job_id, now, owner)))
-
-        return await self._write(op)
-
-    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
-                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
-        params = (check_run_id, key, job_id, state.value, attempts, check_run_id)
-
-        def op(conn: sqlite3.Connection) -> bool:
-            return conn.execute(sql.SET_CHECK_RUN_IF_UNCHANGED, params).rowcount == 1
-
-        return await self._write(op)
-
-    async def forget_check_run_status(self, job_id: int, *, check_run_id: int | None) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(sql.FORGET_CHECK_RUN_STATUS, (check_run_id, job_id))
-
-        await self._write(op)
-
-    # -- outbox -----------------------------------------------------------------------------------------
-
-    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._read(sql.PENDING_EFFECTS, (limit,))]
-
-    async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, sent_at = CASE WHEN ? THEN ? END"
-                " WHERE id = ?",
-                (error, 1 if done else 0, now, effect_id),
-            )
-
-        await self._write(op)
-
-    async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
-        rows = await self._read(sql.USAGE_BY_REPO, (since,))
-        return [dict(r) for r in rows]
-
-    async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
-        rows = await self._read(sql.LAST_REVIEWED_HEAD, (repo_id, pr_number))
-        return rows[0][0] if rows else None
-
-    async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                sql.SKIP_IF_LEASE_HELD_AND_UNPOKED, (outcome, now, now, lease.job_id, lease.token, pokes)
-            )
-            if cur.rowcount == 1:
-                conn.execute(sql.FINISH_ATTEMPT, (now, JobState.CANCELLED.value, None, *_usage(None), lease.token))
-            return cur.rowcount == 1
-
-        return await self._write(op)
-
-    async def record_published_review(self, job_id: int, review_id: int) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(sql.RECORD_PUBLISHED_REVIEW, (review_id, job_id))
-
-        await self._write(op)
-
-    async def installation_active(self, installation_id: int) -> bool:
-        rows = await self._read("SELECT active FROM installations WHERE id = ?", (installation_id,))
-        return not rows or bool(rows[0][0])
-
-    # -- settings (queue pause) -------------------------------------------------------------------------
-
-    async def set_setting(self, key: str, value: str) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
-
-        await self._write(op)
-        self._wake_subscribers()  # a resumed queue has claimable work at once (PostgreSQL notifies too)
-
-    async def get_setting(self, key: str) -> str | None:
-        rows = await self._read("SELECT value FROM settings WHERE key = ?", (key,))
-        return rows[0][0] if rows else None
-
-    # -- missed-webhook recovery ------------------------------------------------------------------------
-
-    async def deliveries_to_recover(self, guids: Sequence[str]) -> set[str]:
-        if not guids:
-            return set()
-        rows = await self._read(
-            "SELECT j.value FROM json_each(?) AS j"
-            " WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.delivery_id = j.value)"
-            "   AND NOT EXISTS (SELECT 1 FROM redeliveries r WHERE r.guid = j.value AND r.requested_at IS NOT NULL)",
-            (json.dumps(list(guids)),),
-        )
-        return {r[0] for r in rows}
-
-    async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
-                               stale_before: float) -> bool:  # fmt: skip
-        def op(conn: sqlite3.Connection) -> bool:
-            if _fetchall(conn, "SELECT 1 FROM deliveries WHERE delivery_id = ?", (guid,)):
-                return False
-            rows = _fetchall(conn, sql.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before))
-            return bool(rows)
-
-        return await self._write(op)
-
-    async def mark_redelivery_requested(self, guid: str, *, owner: str, now: float, error: str | None) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(sql.MARK_REDELIVERY_REQUESTED_IF_CLAIMED, (now, error, guid, owner))
-
-        await self._write(op)
-
-    async def release_redelivery(self, guid: str, *, owner: str, error: str) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(sql.RELEASE_REDELIVERY_IF_CLAIMED, (error, guid, owner))
-
-        await self._write(op)
-
-    async def forget_redeliveries(self, before: float) -> int:
-        def op(conn: sqlite3.Connection) -> int:
-            return (conn.execute(sql.FORGET_REDELIVERIES, (before,))).rowcount
-
-        return await self._write(op)
-
-    async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            return bool(_fetchall(conn, sql.TAKE_DUTY_LEASE_IF_FREE, (duty, owner, now + seconds, now)))
-
-        return await self._write(op)
-
-    async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(sql.RELEASE_DUTY_LEASE_IF_HELD, (now, duty, owner))
-
-        await self._write(op)
-
-    # -- reads and admin --------------------------------------------------------------------------------
-
-    async def get_job(self, job_id: int) -> Job | None:
-        rows = await self._read(f"SELECT {sql.JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
-        return Job.from_row(rows[0]) if rows else None
-
-    async def list_jobs(
-        self,
-        *,
-        states: Sequence[str] = (),
-        repo: str | None = None,
-        pr_number: int | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        where, params = ["1 = 1"], []
-        if states:
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            params.extend(states)
-        if repo:
-            where.append("repo_full_name = ?")
-            params.append(repo)
-        if pr_number is not None:
-            where.append("pr_number = ?")
-            params.append(pr_number)
-        rows = await self._read(
-            f"SELECT {sql.JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        )
-        return [Job.from_row(r) for r in rows]
-
-    async def attempts_of(self, job_id: int) -> list[Attempt]:
-        rows = await self._read(
-            "SELECT job_id, attempt, lease_owner, started_at, finished_at, outcome, error, model, input_tokens,"
-            " output_tokens, cache_creation_tokens, cache_read_tokens FROM attempts WHERE job_id = ? ORDER BY id",
-            (job_id,),
-        )
-        return [Attempt(*tuple(r)) for r in rows]
-
-    async def stats(self, *, now: float) -> QueueStats:
-        by_state = {r[0]: r[1] for r in await self._read("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
-        oldest = await self._read("SELECT MIN(created_at) FROM jobs WHERE state IN ('queued', 'running')")
-        expired = await self._read("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?", (now,))
-        awaiting = await self._read(
-            "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
-            " AND state IN ('queued', 'running')"
-        )
-        return QueueStats(
-            by_state=by_state,
-            oldest_pending_created_at=oldest[0][0],
-            expired_leases=expired[0][0],
-            awaiting_reconciliation=awaiting[0][0],
-        )
-
-    async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(sql.OPERATOR_CANCEL, (reason, now, now, job_id))
-            return cur.rowcount == 1
-
-        return await self._write(op)
-
-    async def prune(self, before: float, batch: int) -> int:
-        terminal = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL))
-
-        def op(conn: sqlite3.Connection) -> int:
-            # The newest job always stays: SQLite gives a new row max(id) + 1, and a job id must never be reused
-            # (review markers and check runs name it).
-            rows = _fetchall(
-                conn,
-                f"SELECT id FROM jobs WHERE state IN ({terminal}) AND finished_at < ?"
-                " AND id < (SELECT MAX(id) FROM jobs) ORDER BY finished_at, id LIMIT ?",
-                (before, batch),
-            )
-            ids = [r[0] for r in rows]
-            removed = 0
-            if ids:
-                marks = ",".join("?" * len(ids))
-                # A job that stays may name a pruned one as its superseder; its outcome text still says which.
-                conn.execute(f"UPDATE jobs SET superseded_by = NULL WHERE superseded_by IN ({marks})", ids)
-                conn.execute(f"DELETE FROM attempts WHERE job_id IN ({marks})", ids)
-                removed += (conn.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids)).rowcount
-            cur = conn.execute(
-                "DELETE FROM deliveries WHERE delivery_id IN"
-                " (SELECT delivery_id FROM deliveries WHERE received_at < ? LIMIT ?)",
-                (before, batch),
-            )
-            removed += cur.rowcount
-            return removed + conn.execute(sql.PRUNE_FINISHED_EFFECTS, (before, batch)).rowcount
-
-        return await self._write(op)
-
-    async def retry_job(self, job_id: int, *, now: float) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(sql.OPERATOR_RETRY, (now, now, job_id))
-            return cur.rowcount == 1
-
-        retried = await self._write(op)
-        if retried:
-            self._wake_subscribers()
-        return retried
+    async def _rows(self, stmt: Statement, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        query = for_sqlite(stmt)
+        assert query is not None, "a read every dialect runs"
+        return await self._read(query, params)
+
+
+def _drive(conn: sqlite3.Connection, procedure: Procedure[T], wakes: list[bool]) -> T:
+    """In the writer thread: run every step of ``procedure`` inside the open transaction; its result."""
+    result: Any = None
+    try:
+        while True:
+            result = _step(conn, procedure.send(result), wakes)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _step(conn: sqlite3.Connection, step: Step, wakes: list[bool]) -> Any:
+    kind = type(step)
+    if kind is Wake:
+        if not step.other_hosts:  # type: ignore[union-attr]
+            wakes.append(True)
+        return None
+    query = for_sqlite(step.stmt)  # type: ignore[union-attr]
+    if query is None:  # a step only the other dialect needs
+        return None
+    if kind is Row:
+        return conn.execute(query, step.params).fetchone()  # type: ignore[union-attr]
+    if kind is Rows:
+        return conn.execute(query, step.params).fetchall()  # type: ignore[union-attr]
+    if kind is Count:
+        return conn.execute(query, step.params).rowcount
+    if kind is Later:  # one writer, one transaction at a time: nothing to gain by holding it
+        conn.execute(query, step.params)
+        return None  # type: ignore[union-attr]
+    if kind is Insert:
+        return conn.execute(query, step.params).lastrowid  # type: ignore[union-attr]
+    assert kind is Many
+    conn.executemany(query, step.params)  # type: ignore[union-attr]
+    return None
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:
@@ -694,10 +317,3 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
-
-
-def new_owner_id(prefix: str = "worker") -> str:
-    import os
-    import socket
-
-    return f"{prefix}-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"

@@ -1,0 +1,251 @@
+"""One store over a driver: every Store method written once, as a procedure or a named read (River's driver).
+
+A driver (sqlite.py, postgres.py) supplies the engine's part, and only that: how to open, migrate and ping; how to
+run a procedure in one transaction (``_run``); how to read outside one (``_rows``); how wake-ups reach subscribers.
+It may also batch: SQLite commits concurrent writes together in its writer thread, PostgreSQL commits concurrent
+admissions together and finishes a batch of jobs in one statement."""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from reviewer_app.core.admission import Decision, Enqueue
+from reviewer_app.core.states import JobState
+from reviewer_app.store import procedures as p
+from reviewer_app.store import statements as s
+from reviewer_app.store.base import (
+    AdmitResult,
+    Attempt,
+    Delivery,
+    FencedFinishes,
+    Job,
+    Lease,
+    QueueStats,
+    Usage,
+)
+
+T = TypeVar("T")
+ProcedureFactory = Callable[[], p.Procedure[T]]  # a fresh generator per try: a transaction may run again
+
+
+class DrivenStore(FencedFinishes, abc.ABC):
+    """The store's logic, once; subclasses are the drivers."""
+
+    engine: str
+
+    # -- what a driver supplies ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _run(self, procedure: ProcedureFactory[T], *, one_statement: bool = False) -> T:
+        """Run the procedure in one transaction; return its result after the commit (and its wake-ups sent).
+        ``one_statement``: it runs a single statement on this dialect, which is atomic on its own (a driver may spare
+        the BEGIN and COMMIT round trips)."""
+
+    @abc.abstractmethod
+    async def _rows(self, stmt: s.Statement, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one read outside any write transaction (each row indexable by position and by name)."""
+
+    async def _admit(self, procedure: ProcedureFactory[AdmitResult], key: tuple[int, int, int]) -> AdmitResult:
+        """Run one admission; a driver may commit concurrent admissions together (``key``: their lock order)."""
+        return await self._run(procedure)
+
+    async def _finish_one(self, item: p.Finish) -> bool:
+        """One fenced finish; a driver may finish concurrent ones together."""
+        return item.lease.token in await self._run(lambda: p.finish([item]))
+
+    # -- admission ----------------------------------------------------------------------------------------
+
+    async def admit(self, delivery: Delivery, decision: Decision, *, now: float, max_attempts: int) -> AdmitResult:
+        # Statement parameters are built here, so the transaction (the serial resource) only runs statements.
+        prepared = (
+            p.prepare_enqueue(decision, delivery, now=now, max_attempts=max_attempts)
+            if isinstance(decision, Enqueue)
+            else None
+        )
+        return await self._admit(lambda: p.admit(delivery, decision, prepared, now=now), p.lock_order(decision))
+
+    # -- dispatch -----------------------------------------------------------------------------------------
+
+    async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
+        if limit <= 0:
+            return []
+        return await self._run(
+            lambda: p.claim(owner=owner, limit=limit, now=now, lease_seconds=lease_seconds), one_statement=True
+        )
+
+    async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
+        expires = now + lease_seconds
+        held = await self._run(lambda: p.renew_lease(lease, now=now, expires=expires), one_statement=True)
+        return expires if held else None
+
+    async def renew_leases(self, leases: Sequence[Lease], *, now: float, lease_seconds: float) -> set[str]:
+        if not leases:
+            return set()
+        return await self._run(lambda: p.renew_leases(leases, now=now, lease_seconds=lease_seconds), one_statement=True)
+
+    async def _finish(
+        self, lease: Lease, state: JobState, *, now: float, outcome: str, error: str | None, usage: Usage | None
+    ) -> bool:
+        return await self._finish_one(p.Finish(lease, state.value, outcome, error, now, p.usage_params(usage)))
+
+    async def retry_if_lease_held(
+        self,
+        lease: Lease,
+        *,
+        now: float,
+        at: float,
+        error: str,
+        counts_attempt: bool = True,
+        usage: Usage | None = None,
+    ) -> bool:
+        return await self._run(
+            lambda: p.retry(lease, now=now, at=at, error=error, counts_attempt=counts_attempt, usage=usage)
+        )
+
+    async def save_progress_if_lease_held(self, lease: Lease, *, now: float, **fields: Any) -> bool:
+        query, params = p.progress_update(lease, now=now, fields=fields)
+        return await self._run(lambda: p.changes(query, params)) == 1
+
+    async def record_usage_if_lease_held(self, lease: Lease, usage: Usage) -> bool:
+        return await self._run(lambda: p.record_usage(lease, usage))
+
+    async def rescue_expired(self, *, now: float) -> list[int]:
+        return await self._run(lambda: p.rescue_expired(now=now))
+
+    async def next_wakeup(self, *, now: float) -> float | None:
+        rows = await self._rows(s.NEXT_WAKEUP)
+        return rows[0][0] if rows else None
+
+    # -- check runs ---------------------------------------------------------------------------------------
+
+    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
+        return [Job.from_row(r) for r in await self._rows(s.NEEDS_CHECK_SYNC, (limit,))]
+
+    async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
+        params = (owner, now + seconds, job_id, now, owner)
+        return await self._run(lambda: p.returns_row(s.CLAIM_CHECK_RUN_CREATION, params))
+
+    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
+                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
+        params = (check_run_id, key, job_id, state.value, attempts, check_run_id)
+        return await self._run(lambda: p.changes(s.SET_CHECK_RUN_IF_UNCHANGED, params)) == 1
+
+    async def forget_check_run_status(self, job_id: int, *, check_run_id: int | None) -> None:
+        await self._run(lambda: p.changes(s.FORGET_CHECK_RUN_STATUS, (check_run_id, job_id)))
+
+    # -- outbox, installations, usage ---------------------------------------------------------------------
+
+    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._rows(s.PENDING_EFFECTS, (limit,))]
+
+    async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
+        await self._run(lambda: p.changes(s.MARK_EFFECT, (error, done, now, effect_id)))
+
+    async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._rows(s.USAGE_BY_REPO, (since,))]
+
+    async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
+        rows = await self._rows(s.LAST_REVIEWED_HEAD, (repo_id, pr_number))
+        return rows[0][0] if rows else None
+
+    async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
+        return await self._run(lambda: p.skip_if_unpoked(lease, pokes=pokes, now=now, outcome=outcome))
+
+    async def record_published_review(self, job_id: int, review_id: int) -> None:
+        await self._run(lambda: p.changes(s.RECORD_PUBLISHED_REVIEW, (review_id, job_id)))
+
+    async def installation_active(self, installation_id: int) -> bool:
+        rows = await self._rows(s.SELECT_INSTALLATION_ACTIVE, (installation_id,))
+        return not rows or bool(rows[0][0])
+
+    # -- settings (queue pause) ---------------------------------------------------------------------------
+
+    async def set_setting(self, key: str, value: str) -> None:
+        await self._run(lambda: p.set_setting(key, value))
+
+    async def get_setting(self, key: str) -> str | None:
+        rows = await self._rows(s.SELECT_SETTING, (key,))
+        return rows[0][0] if rows else None
+
+    # -- missed-webhook recovery --------------------------------------------------------------------------
+
+    async def deliveries_to_recover(self, guids: Sequence[str]) -> set[str]:
+        if not guids:
+            return set()
+        return {r[0] for r in await self._rows(s.DELIVERIES_TO_RECOVER, (json.dumps(list(guids)),))}
+
+    async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
+                               stale_before: float) -> bool:  # fmt: skip
+        return await self._run(
+            lambda: p.claim_redelivery(guid, delivery_id, owner=owner, now=now, stale_before=stale_before)
+        )
+
+    async def mark_redelivery_requested(self, guid: str, *, owner: str, now: float, error: str | None) -> None:
+        await self._run(lambda: p.changes(s.MARK_REDELIVERY_REQUESTED_IF_CLAIMED, (now, error, guid, owner)))
+
+    async def release_redelivery(self, guid: str, *, owner: str, error: str) -> None:
+        await self._run(lambda: p.changes(s.RELEASE_REDELIVERY_IF_CLAIMED, (error, guid, owner)))
+
+    async def forget_redeliveries(self, before: float) -> int:
+        return await self._run(lambda: p.changes(s.FORGET_REDELIVERIES, (before,)))
+
+    async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
+        return await self._run(lambda: p.returns_row(s.TAKE_DUTY_LEASE_IF_FREE, (duty, owner, now + seconds, now)))
+
+    async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None:
+        await self._run(lambda: p.changes(s.RELEASE_DUTY_LEASE_IF_HELD, (now, duty, owner)))
+
+    # -- reads and admin ----------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job | None:
+        rows = await self._rows(f"SELECT {s.JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        return Job.from_row(rows[0]) if rows else None
+
+    async def list_jobs(
+        self,
+        *,
+        states: Sequence[str] = (),
+        repo: str | None = None,
+        pr_number: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        where: list[str] = ["1 = 1"]
+        params: list[Any] = []
+        if states:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            params.extend(str(st) for st in states)
+        if repo:
+            where.append("repo_full_name = ?")
+            params.append(repo)
+        if pr_number is not None:
+            where.append("pr_number = ?")
+            params.append(pr_number)
+        query = f"SELECT {s.JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
+        return [Job.from_row(r) for r in await self._rows(query, (*params, limit))]
+
+    async def attempts_of(self, job_id: int) -> list[Attempt]:
+        return [Attempt(*tuple(r)) for r in await self._rows(s.SELECT_ATTEMPTS, (job_id,))]
+
+    async def stats(self, *, now: float) -> QueueStats:
+        by_state = {r[0]: r[1] for r in await self._rows(s.STATE_COUNTS)}
+        oldest = await self._rows(s.OLDEST_PENDING)
+        expired = await self._rows(s.EXPIRED_LEASES, (now,))
+        awaiting = await self._rows(s.AWAITING_RECONCILIATION)
+        return QueueStats(
+            by_state=by_state,
+            oldest_pending_created_at=oldest[0][0],
+            expired_leases=expired[0][0],
+            awaiting_reconciliation=awaiting[0][0],
+        )
+
+    async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool:
+        return await self._run(lambda: p.changes(s.OPERATOR_CANCEL, (reason, now, now, job_id))) == 1
+
+    async def retry_job(self, job_id: int, *, now: float) -> bool:
+        return await self._run(lambda: p.operator_retry(job_id, now=now))
+
+    async def prune(self, before: float, batch: int) -> int:
+        return await self._run(lambda: p.prune(before, batch))
