@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 Side = Literal["RIGHT", "LEFT"]
@@ -66,10 +66,3 @@ class InlineComment:
     suggestion: str | None = None
     fallback: str | None = None
 
-
-@dataclass(frozen=True)
-class ReviewDraft:
-    """A review ready to publish: body (with marker) and inline comments."""
-
-    body: str
-    comments: tuple[InlineComment, ...] = field(default_factory=tuple)

@@ -13,7 +13,6 @@ from reviewer_app.core.errors import (
     Cancelled,
     JobError,
     LeaseLost,
-    PermanentError,
     Settled,
     Superseded,
     TransientError,
@@ -375,5 +374,3 @@ class Dispatcher:
                 usage=None,
             )  # fmt: skip
 
-
-__all__ = ["Dispatcher", "PermanentError"]

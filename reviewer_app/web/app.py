@@ -5,10 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from reviewer_app.web.health import Probes
+from reviewer_app.web.setup import WEBHOOK_PATH
 from reviewer_app.web.webhooks import Receiver
 
 RECEIVER = web.AppKey("receiver", Receiver)
-WEBHOOK_PATH = "/api/github/webhooks"
 
 
 async def healthz(request: web.Request) -> web.Response:
