@@ -303,6 +303,22 @@ async def test_check_run_rerun_creates_a_new_review_of_that_head(tmp_path) -> No
         assert suite["outcome"] == "enqueued"
 
 
+async def test_each_rerun_click_gives_one_new_review_and_a_redelivery_none(tmp_path) -> None:
+    # GitHub reuses the check run's (and the suite's) id across clicks: keyed on it, the second click was a duplicate.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        run = h.check_runs(pull.head_sha)[0]
+        answers = []
+        for click in ("click-1", "click-2"):
+            answer = await h.deliver("check_run", h.rerun_payload(pull, run), delivery=click)
+            assert answer["outcome"] == "enqueued", answer
+            answers.append(answer)
+            await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        again = await h.deliver("check_run", h.rerun_payload(pull, run), delivery="click-2")
+        assert again["outcome"] == "duplicate-delivery" and len(h.reviews()) == 3
+
+
 async def test_rerun_of_another_apps_check_is_ignored(tmp_path) -> None:
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])

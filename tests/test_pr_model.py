@@ -65,7 +65,7 @@ COVERAGE: Counter[str] = Counter()  # what the sequences covered, printed by the
 
 @dataclass
 class Request:
-    """A requested review the app accepted: `/review` (trigger manual:<comment>) or Re-run (rerun:<check run>)."""
+    """A requested review the app accepted: `/review` (trigger manual:<comment>) or Re-run (rerun:<delivery>)."""
 
     trigger: str
     pr: int
@@ -278,7 +278,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         answer = self.send("check_run", self.h.rerun_payload(self.gh.pulls[(REPO, pr.number)], run))
         assert answer is not None
         if answer["outcome"] == "enqueued" and self.installation_active:
-            self.requests.append(Request(f"rerun:{run['id']}", pr.number, pr.episode))
+            self.requests.append(Request(f"rerun:{self.sent[-1].delivery}", pr.number, pr.episode))
 
     # -- installation lifecycle -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from reviewer_app.core.timestamps import parse_time
 AUTO_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review"})
 
 # Automatic triggers: a push to a ready pull request, and a push to a draft (reviewed only where the repository
-# asks for drafts). Requested reviews carry "manual:<comment id>" or "rerun:<check run node id>".
+# asks for drafts). Requested reviews carry "manual:<comment id>" or "rerun:<delivery id>".
 TRIGGER_AUTO = "auto"
 TRIGGER_DRAFT = "draft"
 AUTOMATIC_TRIGGERS = frozenset({TRIGGER_AUTO, TRIGGER_DRAFT})
@@ -326,8 +326,13 @@ def decide_comment(
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=accepted)
 
 
-def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None) -> Decision:
-    """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head."""
+def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None,
+                 delivery_id: str) -> Decision:  # fmt: skip
+    """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head.
+
+    Each click is its own request, keyed on its delivery: GitHub keeps one suite per app and commit (and a check
+    run's id) across clicks, so a key on either would make every click after the first a duplicate. A redelivery
+    of the same delivery keeps its id, and stays a duplicate."""
     if action != "rerequested":
         return Ignore(f"{event} action {action!r} triggers nothing")
     node = _get(payload, event)
@@ -348,7 +353,7 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
         installation_id=inst,
         pr_number=number,
         head_sha=head,
-        trigger=f"rerun:{node.get('id')}",
+        trigger=f"rerun:{delivery_id}",
         priority=PRIORITY_MANUAL,
         details={"full": True, "rerun_of": node.get("id")},
     )

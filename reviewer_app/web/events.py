@@ -73,7 +73,7 @@ check_runs = routing.Router()
 @check_runs.register("check_suite")
 async def on_rerequested(event: sansio.Event, decisions: Decisions) -> None:
     decisions.items.append(decide_rerun(event.event, str(event.data.get("action")), event.data,
-                                        app_id=decisions.app_id))  # fmt: skip
+                                        app_id=decisions.app_id, delivery_id=str(event.delivery_id)))  # fmt: skip
 
 
 installations = routing.Router()
