@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from reviewer_app.core.admission import CancelPR, Enqueue, Ignore, MalformedPayload, decide_pull_request
+from reviewer_app.core.admission import (
+    CancelPR,
+    Enqueue,
+    Ignore,
+    MalformedPayload,
+    decide_pull_request,
+    rerun_job_id,
+)
+from reviewer_app.github.checks import external_id
 from tests.helpers import pr_payload, sha
 
 
@@ -49,3 +57,12 @@ def test_debounce_applies_to_pushes_only() -> None:
     d2 = decide_pull_request("opened", pr_payload(), debounce_seconds=30)
     assert isinstance(d1, Enqueue) and d1.job.delay_seconds == 30
     assert isinstance(d2, Enqueue) and d2.job.delay_seconds == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "job"),
+    [(external_id(42), 42), ("reviewer-app-job-042", None), ("reviewer-app-job-", None), ("other-42", None),
+     ("reviewer-app-job-1" + "0" * 18, None), (42, None), (None, None)],
+)  # fmt: skip
+def test_a_check_runs_external_id_names_its_job(value: object, job: int | None) -> None:
+    assert rerun_job_id({"check_run": {"external_id": value}}) == job

@@ -319,6 +319,27 @@ async def test_each_rerun_click_gives_one_new_review_and_a_redelivery_none(tmp_p
         assert again["outcome"] == "duplicate-delivery" and len(h.reviews()) == 3
 
 
+async def test_rerun_on_a_fork_pull_request_finds_it_through_the_runs_external_id(tmp_path) -> None:
+    # GitHub lists no pull request on a fork's check run: the Re-run was ignored as "not attached to a pull request".
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        [run] = h.check_runs(pull.head_sha)
+        payload = h.rerun_payload(pull, run)
+        payload["check_run"].update(pull_requests=[], external_id=run["external_id"])
+        answer = await h.deliver("check_run", payload)
+        assert answer["outcome"] == "enqueued", answer
+        rerun = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert rerun.pr_number == pull.number and len(h.reviews()) == 2
+        # A run naming a job of another repository (or none) is not tied to this one's pull request.
+        other = h.rerun_payload(pull, run)
+        other["check_run"].update(pull_requests=[], external_id=run["external_id"])
+        other["repository"]["id"] += 1
+        assert (await h.deliver("check_run", other))["outcome"] == "ignored"
+        payload["check_run"]["external_id"] = "reviewer-app-job-999999"
+        assert (await h.deliver("check_run", payload))["outcome"] == "ignored"
+
+
 async def test_rerun_of_another_apps_check_is_ignored(tmp_path) -> None:
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])

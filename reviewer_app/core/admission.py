@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -326,13 +327,28 @@ def decide_comment(
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=accepted)
 
 
-def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None,
-                 delivery_id: str) -> Decision:  # fmt: skip
+def rerun_job_id(payload: dict[str, Any]) -> int | None:
+    """The job a ``check_run`` payload's own run belongs to, from its ``external_id`` (``reviewer-app-job-N``, see
+    github/checks.py), or None. GitHub leaves ``pull_requests`` empty for a pull request from a fork, so a Re-run
+    there is tied to its pull request through the job that created the run."""
+    node = payload.get("check_run")
+    value = node.get("external_id") if isinstance(node, dict) else None
+    found = _JOB_EXTERNAL_ID.fullmatch(value) if isinstance(value, str) else None
+    return int(found.group(1)) if found else None
+
+
+_JOB_EXTERNAL_ID = re.compile(r"reviewer-app-job-([1-9][0-9]{0,17})")
+
+
+def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None, delivery_id: str,
+                 job_pull: tuple[int, int] | None = None) -> Decision:  # fmt: skip
     """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head.
 
     Each click is its own request, keyed on its delivery: GitHub keeps one suite per app and commit (and a check
     run's id) across clicks, so a key on either would make every click after the first a duplicate. A redelivery
-    of the same delivery keeps its id, and stays a duplicate."""
+    of the same delivery keeps its id, and stays a duplicate. ``job_pull`` is (repository id, PR number) of the
+    job the run's ``external_id`` names, as the receiver read it from the store (see ``rerun_job_id``); it is used
+    only when the payload lists no pull request and only for a job of the same repository."""
     if action != "rerequested":
         return Ignore(f"{event} action {action!r} triggers nothing")
     node = _get(payload, event)
@@ -341,14 +357,20 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
         return Ignore(f"{event} belongs to another app")
     inst = _installation_id(payload)
     pulls = node.get("pull_requests") or []
-    if inst is None or not pulls:
+    repo_id = _int(payload, "repository", "id")
+    if pulls:
+        number = pulls[0].get("number")
+        if not isinstance(number, int):
+            raise MalformedPayload(f"payload field {event}.pull_requests[0].number is not an integer")
+    elif job_pull is not None and job_pull[0] == repo_id:
+        number = job_pull[1]  # a fork's pull request: GitHub lists none, the run's own job names it
+    else:
+        number = None
+    if inst is None or number is None:
         return Ignore(f"{event} is not attached to a pull request")
     head = _str(payload, event, "head_sha")
-    number = pulls[0].get("number")
-    if not isinstance(number, int):
-        raise MalformedPayload(f"payload field {event}.pull_requests[0].number is not an integer")
     spec = JobSpec(
-        repo_id=_int(payload, "repository", "id"),
+        repo_id=repo_id,
         repo_full_name=_str(payload, "repository", "full_name"),
         installation_id=inst,
         pr_number=number,

@@ -28,6 +28,7 @@ class Decisions:
     app_id: int | None = None
     app_slug: str = ""
     guard: Guard | None = None
+    rerun_job_pull: tuple[int, int] | None = None  # (repository id, PR number) of the job a check run names
     items: list[Decision] = field(default_factory=list)
 
     @property
@@ -73,7 +74,8 @@ check_runs = routing.Router()
 @check_runs.register("check_suite")
 async def on_rerequested(event: sansio.Event, decisions: Decisions) -> None:
     decisions.items.append(decide_rerun(event.event, str(event.data.get("action")), event.data,
-                                        app_id=decisions.app_id, delivery_id=str(event.delivery_id)))  # fmt: skip
+                                        app_id=decisions.app_id, delivery_id=str(event.delivery_id),
+                                        job_pull=decisions.rerun_job_pull))  # fmt: skip
 
 
 installations = routing.Router()
