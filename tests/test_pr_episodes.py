@@ -317,3 +317,23 @@ async def test_a_push_held_back_until_after_a_force_push_back_still_leaves_the_h
         await resume_queue(h)
         await quiet(h)
         assert [r["commit_id"] for r in bot_reviews(h)] == [a]
+
+
+async def test_a_retargeted_base_gets_a_full_review_of_the_head(tmp_path) -> None:
+    # `pull_request.edited` was ignored whatever changed, so a PR moved onto another base kept a review of the old diff.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        title = h.pr_payload(pull, "edited") | {"changes": {"title": {"from": "old title"}}}
+        assert (await h.deliver("pull_request", title))["outcome"] == "ignored"
+        pull.base_ref = "release"
+        edited = h.pr_payload(pull, "edited") | {
+            "changes": {"base": {"ref": {"from": "main"}, "sha": {"from": "0" * 40}}}
+        }
+        answer = await h.deliver("pull_request", edited)
+        assert answer["outcome"] == "enqueued", answer
+        job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert job.head_sha == pull.head_sha and job.details["full"] is True and len(h.reviews()) == 2
+        assert "Incremental review" not in h.reviews()[-1]["body"]
+        again = await h.deliver("pull_request", edited, delivery=job.details["delivery_id"])
+        assert again["outcome"] == "duplicate-delivery" and len(h.reviews()) == 2

@@ -15,6 +15,9 @@ AUTO_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review
 TRIGGER_AUTO = "auto"
 TRIGGER_DRAFT = "draft"
 AUTOMATIC_TRIGGERS = frozenset({TRIGGER_AUTO, TRIGGER_DRAFT})
+# A base retargeted ("base:<delivery id>"): a full review of the head, owned by the pull request like a request,
+# but skipped while automatic reviews are paused.
+TRIGGER_RETARGET = "base:"
 
 # Why pending work ends with its episode: the pull request closed, or the app lost access to it. Such a job is
 # history; when the pull request (or the installation, or the repository) comes back, its head is owed a review.
@@ -197,13 +200,20 @@ def _str(payload: dict[str, Any], *path: str) -> str:
 
 
 def decide_pull_request(
-    action: str, payload: dict[str, Any], *, debounce_seconds: float = 0.0, guard: Guard | None = None
+    action: str,
+    payload: dict[str, Any],
+    *,
+    debounce_seconds: float = 0.0,
+    guard: Guard | None = None,
+    delivery_id: str = "",
 ) -> Decision:
     """The decision for a ``pull_request`` event."""
     repo_id = _int(payload, "repository", "id")
     number = _int(payload, "pull_request", "number")
     if action == "closed":
         return CancelPR(repo_id, number, PR_CLOSED)
+    if action == "edited":
+        return _decide_retarget(payload, guard=guard, delivery_id=delivery_id)
     if action not in AUTO_ACTIONS:
         return Ignore(f"pull_request action {action!r} does not start a review")
     draft = _get(payload, "pull_request").get("draft") is True
@@ -238,6 +248,23 @@ def decide_pull_request(
     )
     daily = Guard(reviews_per_day=guard.reviews_per_day) if guard and guard.reviews_per_day else None
     return Enqueue(spec, guard=daily)
+
+
+def _decide_retarget(payload: dict[str, Any], *, guard: Guard | None, delivery_id: str) -> Decision:
+    """``pull_request.edited``: only a new base matters (title and body edits change no code). The diff is now taken
+    against another branch, so the head is reviewed again in full, whatever was reviewed of it before. It is keyed
+    on its delivery (each retarget is its own; a redelivery is a duplicate), belongs to the pull request like a
+    Re-run (follows it to its newest head, supersedes nothing), but is automatic work: paused PRs skip it and the
+    daily limit counts it."""
+    if not isinstance(payload.get("changes"), dict) or not isinstance(payload["changes"].get("base"), dict):
+        return Ignore("pull_request edited without a new base changes no code")
+    decision = decide_pull_request("opened", payload, guard=guard)
+    if not isinstance(decision, Enqueue):
+        return decision
+    base_sha = decision.job.details.get("base_sha")
+    spec = replace(decision.job, trigger=f"{TRIGGER_RETARGET}{delivery_id or base_sha}",
+                   details={**decision.job.details, "action": "edited", "full": True})  # fmt: skip
+    return replace(decision, job=spec, supersede_older_heads=False)
 
 
 def decide_observed_head(installation_id: int, repo_id: int | None, repo_full_name: str | None,

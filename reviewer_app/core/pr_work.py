@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, EPISODE_ENDINGS, TRIGGER_DRAFT, Enqueue
+from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, EPISODE_ENDINGS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue
 
 # How a job ended that still answers for its revision: a request with the same revision key is a duplicate.
 LIVE_STATES = ("queued", "running", "succeeded")
@@ -105,7 +105,7 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
     before = before if isinstance(before, str) and before else None
     event_at = spec.details.get("event_at")
     event_at = event_at if isinstance(event_at, int | float) else None
-    automatic = decision.automatic and spec.trigger in AUTOMATIC_TRIGGERS
+    automatic = decision.automatic and (spec.trigger in AUTOMATIC_TRIGGERS or spec.trigger.startswith(TRIGGER_RETARGET))
     follow: tuple[int, ...] = ()
     if spec.head_sha and decision.supersede_older_heads:
         # A head was pushed: requested reviews that settled on another head follow it (unless it is known older).

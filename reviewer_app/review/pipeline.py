@@ -17,6 +17,7 @@ from reviewer_app.core.admission import (
     PR_CLOSED_AT_WORKER,
     TRIGGER_AUTO,
     TRIGGER_DRAFT,
+    TRIGGER_RETARGET,
     Enqueue,
     decide_observed_head,
 )
@@ -130,6 +131,8 @@ class ReviewPipeline:
         if job.trigger in AUTOMATIC_TRIGGERS:
             await self._check_automatic(ctx, pr, rc)
         else:
+            if job.trigger.startswith(TRIGGER_RETARGET):
+                _check_retarget(pr, rc)
             await self._check_unanswered(ctx)
         async with self.checks.lock(job.id):
             check_run_id = await self.checks.show_for_attempt(ctx, desired_check(job))
@@ -468,3 +471,13 @@ class ReviewPipeline:
         reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
         found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
         return None if found is None else int(found["id"])
+
+
+def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:
+    """A retargeted base is automatic work: skipped (visibly) where the repository turned automatic reviews off, or
+    for a draft the repository does not review."""
+    if not rc.auto:
+        raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask for one")
+    if pr.get("draft") is True and not rc.drafts:
+        raise Cancelled("skipped: draft pull request; it is reviewed when marked ready for review (or set "
+                        f"`drafts: true` in {CONFIG_PATH}, or comment /review)")  # fmt: skip

@@ -50,7 +50,7 @@ async def on_pull_request(event: sansio.Event, decisions: Decisions) -> None:
         decisions.items.append(Ignore("pull_request event without an action"))
         return
     decision = decide_pull_request(action, event.data, debounce_seconds=decisions.debounce_seconds,
-                                   guard=decisions.guard)  # fmt: skip
+                                   guard=decisions.guard, delivery_id=str(event.delivery_id))  # fmt: skip
     if isinstance(decision, Enqueue):
         event_at = _event_at(event.data)
         if event_at is not None:
