@@ -127,9 +127,15 @@ UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at =
  WHERE id = ? AND state IN ({_states(JobEvent.CANCEL)})
 """
 
+# An operator's retry of a finished job. A check run GitHub shows completed is forgotten (with any creation claim):
+# GitHub does not reliably reopen a completed run, so the new attempt gets a new one (same external_id).
 OPERATOR_RETRY = f"""
 UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at = ?, updated_at = ?,
-       finished_at = NULL, outcome = NULL, check_run_status = NULL
+       finished_at = NULL, outcome = NULL,
+       check_run_id = CASE WHEN check_run_status = 'completed' THEN NULL ELSE check_run_id END,
+       check_run_claim = CASE WHEN check_run_status = 'completed' THEN NULL ELSE check_run_claim END,
+       check_run_claim_until = CASE WHEN check_run_status = 'completed' THEN NULL ELSE check_run_claim_until END,
+       check_run_status = NULL
  WHERE id = ? AND state IN ({_states(JobEvent.RETRY_BY_OPERATOR)})
    AND NOT EXISTS (SELECT 1 FROM jobs AS live WHERE live.revision_key = jobs.revision_key AND live.id <> jobs.id
                    AND live.state IN ({LIVE_STATES}))

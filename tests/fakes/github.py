@@ -330,6 +330,7 @@ class FakeGitHub:
         self.review_comments: dict[tuple[str, int], list[Json]] = {}
         self.issue_comments: dict[tuple[str, int], list[Json]] = {}
         self.check_runs: dict[int, Json] = {}
+        self.check_run_regressions: list[tuple[int, str, str]] = []  # (run, status shown, status asked for)
         self._check_run_repo: dict[int, str] = {}
         self.reactions: dict[int, list[Json]] = {}
         self.deliveries: list[Json] = []
@@ -1291,6 +1292,12 @@ class FakeGitHub:
         data = await self._body(request)
         updated = json.loads(json.dumps(run))
         self._apply_check_run_update(updated, data)  # validate on a copy: a 422 changes nothing
+        back = {"completed": ("queued", "in_progress"), "in_progress": ("queued",)}.get(run["status"], ())
+        if updated["status"] in back:
+            # GitHub does not reliably take a run back (a completed run reopened, one in progress queued again):
+            # the fake never does, and keeps the attempt for tests to see.
+            self.check_run_regressions.append((run["id"], run["status"], updated["status"]))
+            updated.update(status=run["status"], conclusion=run["conclusion"], completed_at=run["completed_at"])
         run.update(updated)
         return web.json_response(run)
 
