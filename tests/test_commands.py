@@ -414,3 +414,26 @@ async def test_a_burst_of_requests_by_one_person_costs_one_permission_lookup(tmp
             answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review", association="MEMBER"))
             await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         assert len(h.github.requests_matching("GET", r"/collaborators/maintainer/permission$")) == 1
+
+
+async def test_a_push_past_compares_300_files_is_reviewed_in_full(tmp_path) -> None:
+    # GitHub's compare stops at 300 files: the incremental review trusted it and never saw, nor listed, the rest.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        old = pull.head_sha
+        many = [added_file(f"gen/m{i:03}.py", [f"X = {i}"]) for i in range(301)]
+        h.github.advance_head(REPO, 1, files=[SOURCE, *many])
+        h.github.set_compare_files(REPO, old, pull.head_sha, many)
+        second = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        job = await h.wait_state(second["job_id"], JobState.SUCCEEDED)
+        assert "Incremental review" not in h.reviews()[-1]["body"] and job.details["incremental"] is False
+
+
+async def test_a_pull_request_over_githubs_3000_listed_files_says_what_was_not_seen(tmp_path) -> None:
+    # GitHub lists 3,000 files of a pull request and cuts the rest silently; the review said nothing of them.
+    async with harness(tmp_path) as h:
+        files = [added_file(f"gen/f{i:04}.py", [f"X = {i}"]) for i in range(3002)]
+        _, job_id = await h.open_pr(files=files)
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert "Not reviewed: 2 of the 3002 changed files." in h.reviews()[-1]["body"]

@@ -24,6 +24,7 @@ from reviewer_app.redaction import redact_url
 log = logging.getLogger(__name__)
 
 MAX_PULL_FILES = 3000  # GitHub lists no more than this many files of a pull request
+MAX_COMPARE_FILES = 300  # a comparison's `files` stop at this many, without saying how many there are
 PER_PAGE = 100
 API_VERSION = "2022-11-28"
 ACCEPT = "application/vnd.github+json"  # GitHub's documented media type (gidgethub's default is the older v3 one)

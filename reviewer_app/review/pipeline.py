@@ -35,7 +35,7 @@ from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
-from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
@@ -153,6 +153,9 @@ class ReviewPipeline:
         else:
             log.info("job %s: publishing the stored model answer (no new model call)", job.id)
         summary = stored["summary"]
+        unlisted = _unlisted_files(pr, len(files))
+        if unlisted:
+            summary = f"{unlisted}\n\n{summary}"
         comments = [ModelComment(**c) for c in stored["comments"]]
         not_covered = [tuple(x) for x in stored["not_covered"]]
         anchored = anchor(comments, diffs)
@@ -264,7 +267,14 @@ class ReviewPipeline:
             log.info("job %s: %s is not an ancestor of %s; reviewing the whole pull request", job.id, last[:12],
                      job.head_sha[:12])  # fmt: skip
             return full
-        changed = select_files(comparison.get("files") or [], ignore=ignore)
+        compared = comparison.get("files") or []
+        if len(compared) >= MAX_COMPARE_FILES:
+            # GitHub's compare lists at most 300 files and says nothing of the rest: an incremental review would
+            # neither review nor list them. The pull request's own file list goes further.
+            log.info("job %s: the comparison since %s lists %d files, GitHub's limit; reviewing the whole pull request",
+                     job.id, last[:12], len(compared))  # fmt: skip
+            return full
+        changed = select_files(compared, ignore=ignore)
         note = (f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
                 f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
         return Scope(changed, note, base=last)
@@ -481,3 +491,14 @@ def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:
     if pr.get("draft") is True and not rc.drafts:
         raise Cancelled("skipped: draft pull request; it is reviewed when marked ready for review (or set "
                         f"`drafts: true` in {CONFIG_PATH}, or comment /review)")  # fmt: skip
+
+
+def _unlisted_files(pr: dict[str, Any], listed: int) -> str | None:
+    """What the review body says when GitHub listed fewer files than the pull request changes (it lists at most
+    3,000, and cuts the rest without a word), or None."""
+    changed = pr.get("changed_files")
+    if not isinstance(changed, int) or isinstance(changed, bool) or changed <= listed:
+        return None
+    return (f"**Not reviewed: {changed - listed} of the {changed} changed files.** GitHub lists at most "
+            f"{MAX_PULL_FILES:,} files of a pull request, so the others were neither seen nor reviewed. Split the pull "
+            "request to have them reviewed.")  # fmt: skip

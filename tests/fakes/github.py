@@ -35,6 +35,7 @@ Json = dict[str, Any]
 PER_PAGE_DEFAULT = 30
 PER_PAGE_MAX = 100
 PULL_FILES_CAP = 3000  # GitHub lists at most 3000 files of a pull request
+COMPARE_FILES_CAP = 300  # and at most 300 files of a comparison, silently
 RATE_LIMIT = 5000
 JWT_MAX_LIFETIME = 600 + 60  # GitHub caps app JWTs at 10 minutes; a little slack for clock drift
 MANIFEST_CODE_LIFETIME = 3600.0  # a manifest flow's temporary code works once, within an hour
@@ -1455,7 +1456,7 @@ class FakeGitHub:
                 "base_commit": {"sha": base},
                 "merge_base_commit": {"sha": merge_base},
                 "commits": [{"sha": sha, "commit": {"message": "commit"}} for sha in reversed(head_chain[:ahead])],
-                "files": files,
+                "files": files[:COMPARE_FILES_CAP],
             }
         )
 
