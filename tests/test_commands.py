@@ -437,3 +437,19 @@ async def test_a_pull_request_over_githubs_3000_listed_files_says_what_was_not_s
         _, job_id = await h.open_pr(files=files)
         await h.wait_state(job_id, JobState.SUCCEEDED)
         assert "Not reviewed: 2 of the 3002 changed files." in h.reviews()[-1]["body"]
+
+
+async def test_rerun_respects_the_hourly_and_daily_limits(tmp_path) -> None:
+    # Re-run ignored both budget limits (the help text said it did not).
+    async with harness(tmp_path, REVIEWER_MAX_MANUAL_PER_PR_HOUR="1", REVIEWER_MAX_REVIEWS_PER_DAY="3") as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        run = h.check_runs(pull.head_sha)[0]
+        one = await h.deliver("check_run", h.rerun_payload(pull, run))
+        assert one["outcome"] == "enqueued"
+        two = await h.deliver("check_run", h.rerun_payload(pull, run))
+        assert two["outcome"] == "refused" and "per pull request per hour" in two["reason"]
+        await h.wait_state(one["job_id"], JobState.SUCCEEDED)
+        other, _ = await h.open_pr(number=2)
+        daily = await h.deliver("check_run", h.rerun_payload(other, run))
+        assert daily["outcome"] == "refused" and "per day" in daily["reason"]

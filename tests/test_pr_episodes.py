@@ -337,3 +337,26 @@ async def test_a_retargeted_base_gets_a_full_review_of_the_head(tmp_path) -> Non
         assert "Incremental review" not in h.reviews()[-1]["body"]
         again = await h.deliver("pull_request", edited, delivery=job.details["delivery_id"])
         assert again["outcome"] == "duplicate-delivery" and len(h.reviews()) == 2
+
+
+async def test_a_push_while_a_review_prepares_stops_it_before_the_model_is_paid(tmp_path) -> None:
+    # The head was read once at the start: a push landing while context was read (its webhook late or lost) still
+    # cost a model call for a head nobody would see reviewed.
+    async with harness(tmp_path) as h:
+        stall = h.github.inject("GET", r"/contents/", "hang")
+        pull, job_id = await h.open_pr()
+        await eventually(lambda: _now(stall.hits == 1))
+        newer = h.github.advance_head(REPO, 1)
+        h.github.release_hangs()
+        job = await h.wait_state(job_id, JobState.SUPERSEDED)
+        assert newer in (job.outcome or "")
+        handed = await eventually(lambda: _reviewed(h, newer))
+        assert handed["commit_id"] == newer and len(h.anthropic.message_requests) == 1
+
+
+async def _now(value: Any) -> Any:
+    return value
+
+
+async def _reviewed(h: Harness, head: str) -> dict[str, Any] | None:
+    return next((r for r in h.reviews() if r["commit_id"] == head), None)

@@ -368,7 +368,7 @@ _JOB_EXTERNAL_ID = re.compile(r"reviewer-app-job-([1-9][0-9]{0,17})")
 
 
 def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None, delivery_id: str,
-                 job_pull: tuple[int, int] | None = None) -> Decision:  # fmt: skip
+                 job_pull: tuple[int, int] | None = None, guard: Guard | None = None) -> Decision:  # fmt: skip
     """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head.
 
     Each click is its own request, keyed on its delivery: GitHub keeps one suite per app and commit (and a check
@@ -406,8 +406,10 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
         priority=PRIORITY_MANUAL,
         details={"full": True, "rerun_of": node.get("id")},
     )
-    # A requested review: it follows the pull request to its newest head and supersedes nothing.
-    return Enqueue(spec, supersede_older_heads=False, automatic=False)
+    # A requested review: it follows the pull request to its newest head and supersedes nothing. Like `/review`, it
+    # counts against both budget limits (a refusal shows on the head's check run; there is no comment to react on).
+    limits = Guard(guard.reviews_per_day, guard.manual_per_pr_hour) if guard else None
+    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=limits)
 
 
 def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Decision:

@@ -367,6 +367,10 @@ class ReviewPipeline:
             key = hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
             done = progress["parts"].get(key)
             if done is None:
+                # The head read at the start may be minutes old by now (reading context, an earlier part): a push
+                # since then makes this call pointless, and pushing right after a review starts is free to anyone.
+                current = await self.github.get_pull(inst, job.repo_full_name, job.pr_number)
+                await self._still_applies(ctx, current)
                 done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
             model = done["model"]
             summaries.append(done["summary"] if len(plan.parts) == 1 else f"**Part {i}:** {done['summary']}")

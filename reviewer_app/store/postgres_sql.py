@@ -94,7 +94,7 @@ SELECT (SELECT reason FROM installations WHERE id = $1 AND active = 0) AS inacti
        EXISTS (SELECT 1 FROM settings WHERE key = $2 AND value = '1') AS paused,
        (SELECT id FROM jobs WHERE revision_key = $3 AND state IN ({sql.LIVE_STATES})) AS live_id,
        CASE WHEN $4::boolean THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = $1 AND created_at > $5
-                                   AND state NOT IN ('superseded', 'cancelled')) ELSE 0 END AS reviews_today,
+                                   AND {sql.SPENT_JOB}) ELSE 0 END AS reviews_today,
        CASE WHEN $6::boolean THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = $7 AND pr_number = $8 AND priority = 0
                                    AND created_at > $9) ELSE 0 END AS manual_recent,
        CASE WHEN $10::boolean THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = $7 AND pr_number = $8

@@ -127,6 +127,12 @@ UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at =
  WHERE id = ? AND state IN ({_states(JobEvent.CANCEL)})
 """
 
+# A job that counts against the daily review limit: pending or finished, and a superseded or cancelled one that was
+# claimed (its model call may have begun; a push right after a review starts must not make it free), unless the
+# worker skipped it before asking the model.
+SPENT_JOB = """(state NOT IN ('superseded', 'cancelled') OR (attempts > 0
+  AND COALESCE(outcome, '') NOT LIKE 'skipped: %' AND COALESCE(outcome, '') NOT LIKE 'covered: %'))"""
+
 # An operator's retry of a finished job. A check run GitHub shows completed is forgotten (with any creation claim):
 # GitHub does not reliably reopen a completed run, so the new attempt gets a new one (same external_id).
 OPERATOR_RETRY = f"""

@@ -117,7 +117,7 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = ?) AS seen,
        EXISTS (SELECT 1 FROM settings WHERE key = ? AND value = '1') AS paused,
        (SELECT id FROM jobs WHERE revision_key = ? AND state IN ({sql.LIVE_STATES})) AS live_id,
        CASE WHEN ? THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = ?
-                         AND created_at > ? AND state NOT IN ('superseded', 'cancelled'))
+                         AND created_at > ? AND {sql.SPENT_JOB})
             ELSE 0 END AS reviews_today,
        CASE WHEN ? THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ?
                          AND priority = 0 AND created_at > ?)

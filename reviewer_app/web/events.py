@@ -75,7 +75,7 @@ check_runs = routing.Router()
 async def on_rerequested(event: sansio.Event, decisions: Decisions) -> None:
     decisions.items.append(decide_rerun(event.event, str(event.data.get("action")), event.data,
                                         app_id=decisions.app_id, delivery_id=str(event.delivery_id),
-                                        job_pull=decisions.rerun_job_pull))  # fmt: skip
+                                        job_pull=decisions.rerun_job_pull, guard=decisions.guard))  # fmt: skip
 
 
 installations = routing.Router()
