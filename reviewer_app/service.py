@@ -207,7 +207,8 @@ async def build_service(
         if result.outcome == "installation" and result.installation_gone is None and recovery is not None:
             recovery.wake_sweep()  # an installation or repository is back: its open heads are owed reviews
 
-    guard = Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour)
+    guard = Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour,
+                  author_per_day=cfg.max_auto_per_author_day)  # fmt: skip
     receiver: Receiver | None = None
     if receive:
         receiver = Receiver(

@@ -7,6 +7,7 @@ import pytest
 from reviewer_app.core.admission import (
     CancelPR,
     Enqueue,
+    Guard,
     Ignore,
     MalformedPayload,
     decide_pull_request,
@@ -66,3 +67,13 @@ def test_debounce_applies_to_pushes_only() -> None:
 )  # fmt: skip
 def test_a_check_runs_external_id_names_its_job(value: object, job: int | None) -> None:
     assert rerun_job_id({"check_run": {"external_id": value}}) == job
+
+
+@pytest.mark.parametrize(("association", "limited"), [("NONE", True), ("FIRST_TIME_CONTRIBUTOR", True),
+                                                      ("CONTRIBUTOR", True), ("MEMBER", False), ("OWNER", False)])  # fmt: skip
+def test_only_outside_authors_automatic_reviews_carry_the_per_author_limit(association: str, limited: bool) -> None:
+    p = pr_payload()
+    p["pull_request"]["author_association"] = association
+    d = decide_pull_request("opened", p, guard=Guard(reviews_per_day=5, author_per_day=3))
+    assert isinstance(d, Enqueue) and d.guard is not None and d.guard.reviews_per_day == 5
+    assert (d.job.details.get("author") == "alice") is limited and (d.guard.author_per_day == 3) is limited

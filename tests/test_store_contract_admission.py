@@ -297,3 +297,17 @@ async def test_a_claimed_job_superseded_later_still_counts_against_the_daily_lim
     assert (await admit(store, moved, now=NOW + 86402)).superseded == (waiting.job_id,)
     third = Enqueue(replace(spec(pr=10, head=3), details={"before": sha(2)}), guard=other)
     assert (await admit(store, third, now=NOW + 86403)).outcome == "enqueued"
+
+
+async def test_an_outside_authors_automatic_reviews_have_a_daily_limit_of_their_own(store) -> None:
+    # A fork author could spend an installation's whole day by opening pull requests.
+    guard = Guard(author_per_day=2)
+
+    def by(author: str, pr: int) -> Enqueue:
+        return Enqueue(replace(spec(pr=pr), details={"author": author}), guard=guard)
+
+    assert [(await admit(store, by("mallory", pr))).outcome for pr in (20, 21)] == ["enqueued", "enqueued"]
+    refused = await admit(store, by("mallory", 22))
+    assert refused.outcome == "refused" and "per day of pull requests by mallory" in refused.reason
+    assert (await admit(store, by("alice", 23))).outcome == "enqueued"
+    assert (await admit(store, by("mallory", 24), now=NOW + 86401)).outcome == "enqueued"

@@ -70,6 +70,7 @@ class Guard:
 
     reviews_per_day: int = 0  # per installation
     manual_per_pr_hour: int = 0  # manual re-requests per pull request
+    author_per_day: int = 0  # automatic reviews per outside author (details["author"]) per day
     refusal_effects: tuple[Effect, ...] = ()  # what to send when the guard refuses
 
 
@@ -151,7 +152,7 @@ def quietened(decision: Reply) -> str:
     return f"{decision.reason}: not repeated, already answered on this pull request in the last {minutes:g} minutes"
 
 
-def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) -> str | None:
+def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int, author_today: int = 0) -> str | None:
     """Why the budget guard refuses this job, or None (pure, over the counts the admitting transaction read)."""
     guard = decision.guard
     if guard is None:
@@ -160,7 +161,21 @@ def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) 
         return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
     if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
         return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
+    if limits_author(decision) and author_today >= guard.author_per_day:
+        author = decision.job.details["author"]
+        return f"limit of {guard.author_per_day} automatic reviews per day of pull requests by {author} reached"
     return None
+
+
+# Associations that say nothing of write access, or say there is none: a fork's author. Automatic reviews of their
+# pull requests have a daily limit per author, so one account cannot spend an installation's day.
+OUTSIDE_ASSOCIATIONS = frozenset({"CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR", "FIRST_TIMER", "NONE", "MANNEQUIN"})
+
+
+def limits_author(decision: Enqueue) -> bool:
+    """Whether the per-author limit applies to this decision (the store counts the author's jobs only then)."""
+    author = decision.job.details.get("author")
+    return bool(decision.guard and decision.guard.author_per_day and isinstance(author, str) and author)
 
 
 class MalformedPayload(ValueError):
@@ -246,6 +261,12 @@ def decide_pull_request(
             ),
         },
     )
+    pull = _get(payload, "pull_request")
+    association = str(pull.get("author_association") or "").upper()
+    login = _obj(pull.get("user")).get("login")
+    if guard and guard.author_per_day and association in OUTSIDE_ASSOCIATIONS and isinstance(login, str) and login:
+        spec.details["author"] = login
+        return Enqueue(spec, guard=Guard(reviews_per_day=guard.reviews_per_day, author_per_day=guard.author_per_day))
     daily = Guard(reviews_per_day=guard.reviews_per_day) if guard and guard.reviews_per_day else None
     return Enqueue(spec, guard=daily)
 

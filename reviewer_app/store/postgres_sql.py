@@ -101,6 +101,10 @@ SELECT (SELECT reason FROM installations WHERE id = $1 AND active = 0) AS inacti
                                           AND state IN ({sql.PENDING_STATES})) ELSE FALSE END AS has_pending
 """
 
+AUTHOR_SPENT_SINCE = numbered(
+    sql.AUTHOR_SPENT_SINCE.replace("json_extract(details, '$.author')", "(details::jsonb ->> 'author')")
+)
+
 # Claim the delivery id first: a concurrent redelivery waits on this row and then sees it as a duplicate.
 INSERT_DELIVERY_IF_NEW = """
 INSERT INTO deliveries (delivery_id, event, action, received_at, outcome) VALUES ($1, $2, $3, $4, 'admitting')

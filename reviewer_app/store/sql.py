@@ -133,6 +133,14 @@ UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, finished_at =
 SPENT_JOB = """(state NOT IN ('superseded', 'cancelled') OR (attempts > 0
   AND COALESCE(outcome, '') NOT LIKE 'skipped: %' AND COALESCE(outcome, '') NOT LIKE 'covered: %'))"""
 
+# An outside author's automatic reviews of one installation since a time that count against the daily limit (the
+# author is in the job's details; SQLite's JSON spelling, PostgreSQL's is in postgres_sql). Parameters: installation,
+# since, author.
+AUTHOR_SPENT_SINCE = f"""
+SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ? AND {SPENT_JOB}
+   AND json_extract(details, '$.author') = ?
+"""
+
 # An operator's retry of a finished job. A check run GitHub shows completed is forgotten (with any creation claim):
 # GitHub does not reliably reopen a completed run, so the new attempt gets a new one (same external_id).
 OPERATOR_RETRY = f"""

@@ -20,6 +20,7 @@ from reviewer_app.core.admission import (
     ReposRemoved,
     SetPause,
     guard_refusal,
+    limits_author,
     pause_key,
     quiet_comments,
     quietened,
@@ -181,7 +182,12 @@ def enqueue(conn: sqlite3.Connection, decision: Enqueue, p: PreparedEnqueue, *, 
     if has_pending:  # only when the PR has pending jobs: most admissions skip this statement
         rows = _fetchall(conn, sql.PENDING_JOBS_OF_PR, (spec.repo_id, spec.pr_number))
         pending = tuple(PendingJob(*row) for row in rows)
-    refusal = guard_refusal(decision, manual_recent=manual_recent, reviews_today=reviews_today)
+    author_today = 0
+    if limits_author(decision):
+        author_today = conn.execute(sql.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400,
+                                                             spec.details["author"])).fetchone()[0]  # fmt: skip
+    refusal = guard_refusal(decision, manual_recent=manual_recent, reviews_today=reviews_today,
+                            author_today=author_today)  # fmt: skip
     plan = plan_enqueue(decision, PRFacts(paused=bool(paused), live_revision_job=live_id, pending=pending,
                                           refusal=refusal))  # fmt: skip
     for followed in plan.follow:
