@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reviewer_app.core.admission import Enqueue, Reply, decide_comment
+from reviewer_app.core.admission import Enqueue, Reply, decide_comment, pause_key
 from reviewer_app.core.commands import may_command, parse_command
 from reviewer_app.core.states import JobState
 from tests.fakes.github import added_file
@@ -226,7 +226,9 @@ async def _len_at_least(fn, n):
 async def test_pause_stops_automatic_reviews_but_not_requested_ones(tmp_path) -> None:
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])
-        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review pause")))["outcome"] == "paused"
+        # A member with write access: applied once the outbox has confirmed it with GitHub.
+        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review pause")))["outcome"] == "replied"
+        await _setting(h, pause_key(h.github.repos[REPO].id, 1), "1")
         h.github.advance_head(REPO, 1)
         pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
         assert pushed["outcome"] == "skipped" and "paused" in pushed["reason"]
@@ -237,7 +239,8 @@ async def test_pause_stops_automatic_reviews_but_not_requested_ones(tmp_path) ->
         assert "paused" in run["output"]["summary"]
         manual = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
         await h.wait_state(manual["job_id"], JobState.SUCCEEDED)
-        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review resume")))["outcome"] == "resumed"
+        resume = h.comment_payload(pull, "/review resume", association="OWNER", login="octo-org")
+        assert (await h.deliver("issue_comment", resume))["outcome"] == "resumed"  # the owner: at its word
         h.github.advance_head(REPO, 1)
         pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
         assert pushed["outcome"] == "enqueued"
@@ -453,3 +456,47 @@ async def test_rerun_respects_the_hourly_and_daily_limits(tmp_path) -> None:
         other, _ = await h.open_pr(number=2)
         daily = await h.deliver("check_run", h.rerun_payload(other, run))
         assert daily["outcome"] == "refused" and "per day" in daily["reason"]
+
+
+async def _setting(h, key: str, value: str) -> None:
+    async def applied() -> bool:
+        return await h.store.get_setting(key) == value
+
+    await eventually(applied)
+
+
+async def test_pause_by_a_read_only_collaborator_is_refused_and_changes_nothing(tmp_path) -> None:
+    # pause and resume were obeyed on the association alone: COLLABORATOR and MEMBER do not imply write access.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        h.github.set_permission(REPO, "reader", "read")
+        payload = h.comment_payload(pull, "/review pause", login="reader", association="COLLABORATOR")
+        assert (await h.deliver("issue_comment", payload))["outcome"] == "replied"
+        comment_id = payload["comment"]["id"]
+
+        async def refused() -> bool:
+            return any(r["content"] == "-1" for r in h.github.reactions.get(comment_id, []))
+
+        await eventually(refused)
+        assert await h.store.get_setting(pause_key(h.github.repos[REPO].id, 1)) is None
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="opened"))
+        assert pushed["outcome"] == "enqueued"
+
+
+async def test_a_read_only_commenter_cannot_use_up_a_maintainers_hourly_allowance(tmp_path) -> None:
+    # The hourly allowance was the pull request's: a read-only collaborator's `/review` (refused later, at the worker)
+    # used it up, and the maintainer's own request was refused.
+    async with harness(tmp_path, REVIEWER_MAX_MANUAL_PER_PR_HOUR="1") as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        h.github.set_permission(REPO, "reader", "read")
+        theirs = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login="reader",
+                                                                    association="COLLABORATOR"))  # fmt: skip
+        assert theirs["outcome"] == "enqueued"
+        again = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login="reader",
+                                                                   association="COLLABORATOR"))  # fmt: skip
+        assert again["outcome"] == "refused"
+        mine = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
+        assert mine["outcome"] == "enqueued", mine
+        await h.wait_state(mine["job_id"], JobState.SUCCEEDED)
+        skipped = await h.wait_state(theirs["job_id"], JobState.CANCELLED)
+        assert "may not request reviews" in (skipped.outcome or "") and len(h.reviews()) == 1

@@ -253,7 +253,10 @@ class PRWorkMachine(RuleBasedStateMachine):
         if pr is None:
             return
         pull = self.gh.pulls[(REPO, pr.number)]
-        payload = self.h.comment_payload(pull, words)
+        # pause and resume by the repository's owner take effect at admission, which this model's bookkeeping needs;
+        # anyone else's wait for the outbox's permission check (tests/test_commands.py covers that path).
+        owner = {"login": "octo-org", "association": "OWNER"} if words in ("/review pause", "/review resume") else {}
+        payload = self.h.comment_payload(pull, words, **owner)
         answer = self.send("issue_comment", payload)
         assert answer is not None
         if words == "/review pause":

@@ -57,14 +57,16 @@ class JobSpec:
 class Effect:
     """A small GitHub write decided at admission (a reaction, a help reply), sent later by the outbox duty."""
 
-    kind: str  # "reaction" (target: comment id) or "comment" (target: PR number)
+    # "reaction" (target: comment id), "comment" (target: PR number), or "pause"/"resume" (target: the command's
+    # comment id; content: pause_request), applied once the commenter's permission is confirmed.
+    kind: str
     installation_id: int
     repo_full_name: str
     target: int
     content: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Guard:
     """Budget limits checked in the admitting transaction; 0 means no limit."""
 
@@ -135,6 +137,16 @@ class Ignore:
 
 
 Decision = Enqueue | CancelPR | Ignore | SetPause | Reply | InstallationChange | ReposRemoved
+
+
+def pause_request(repo_id: int, pr_number: int, login: str) -> str:
+    """The content of a ``pause``/``resume`` effect (its target is the comment): what to change, for whom."""
+    return f"{repo_id}:{pr_number}:{login}"
+
+
+def parse_pause_request(content: str) -> tuple[int, int, str]:
+    repo_id, pr_number, login = content.split(":", 2)
+    return int(repo_id), int(pr_number), login
 
 
 def pause_key(repo_id: int, pr_number: int) -> str:
@@ -354,8 +366,14 @@ def decide_comment(
         text = ("Unknown command.\n\n" if command.verb == "unknown" else "") + help_text(app_slug)
         return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
     if command.verb in ("pause", "resume"):
-        return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
-    refused = Guard(guard.reviews_per_day, guard.manual_per_pr_hour, (react("-1"),)) if guard else None
+        if str(comment.get("author_association") or "").upper() == "OWNER":
+            return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
+        # As for `/review`, the association says little of write access: the outbox asks GitHub for the commenter's
+        # permission, then applies the change (and reacts) or refuses it (-1). Never in the request.
+        verify = Effect(command.verb, inst, repo, comment_id, pause_request(repo_id, number, login))
+        return Reply(f"{command.verb} awaits the permission check of {login}", (verify,))
+    refused = (Guard(reviews_per_day=guard.reviews_per_day, manual_per_pr_hour=guard.manual_per_pr_hour,
+                     refusal_effects=(react("-1"),)) if guard else None)  # fmt: skip
     # The association says little about write access (MEMBER: any member of the owning organisation, COLLABORATOR:
     # read access is enough), so the worker asks GitHub for the requester's permission before a review is paid
     # for, and reacts then. Only the repository's owner is taken at its word.
@@ -417,6 +435,8 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
     if inst is None or number is None:
         return Ignore(f"{event} is not attached to a pull request")
     head = _str(payload, event, "head_sha")
+    sender = _obj(payload.get("sender")).get("login")
+    sender = sender if isinstance(sender, str) and sender else None  # whose hourly allowance it uses
     spec = JobSpec(
         repo_id=repo_id,
         repo_full_name=_str(payload, "repository", "full_name"),
@@ -425,11 +445,13 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
         head_sha=head,
         trigger=f"rerun:{delivery_id}",
         priority=PRIORITY_MANUAL,
-        details={"full": True, "rerun_of": node.get("id")},
+        details={"full": True, "rerun_of": node.get("id"), **({"requested_by": sender} if sender else {})},
     )
     # A requested review: it follows the pull request to its newest head and supersedes nothing. Like `/review`, it
     # counts against both budget limits (a refusal shows on the head's check run; there is no comment to react on).
-    limits = Guard(guard.reviews_per_day, guard.manual_per_pr_hour) if guard else None
+    limits = (
+        Guard(reviews_per_day=guard.reviews_per_day, manual_per_pr_hour=guard.manual_per_pr_hour) if guard else None
+    )
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=limits)
 
 

@@ -6,6 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from reviewer_app.core.admission import parse_pause_request, pause_key
+from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import find_posted_reply, make_reply_marker
 from reviewer_app.github.client import GitHubClient
@@ -30,6 +32,8 @@ class OutboxSender:
                     # GitHub keeps one reaction per content and user: sending it twice is harmless.
                     await self.github.create_reaction(e["installation_id"], e["repo_full_name"], e["target"],
                                                       e["content"])  # fmt: skip
+                elif e["kind"] in ("pause", "resume"):
+                    await self._pause_if_permitted(e)
                 else:
                     await self._reply_once(e)
             except RateLimited as exc:
@@ -44,6 +48,27 @@ class OutboxSender:
             await self.store.mark_effect(e["id"], now=self.clock(), error=None, done=True)
             sent += 1
         return sent
+
+    async def _pause_if_permitted(self, e: dict[str, Any]) -> None:
+        """``/review pause`` or ``resume`` by someone whose association does not prove write access: applied only when
+        GitHub says the commenter may write to the repository, answered with a reaction either way. Both steps are
+        idempotent, so a retry after a lost answer changes nothing twice."""
+        inst, repo = e["installation_id"], e["repo_full_name"]
+        repo_id, number, login = parse_pause_request(e["content"])
+        try:
+            permission = await self.github.collaborator_permission(inst, repo, login)
+        except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
+            log.info("outbox %s of %s#%s: permission of %s not known: %s", e["kind"], repo, number, login, exc.reason)
+            permission = "unknown"
+        allowed = permission in WRITE_PERMISSIONS
+        if allowed:
+            await self.store.set_setting(pause_key(repo_id, number), "1" if e["kind"] == "pause" else "0")
+        log.info("outbox: %s of %s#%s by %s (%s access) %s", e["kind"], repo, number, login, permission,
+                 "applied" if allowed else "refused")  # fmt: skip
+        try:
+            await self.github.create_reaction(inst, repo, e["target"], "+1" if allowed else "-1")
+        except PermanentError as exc:  # the comment was deleted meanwhile: the answer still stands
+            log.info("outbox: no reaction on comment %s: %s", e["target"], exc.reason)
 
     async def _reply_once(self, e: dict[str, Any]) -> None:
         """Post the reply with its marker, unless the app's bot already posted it.

@@ -22,6 +22,7 @@ from reviewer_app.core.admission import (
     decide_observed_head,
 )
 from reviewer_app.core.anchoring import anchor
+from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import (
     Cancelled,
     Deferred,
@@ -60,8 +61,6 @@ log = logging.getLogger(__name__)
 
 PROGRESS_KEY = "model_progress"  # job details: finished parts and tool turns of a model answer not yet stored
 
-# GitHub's `permission` for a collaborator: maintain shows as write, triage as read.
-WRITE_PERMISSIONS = frozenset({"admin", "write"})
 PERMISSION_CACHE_SECONDS = 60.0
 
 

@@ -114,11 +114,15 @@ async def _enqueue(conn: asyncpg.Connection, decision: Enqueue, *, now: float, m
     if pre["has_pending"]:  # only when the PR has pending jobs: most admissions skip this statement
         rows = await conn.fetch(q.PENDING_JOBS_OF_PR, spec.repo_id, spec.pr_number)
         pending = tuple(PendingJob(*row) for row in rows)
+    manual_recent = pre["manual_recent"]
+    requester = spec.details.get("requested_by")
+    if manual_recent and isinstance(requester, str):
+        manual_recent = await conn.fetchval(q.REQUESTS_BY_SINCE, spec.repo_id, spec.pr_number, now - 3600, requester)
     author_today = 0
     if limits_author(decision):
         author_today = await conn.fetchval(q.AUTHOR_SPENT_SINCE, spec.installation_id, now - 86400,
                                            spec.details["author"])  # fmt: skip
-    refusal = guard_refusal(decision, manual_recent=pre["manual_recent"], reviews_today=pre["reviews_today"],
+    refusal = guard_refusal(decision, manual_recent=manual_recent, reviews_today=pre["reviews_today"],
                             author_today=author_today)  # fmt: skip
     plan = plan_enqueue(decision, PRFacts(paused=pre["paused"], live_revision_job=pre["live_id"], pending=pending,
                                           refusal=refusal))  # fmt: skip

@@ -105,6 +105,10 @@ AUTHOR_SPENT_SINCE = numbered(
     sql.AUTHOR_SPENT_SINCE.replace("json_extract(details, '$.author')", "(details::jsonb ->> 'author')")
 )
 
+REQUESTS_BY_SINCE = numbered(
+    sql.REQUESTS_BY_SINCE.replace("json_extract(details, '$.requested_by')", "(details::jsonb ->> 'requested_by')")
+)
+
 # Claim the delivery id first: a concurrent redelivery waits on this row and then sees it as a duplicate.
 INSERT_DELIVERY_IF_NEW = """
 INSERT INTO deliveries (delivery_id, event, action, received_at, outcome) VALUES ($1, $2, $3, $4, 'admitting')

@@ -141,6 +141,14 @@ SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ? AND {SPEN
    AND json_extract(details, '$.author') = ?
 """
 
+# One requester's requested reviews of a pull request since a time (the hourly allowance is each requester's, so
+# a read-only commenter, refused later by the worker, cannot use up a maintainer's). Parameters: repository, PR,
+# since, requester.
+REQUESTS_BY_SINCE = """
+SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ? AND priority = 0 AND created_at > ?
+   AND json_extract(details, '$.requested_by') = ?
+"""
+
 # An operator's retry of a finished job. A check run GitHub shows completed is forgotten (with any creation claim):
 # GitHub does not reliably reopen a completed run, so the new attempt gets a new one (same external_id).
 OPERATOR_RETRY = f"""

@@ -182,6 +182,10 @@ def enqueue(conn: sqlite3.Connection, decision: Enqueue, p: PreparedEnqueue, *, 
     if has_pending:  # only when the PR has pending jobs: most admissions skip this statement
         rows = _fetchall(conn, sql.PENDING_JOBS_OF_PR, (spec.repo_id, spec.pr_number))
         pending = tuple(PendingJob(*row) for row in rows)
+    requester = spec.details.get("requested_by")
+    if manual_recent and isinstance(requester, str):
+        manual_recent = conn.execute(sql.REQUESTS_BY_SINCE, (spec.repo_id, spec.pr_number, now - 3600,
+                                                             requester)).fetchone()[0]  # fmt: skip
     author_today = 0
     if limits_author(decision):
         author_today = conn.execute(sql.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400,
