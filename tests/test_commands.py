@@ -11,7 +11,7 @@ from reviewer_app.core.commands import may_command, parse_command
 from reviewer_app.core.states import JobState
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
-from tests.helpers import eventually
+from tests.helpers import eventually, webhook_headers
 
 
 @pytest.mark.parametrize("body,verb", [
@@ -500,3 +500,17 @@ async def test_a_read_only_commenter_cannot_use_up_a_maintainers_hourly_allowanc
         await h.wait_state(mine["job_id"], JobState.SUCCEEDED)
         skipped = await h.wait_state(theirs["job_id"], JobState.CANCELLED)
         assert "may not request reviews" in (skipped.outcome or "") and len(h.reviews()) == 1
+
+
+@pytest.mark.parametrize("relabelled", ["installation", "installation_repositories", "pull_request", "check_run"])
+async def test_a_signed_body_relabelled_as_another_event_is_malformed(tmp_path, relabelled: str) -> None:
+    # X-GitHub-Event is not signed: an issue_comment body sent as `installation` was read as "uninstalled", cancelled
+    # every pending job and marked the installation inactive.
+    async with harness(tmp_path) as h:
+        pull, job_id = await h.open_pr()
+        body = json.dumps(h.comment_payload(pull, "thanks!") | {"action": "deleted"}).encode()
+        resp = await h.client.post("/api/github/webhooks", data=body,
+                                   headers=webhook_headers(body, event=relabelled))  # fmt: skip
+        assert resp.status == 400 and f"not a {relabelled} payload" in (await resp.json())["error"]
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert await h.store.installation_active(h.installation_id)

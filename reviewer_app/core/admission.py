@@ -194,6 +194,35 @@ class MalformedPayload(ValueError):
     """The payload lacks a field the event must carry; the receiver answers 400."""
 
 
+# The signature covers the body, not the X-GitHub-Event header: a captured body relabelled as another event must not
+# be read as that event (an issue_comment sent as `installation` was read as "uninstalled"). Each event's top-level
+# objects as GitHub sends them, and the objects of the other events, which it never carries.
+_EVENT_OBJECTS: dict[str, tuple[str, ...]] = {
+    "pull_request": ("pull_request", "repository"),
+    "issue_comment": ("issue", "comment", "repository"),
+    "check_run": ("check_run", "repository"),
+    "check_suite": ("check_suite", "repository"),
+    "installation": ("installation",),
+    "installation_repositories": ("installation", "repositories_added", "repositories_removed"),
+}
+# `repository` belongs to every repository event and to no installation event.
+_FOREIGN_OBJECTS = frozenset({"pull_request", "issue", "comment", "check_run", "check_suite", "review", "repository",
+                              "repositories_added", "repositories_removed"})  # fmt: skip
+
+
+def require_shape(event: str, payload: dict[str, Any]) -> None:
+    """Raise MalformedPayload unless the payload has the objects ``event`` carries and none that only other events
+    carry (pure)."""
+    expected = _EVENT_OBJECTS.get(event)
+    if expected is None:
+        return
+    missing = [key for key in expected if key not in payload]
+    foreign = sorted(key for key in _FOREIGN_OBJECTS - set(expected) if key in payload)
+    if missing or foreign:
+        problem = f"has no {', '.join(missing)}" if missing else f"carries {', '.join(foreign)}"
+        raise MalformedPayload(f"not a {event} payload: it {problem}")
+
+
 def _obj(value: Any) -> dict[str, Any]:
     """``value`` when it is a JSON object, else an empty one: for the optional parts of a payload."""
     return value if isinstance(value, dict) else {}

@@ -16,6 +16,7 @@ from reviewer_app.core.admission import (
     decide_installation,
     decide_pull_request,
     decide_rerun,
+    require_shape,
 )
 from reviewer_app.core.timestamps import parse_time
 
@@ -45,6 +46,7 @@ def _event_at(payload: dict[str, Any]) -> float | None:
 
 @pull_requests.register("pull_request")
 async def on_pull_request(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     action = event.data.get("action")
     if not isinstance(action, str):
         decisions.items.append(Ignore("pull_request event without an action"))
@@ -63,6 +65,7 @@ comments = routing.Router()
 
 @comments.register("issue_comment")
 async def on_issue_comment(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     decisions.items.append(decide_comment(str(event.data.get("action")), event.data, app_slug=decisions.app_slug,
                                           bot_login=decisions.bot_login, guard=decisions.guard))  # fmt: skip
 
@@ -73,6 +76,7 @@ check_runs = routing.Router()
 @check_runs.register("check_run")
 @check_runs.register("check_suite")
 async def on_rerequested(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     decisions.items.append(decide_rerun(event.event, str(event.data.get("action")), event.data,
                                         app_id=decisions.app_id, delivery_id=str(event.delivery_id),
                                         job_pull=decisions.rerun_job_pull, guard=decisions.guard))  # fmt: skip
@@ -84,6 +88,7 @@ installations = routing.Router()
 @installations.register("installation")
 @installations.register("installation_repositories")
 async def on_installation(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     decisions.items.append(decide_installation(event.event, str(event.data.get("action")), event.data))
 
 
