@@ -363,8 +363,15 @@ async def test_an_uninstalled_installations_pending_jobs_end_cancelled_without_a
             return all(len(h.check_runs(p.head_sha)) == 1 for p, _ in pulls) and statuses == ["queued:0"] * 2
 
         await eventually(queued_runs_shown)
+        h.github.suspend_installation(h.installation_id)  # GitHub's side of the uninstall (tokens refused)
+        h.github.remove_installation(h.installation_id)
         answer = await h.deliver("installation", h.installation_payload("deleted"))
-        assert sorted(answer["cancelled"]) == sorted([busy_id] + [j for _, j in pulls])
+        assert answer["outcome"] == "replied"  # confirmed with GitHub by the outbox, then applied
+
+        async def cancelled() -> bool:
+            return not await h.store.installation_active(h.installation_id)
+
+        await eventually(cancelled)
         seen = len(h.github.requests)
         for job_id in [busy_id] + [j for _, j in pulls]:
             job = await h.job(job_id)
@@ -514,3 +521,23 @@ async def test_a_signed_body_relabelled_as_another_event_is_malformed(tmp_path, 
         assert resp.status == 400 and f"not a {relabelled} payload" in (await resp.json())["error"]
         await h.wait_state(job_id, JobState.SUCCEEDED)
         assert await h.store.installation_active(h.installation_id)
+
+
+@pytest.mark.parametrize("action", ["deleted", "suspend"])
+async def test_a_replayed_uninstall_of_an_installation_github_shows_active_cancels_nothing(tmp_path, action) -> None:
+    # A captured `installation` body sent again (new delivery id) cancelled every pending job and made the app ignore
+    # the installation's webhooks from then on.
+    async with harness(tmp_path) as h:
+        pull, job_id = await h.open_pr()
+        answer = await h.deliver("installation", h.installation_payload(action))
+        assert answer["outcome"] == "replied" and not answer.get("cancelled")
+
+        async def confirmed() -> bool:
+            return await h.store.pending_effects() == [] and bool(
+                h.github.requests_matching("GET", r"/app/installations/\d+$")
+            )
+
+        await eventually(confirmed)
+        assert await h.store.installation_active(h.installation_id)
+        assert (await h.wait_state(job_id, JobState.SUCCEEDED)).review_id is not None
+        assert (await h.deliver("pull_request", h.pr_payload(pull, "synchronize")))["outcome"] != "ignored"

@@ -79,8 +79,8 @@ async def test_an_installation_suspended_and_back_gets_its_heads_reviewed_by_the
     async with harness(tmp_path) as h:
         await pause_queue(h)
         pull, first = await h.open_pr()
-        gone = await h.deliver("installation", h.installation_payload("suspend"))
-        assert gone["cancelled"] == [first]
+        await suspend(h)
+        h.github.suspend_installation(h.installation_id, False)
         await h.deliver("installation", h.installation_payload("unsuspend"))
         await resume_queue(h)
         # No webhook brings the PR back: the sweep finds its head, whose only job ended with the suspension.
@@ -272,8 +272,8 @@ async def test_an_installation_back_from_suspension_is_swept_at_once_not_at_the_
     async with harness(tmp_path, REVIEWER_SWEEP_SECONDS="3600") as h:
         await pause_queue(h)
         pull, first = await h.open_pr()
-        gone = await h.deliver("installation", h.installation_payload("suspend"))
-        assert gone["cancelled"] == [first]
+        await suspend(h)
+        h.github.suspend_installation(h.installation_id, False)
         back = await h.deliver("installation", h.installation_payload("unsuspend"))
         assert back["outcome"] == "installation"
         await resume_queue(h)
@@ -360,3 +360,15 @@ async def _now(value: Any) -> Any:
 
 async def _reviewed(h: Harness, head: str) -> dict[str, Any] | None:
     return next((r for r in h.reviews() if r["commit_id"] == head), None)
+
+
+async def suspend(h: Harness) -> None:
+    """Suspend the installation on GitHub and deliver its webhook; wait until the outbox confirmed and applied it."""
+    h.github.suspend_installation(h.installation_id)
+    gone = await h.deliver("installation", h.installation_payload("suspend"))
+    assert gone["outcome"] == "replied"
+
+    async def inactive() -> bool:
+        return not await h.store.installation_active(h.installation_id)
+
+    await eventually(inactive)

@@ -57,8 +57,10 @@ class JobSpec:
 class Effect:
     """A small GitHub write decided at admission (a reaction, a help reply), sent later by the outbox duty."""
 
-    # "reaction" (target: comment id), "comment" (target: PR number), or "pause"/"resume" (target: the command's
-    # comment id; content: pause_request), applied once the commenter's permission is confirmed.
+    # "reaction" (target: comment id), "comment" (target: PR number), "pause"/"resume" (target: the command's
+    # comment id; content: pause_request), applied once the commenter's permission is confirmed, or "installation"
+    # (target: installation id, repo_full_name: its account, content: "deleted" or "suspend"), applied once GitHub
+    # confirms it.
     kind: str
     installation_id: int
     repo_full_name: str
@@ -493,8 +495,10 @@ def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Dec
         if action in ("created", "unsuspend", "new_permissions_accepted"):
             return InstallationChange(inst, account, True, f"installation {action}")
         if action in ("deleted", "suspend"):
-            return InstallationChange(inst, account, False,
-                                      UNINSTALLED if action == "deleted" else SUSPENDED)  # fmt: skip
+            # The event header is not signed, and a captured body can be sent again: nothing is cancelled on the
+            # webhook's word. The outbox asks GitHub (GET /app/installations/{id}) and applies what it confirms.
+            confirm = Effect("installation", inst, account, inst, action)
+            return Reply(f"installation {action}: to be confirmed with GitHub before its work is cancelled", (confirm,))
         return Ignore(f"installation action {action!r} changes nothing")
     if action == "removed":
         removed = payload.get("repositories_removed")

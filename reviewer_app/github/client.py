@@ -362,6 +362,18 @@ class GitHubClient:
             what="the app's installations",
         )
 
+    async def get_app_installation(self, installation_id: int) -> Json | None:
+        """The installation as GitHub knows it now (app JWT; ``suspended_at`` set when suspended), None when it is gone."""
+        body, _ = await self._call(
+            "GET",
+            "/app/installations/{installation_id}",
+            {"installation_id": installation_id},
+            installation_id=None,
+            what=f"installation {installation_id}",
+            missing_ok=True,
+        )
+        return body if isinstance(body, dict) else None
+
     async def list_installation_repositories(self, installation_id: int) -> list[Json]:
         """The repositories the installation may access."""
         return await self._get_all(

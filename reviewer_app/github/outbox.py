@@ -6,12 +6,18 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from reviewer_app.core.admission import parse_pause_request, pause_key
+from reviewer_app.core.admission import (
+    SUSPENDED,
+    UNINSTALLED,
+    InstallationChange,
+    parse_pause_request,
+    pause_key,
+)
 from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import find_posted_reply, make_reply_marker
 from reviewer_app.github.client import GitHubClient
-from reviewer_app.store.base import Store
+from reviewer_app.store.base import Delivery, Store
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,8 @@ class OutboxSender:
                                                       e["content"])  # fmt: skip
                 elif e["kind"] in ("pause", "resume"):
                     await self._pause_if_permitted(e)
+                elif e["kind"] == "installation":
+                    await self._installation_if_confirmed(e)
                 else:
                     await self._reply_once(e)
             except RateLimited as exc:
@@ -69,6 +77,27 @@ class OutboxSender:
             await self.github.create_reaction(inst, repo, e["target"], "+1" if allowed else "-1")
         except PermanentError as exc:  # the comment was deleted meanwhile: the answer still stands
             log.info("outbox: no reaction on comment %s: %s", e["target"], exc.reason)
+
+    async def _installation_if_confirmed(self, e: dict[str, Any]) -> None:
+        """An ``installation`` deleted or suspended webhook, applied (pending work cancelled, the installation marked
+        inactive) only as far as GitHub confirms it: gone, or suspended now. A replayed or relabelled body about an
+        installation that is fine changes nothing."""
+        inst = e["target"]
+        found = await self.github.get_app_installation(inst)
+        if found is None:
+            reason = UNINSTALLED
+        elif found.get("suspended_at"):
+            reason = SUSPENDED
+        else:
+            log.warning("installation %s: %s webhook not confirmed by GitHub (it is active); nothing cancelled", inst,
+                        e["content"])  # fmt: skip
+            return
+        change = InstallationChange(inst, e["repo_full_name"], False, reason)
+        result = await self.store.admit(Delivery(f"confirmed:{e['id']}", "installation", e["content"]), change,
+                                        now=self.clock(), max_attempts=1)  # fmt: skip
+        self.github.tokens.invalidate(inst)
+        log.info("installation %s: %s confirmed by GitHub; %d pending job(s) cancelled", inst, reason,
+                 len(result.cancelled))  # fmt: skip
 
     async def _reply_once(self, e: dict[str, Any]) -> None:
         """Post the reply with its marker, unless the app's bot already posted it.

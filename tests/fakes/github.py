@@ -677,6 +677,7 @@ class FakeGitHub:
         r.add_post("/organizations/{org}/settings/apps/new", self._new_app_page)
         r.add_post("/app/installations/{installation_id}/access_tokens", self._create_token)
         r.add_get("/app/installations", self._list_installations)
+        r.add_get("/app/installations/{installation_id}", self._get_installation)
         r.add_get("/installation/repositories", self._list_installation_repos)
         r.add_get("/app/hook/deliveries", self._list_deliveries)
         r.add_post("/app/hook/deliveries/{delivery_id}/attempts", self._redeliver)
@@ -1008,15 +1009,22 @@ class FakeGitHub:
             status=201,
         )
 
+    def _installation_json(self, inst: Installation) -> Json:
+        return {"id": inst.id, "account": {**_user(inst.account), "type": "Organization"}, "app_id": self.app_id,
+                "app_slug": self.app_slug, "target_type": "Organization", "repository_selection": "selected",
+                "created_at": iso(inst.created_at), "suspended_at": iso(self.clock()) if inst.suspended else None}  # fmt: skip
+
     async def _list_installations(self, request: web.Request) -> web.Response:
         self._require_jwt(request)
-        now = iso(self.clock())
-        return self._page(request, [
-            {"id": inst.id, "account": {**_user(inst.account), "type": "Organization"}, "app_id": self.app_id,
-             "app_slug": self.app_slug, "target_type": "Organization", "repository_selection": "selected",
-             "created_at": iso(inst.created_at), "suspended_at": now if inst.suspended else None}
-            for inst in sorted(self.installations.values(), key=lambda i: i.id)
-        ])  # fmt: skip
+        return self._page(request, [self._installation_json(inst)
+                                    for inst in sorted(self.installations.values(), key=lambda i: i.id)])  # fmt: skip
+
+    async def _get_installation(self, request: web.Request) -> web.Response:
+        self._require_jwt(request)
+        inst = self.installations.get(int(request.match_info["installation_id"]))
+        if inst is None:
+            raise ApiError(404, "Not Found")
+        return web.json_response(self._installation_json(inst))
 
     async def _list_installation_repos(self, request: web.Request) -> web.Response:
         auth: AuthInfo = request["auth"]
