@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from reviewer_app.core.admission import Enqueue, Reply, decide_comment, pause_key
-from reviewer_app.core.commands import may_command, parse_command
+from reviewer_app.core.commands import HELP_QUIET_SECONDS, may_command, parse_command
 from reviewer_app.core.states import JobState
+from reviewer_app.store.base import Delivery
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
 from tests.helpers import eventually, webhook_headers
@@ -541,3 +543,24 @@ async def test_a_replayed_uninstall_of_an_installation_github_shows_active_cance
         assert await h.store.installation_active(h.installation_id)
         assert (await h.wait_state(job_id, JobState.SUCCEEDED)).review_id is not None
         assert (await h.deliver("pull_request", h.pr_payload(pull, "synchronize")))["outcome"] != "ignored"
+
+
+async def test_a_help_comment_sent_again_after_the_quiet_window_gets_no_second_reply(tmp_path) -> None:
+    # Replies were keyed on their outbox row: a captured `/review help` body sent again under a new delivery id once
+    # the quiet window had passed made the app answer it a second time.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        payload = h.comment_payload(pull, "/review help")
+        await h.deliver("issue_comment", payload)
+
+        async def settled() -> bool:
+            return not await h.store.pending_effects()
+
+        await eventually(settled)
+        decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
+        later = time.time() + 2 * HELP_QUIET_SECONDS
+        replayed = await h.store.admit(Delivery("replayed", "issue_comment", "created"), decision, now=later,
+                                       max_attempts=3)  # fmt: skip
+        assert replayed.outcome == "replied"
+        await eventually(settled)
+        assert len(_bot_replies(h, 1)) == 1

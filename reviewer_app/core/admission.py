@@ -358,6 +358,7 @@ def decide_comment(
 ) -> Decision:
     """The decision for an ``issue_comment`` event: slash commands on pull requests."""
     from reviewer_app.core.commands import HELP_QUIET_SECONDS, help_text, is_bot, may_command, parse_command
+    from reviewer_app.core.markers import make_answer_marker
 
     if action != "created":
         return Ignore(f"issue_comment action {action!r} triggers nothing")
@@ -395,6 +396,7 @@ def decide_comment(
         # Only our own text is posted, never the comment's (it could carry mentions and links), and at most once
         # per pull request in a while, however many people ask.
         text = ("Unknown command.\n\n" if command.verb == "unknown" else "") + help_text(app_slug)
+        text = f"{text}\n\n{make_answer_marker(comment_id)}"  # one answer per comment, however often it is sent
         return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
     if command.verb in ("pause", "resume"):
         if str(comment.get("author_association") or "").upper() == "OWNER":

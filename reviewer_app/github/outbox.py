@@ -15,7 +15,7 @@ from reviewer_app.core.admission import (
 )
 from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
-from reviewer_app.core.markers import find_posted_reply, make_reply_marker
+from reviewer_app.core.markers import answer_marker_of, find_posted_reply, make_reply_marker
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.store.base import Delivery, Store
 
@@ -106,11 +106,15 @@ class OutboxSender:
         record anything (its answer lost, the process killed, the pass stopped at shutdown or when its duty lease
         was taken over), and such a try leaves the row looking untried."""
         inst, repo, number = e["installation_id"], e["repo_full_name"], e["target"]
-        marker = make_reply_marker(e["id"], e["created_at"])
+        # A reply to a comment carries the comment it answers (so a replayed comment gets no second reply); others
+        # are keyed on their outbox row.
+        answers = answer_marker_of(e["content"])
+        marker = answers or make_reply_marker(e["id"], e["created_at"])
         comments = await self.github.list_issue_comments(inst, repo, number)
         posted = find_posted_reply(comments, bot_login=await self.github.bot_login(), marker=marker)
         if posted is not None:
             log.info("outbox reply %s on %s#%s was posted already (comment %s); not posting it again", e["id"], repo,
                      number, posted.get("id"))  # fmt: skip
             return
-        await self.github.create_issue_comment(inst, repo, number, f"{e['content']}\n\n{marker}")
+        body = e["content"] if answers else f"{e['content']}\n\n{marker}"
+        await self.github.create_issue_comment(inst, repo, number, body)
