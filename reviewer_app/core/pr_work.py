@@ -22,6 +22,8 @@ The rules (docs/architecture.md draws them):
   never supersedes it. One that already settled on a head that is no longer current *follows* the PR: it is
   superseded by a successor with the same request (``full`` kept) that reviews the newest head.
 - Automatic work on a paused pull request is recorded as skipped (its check run says why); requests still follow.
+  A retargeted base (trigger ``base:<delivery>``) is both: it follows the pull request like a request, and is
+  skipped while paused like automatic work.
 """
 
 from __future__ import annotations
