@@ -47,6 +47,8 @@ async def _other_host(h: Harness) -> AsyncIterator[CheckRuns]:
     finally:
         await h.store.release_duty_lease(DUTY, owner=owner, now=time.time())
         await stack.session.close()
+        if stack.model_client is not None:
+            await stack.model_client.close()
 
 
 async def _hand_back_the_duty(h: Harness, there: CheckRuns) -> None:
