@@ -69,7 +69,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("REVIEWER_CHECK_SYNC_SECONDS", "check_sync_seconds", float, 2.0, "interval of the check-run sync pass", minimum=0.05),
     Setting("REVIEWER_DEBOUNCE_SECONDS", "debounce_seconds", float, 30.0, "automatic reviews wait this long after a push; a newer push in the window replaces the waiting one", minimum=0),
     Setting("REVIEWER_MAX_REVIEWS_PER_DAY", "max_reviews_per_day", int, 500, "reviews per installation per day (0: no limit)", minimum=0),
-    Setting("REVIEWER_MAX_MANUAL_PER_PR_HOUR", "max_manual_per_pr_hour", int, 10, "requested reviews (/review, Re-run) per PR per hour (0: no limit)", minimum=0),
+    Setting("REVIEWER_MAX_AUTO_PER_AUTHOR_DAY", "max_auto_per_author_day", int, 20, "automatic reviews per day of pull requests by one author outside the repository's owner, members and collaborators (0: no limit)", minimum=0),
+    Setting("REVIEWER_MAX_MANUAL_PER_PR_HOUR", "max_manual_per_pr_hour", int, 10, "requested reviews (/review, Re-run) per PR and requester per hour (0: no limit)", minimum=0),
     Setting("REVIEWER_METRICS_TOKEN", "metrics_token", str, "", "bearer token GET /metrics requires (empty: no token)", secret=True),
     Setting("REVIEWER_RETENTION_DAYS", "retention_days", float, 30.0, "finished jobs and deliveries older than this are pruned (0: keep all)", minimum=0),
     Setting("REVIEWER_RECOVERY_SECONDS", "recovery_seconds", float, 600.0, "interval of the pass that asks GitHub to redeliver failed webhooks (0: off)", minimum=0),
@@ -126,6 +127,7 @@ class Config:
     debounce_seconds: float = 30.0
     max_reviews_per_day: int = 500
     max_manual_per_pr_hour: int = 10
+    max_auto_per_author_day: int = 20
     metrics_token: str = field(default="", repr=False)
     retention_days: float = 30.0
     recovery_seconds: float = 600.0

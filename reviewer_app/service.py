@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 import aiohttp
+import anthropic
 from aiohttp import web
 
 from reviewer_app.config import Config
@@ -53,7 +54,7 @@ class Service:
     metrics: Metrics | None = None
     cleaner: Cleaner | None = None
     recovery: Recovery | None = None
-    claude: ClaudeReviewer | None = None
+    model_client: anthropic.AsyncAnthropic | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -97,8 +98,10 @@ class Service:
         await asyncio.gather(*self.background, return_exceptions=True)
         if self.session is not None:
             await self.session.close()
-        if self.claude is not None:
-            await self.claude.aclose()  # its HTTP connections, before the event loop that owns them ends
+        if self.model_client is not None:
+            # Closed while the loop runs: left to the garbage collector, its connection pool's close is scheduled on
+            # a closed loop and logged as an error in whatever runs then.
+            await self.model_client.close()
         await self.store.close()
 
 
@@ -108,6 +111,7 @@ class ReviewStack:
     github: GitHubClient
     checks: CheckRuns
     pipeline: ReviewPipeline
+    model_client: anthropic.AsyncAnthropic | None = None
 
 
 def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:
@@ -129,7 +133,7 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
                               wait_seconds=cfg.retry_base_seconds, context_lines=cfg.context_lines,
                               repository_tools=cfg.repository_tools,
                               tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes))  # fmt: skip
-    return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings))
+    return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings), client)
 
 
 def retry_policy(cfg: Config) -> RetryPolicy:
@@ -209,7 +213,8 @@ async def build_service(
         if result.outcome == "installation" and result.installation_gone is None and recovery is not None:
             recovery.wake_sweep()  # an installation or repository is back: its open heads are owed reviews
 
-    guard = Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour)
+    guard = Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour,
+                  author_per_day=cfg.max_auto_per_author_day)  # fmt: skip
     receiver: Receiver | None = None
     if receive:
         receiver = Receiver(
@@ -241,7 +246,7 @@ async def build_service(
     return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=app, check_sync=check_sync,
                    session=stack.session if stack else None, outbox=outbox, receiver=receiver,
                    github=stack.github if stack else None, metrics=metrics, cleaner=cleaner, recovery=recovery,
-                   claude=stack.pipeline.claude if stack else None)  # fmt: skip
+                   model_client=stack.model_client if stack else None)  # fmt: skip
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from reviewer_app.core.admission import CancelPR, Enqueue, Ignore, MalformedPayload, decide_pull_request
+from reviewer_app.core.admission import (
+    CancelPR,
+    Enqueue,
+    Guard,
+    Ignore,
+    MalformedPayload,
+    decide_pull_request,
+    rerun_job_id,
+)
+from reviewer_app.github.checks import external_id
 from tests.helpers import pr_payload, sha
 
 
@@ -49,3 +58,22 @@ def test_debounce_applies_to_pushes_only() -> None:
     d2 = decide_pull_request("opened", pr_payload(), debounce_seconds=30)
     assert isinstance(d1, Enqueue) and d1.job.delay_seconds == 30
     assert isinstance(d2, Enqueue) and d2.job.delay_seconds == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "job"),
+    [(external_id(42), 42), ("reviewer-app-job-042", None), ("reviewer-app-job-", None), ("other-42", None),
+     ("reviewer-app-job-1" + "0" * 18, None), (42, None), (None, None)],
+)  # fmt: skip
+def test_a_check_runs_external_id_names_its_job(value: object, job: int | None) -> None:
+    assert rerun_job_id({"check_run": {"external_id": value}}) == job
+
+
+@pytest.mark.parametrize(("association", "limited"), [("NONE", True), ("FIRST_TIME_CONTRIBUTOR", True),
+                                                      ("CONTRIBUTOR", True), ("MEMBER", False), ("OWNER", False)])  # fmt: skip
+def test_only_outside_authors_automatic_reviews_carry_the_per_author_limit(association: str, limited: bool) -> None:
+    p = pr_payload()
+    p["pull_request"]["author_association"] = association
+    d = decide_pull_request("opened", p, guard=Guard(reviews_per_day=5, author_per_day=3))
+    assert isinstance(d, Enqueue) and d.guard is not None and d.guard.reviews_per_day == 5
+    assert (d.job.details.get("author") == "alice") is limited and (d.guard.author_per_day == 3) is limited

@@ -47,6 +47,8 @@ async def _other_host(h: Harness) -> AsyncIterator[CheckRuns]:
     finally:
         await h.store.release_duty_lease(DUTY, owner=owner, now=time.time())
         await stack.session.close()
+        if stack.model_client is not None:
+            await stack.model_client.close()
 
 
 async def _hand_back_the_duty(h: Harness, there: CheckRuns) -> None:
@@ -178,3 +180,38 @@ async def test_a_run_created_with_a_lost_answer_is_closed_when_its_job_ends_befo
 
 async def _now(value: Any) -> Any:
     return value
+
+
+async def test_a_retried_finished_job_gets_a_new_check_run_and_never_reopens_the_completed_one(tmp_path) -> None:
+    # `jobs retry` PATCHed queued, then in_progress, onto the completed run; GitHub does not reliably reopen one.
+    async with harness(tmp_path) as h:
+        h.anthropic.script_error(400, "invalid_request_error", "prompt is too long")
+        pull, job_id = await h.open_pr()
+        await h.wait_state(job_id, JobState.FAILED)
+        await h.wait_check_synced(job_id)
+        [failed] = h.check_runs(pull.head_sha)
+        assert (failed["status"], failed["conclusion"]) == ("completed", "neutral")
+        assert await h.store.retry_job(job_id, now=time.time())
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        job = await h.wait_check_synced(job_id)
+        old, new = sorted(h.check_runs(pull.head_sha), key=lambda r: r["id"])
+        assert (old["id"], old["conclusion"], new["conclusion"]) == (failed["id"], "neutral", "success")
+        assert job.check_run_id == new["id"] and new["external_id"] == old["external_id"]
+        assert h.github.check_run_regressions == []
+
+
+async def test_a_retry_after_an_attempt_began_leaves_the_check_run_in_progress(tmp_path) -> None:
+    # A retry PATCHed `queued` onto the run its attempt had put in progress.
+    async with harness(tmp_path, REVIEWER_RETRY_BASE_SECONDS="2", REVIEWER_RETRY_MAX_SECONDS="2") as h:
+        h.anthropic.script_overloaded()
+        pull, job_id = await h.open_pr()
+
+        async def retrying() -> bool:
+            runs = h.check_runs(pull.head_sha)
+            return bool(runs) and runs[0]["output"]["title"].startswith("Retrying")
+
+        await eventually(retrying)
+        assert h.check_runs(pull.head_sha)[0]["status"] == "in_progress"
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        await h.wait_check_synced(job_id)
+        assert h.github.check_run_regressions == []

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from reviewer_app.core.admission import Enqueue, Reply, decide_comment
-from reviewer_app.core.commands import may_command, parse_command
+from reviewer_app.core.admission import Enqueue, Reply, decide_comment, pause_key
+from reviewer_app.core.commands import HELP_QUIET_SECONDS, may_command, parse_command
 from reviewer_app.core.states import JobState
+from reviewer_app.store.base import Delivery
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
-from tests.helpers import eventually
+from tests.helpers import eventually, webhook_headers
 
 
 @pytest.mark.parametrize("body,verb", [
@@ -226,7 +228,9 @@ async def _len_at_least(fn, n):
 async def test_pause_stops_automatic_reviews_but_not_requested_ones(tmp_path) -> None:
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])
-        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review pause")))["outcome"] == "paused"
+        # A member with write access: applied once the outbox has confirmed it with GitHub.
+        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review pause")))["outcome"] == "replied"
+        await _setting(h, pause_key(h.github.repos[REPO].id, 1), "1")
         h.github.advance_head(REPO, 1)
         pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
         assert pushed["outcome"] == "skipped" and "paused" in pushed["reason"]
@@ -237,7 +241,8 @@ async def test_pause_stops_automatic_reviews_but_not_requested_ones(tmp_path) ->
         assert "paused" in run["output"]["summary"]
         manual = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
         await h.wait_state(manual["job_id"], JobState.SUCCEEDED)
-        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review resume")))["outcome"] == "resumed"
+        resume = h.comment_payload(pull, "/review resume", association="OWNER", login="octo-org")
+        assert (await h.deliver("issue_comment", resume))["outcome"] == "resumed"  # the owner: at its word
         h.github.advance_head(REPO, 1)
         pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
         assert pushed["outcome"] == "enqueued"
@@ -303,6 +308,43 @@ async def test_check_run_rerun_creates_a_new_review_of_that_head(tmp_path) -> No
         assert suite["outcome"] == "enqueued"
 
 
+async def test_each_rerun_click_gives_one_new_review_and_a_redelivery_none(tmp_path) -> None:
+    # GitHub reuses the check run's (and the suite's) id across clicks: keyed on it, the second click was a duplicate.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        run = h.check_runs(pull.head_sha)[0]
+        answers = []
+        for click in ("click-1", "click-2"):
+            answer = await h.deliver("check_run", h.rerun_payload(pull, run), delivery=click)
+            assert answer["outcome"] == "enqueued", answer
+            answers.append(answer)
+            await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        again = await h.deliver("check_run", h.rerun_payload(pull, run), delivery="click-2")
+        assert again["outcome"] == "duplicate-delivery" and len(h.reviews()) == 3
+
+
+async def test_rerun_on_a_fork_pull_request_finds_it_through_the_runs_external_id(tmp_path) -> None:
+    # GitHub lists no pull request on a fork's check run: the Re-run was ignored as "not attached to a pull request".
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        [run] = h.check_runs(pull.head_sha)
+        payload = h.rerun_payload(pull, run)
+        payload["check_run"].update(pull_requests=[], external_id=run["external_id"])
+        answer = await h.deliver("check_run", payload)
+        assert answer["outcome"] == "enqueued", answer
+        rerun = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert rerun.pr_number == pull.number and len(h.reviews()) == 2
+        # A run naming a job of another repository (or none) is not tied to this one's pull request.
+        other = h.rerun_payload(pull, run)
+        other["check_run"].update(pull_requests=[], external_id=run["external_id"])
+        other["repository"]["id"] += 1
+        assert (await h.deliver("check_run", other))["outcome"] == "ignored"
+        payload["check_run"]["external_id"] = "reviewer-app-job-999999"
+        assert (await h.deliver("check_run", payload))["outcome"] == "ignored"
+
+
 async def test_rerun_of_another_apps_check_is_ignored(tmp_path) -> None:
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])
@@ -323,8 +365,15 @@ async def test_an_uninstalled_installations_pending_jobs_end_cancelled_without_a
             return all(len(h.check_runs(p.head_sha)) == 1 for p, _ in pulls) and statuses == ["queued:0"] * 2
 
         await eventually(queued_runs_shown)
+        h.github.suspend_installation(h.installation_id)  # GitHub's side of the uninstall (tokens refused)
+        h.github.remove_installation(h.installation_id)
         answer = await h.deliver("installation", h.installation_payload("deleted"))
-        assert sorted(answer["cancelled"]) == sorted([busy_id] + [j for _, j in pulls])
+        assert answer["outcome"] == "replied"  # confirmed with GitHub by the outbox, then applied
+
+        async def cancelled() -> bool:
+            return not await h.store.installation_active(h.installation_id)
+
+        await eventually(cancelled)
         seen = len(h.github.requests)
         for job_id in [busy_id] + [j for _, j in pulls]:
             job = await h.job(job_id)
@@ -377,3 +426,141 @@ async def test_a_burst_of_requests_by_one_person_costs_one_permission_lookup(tmp
             answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review", association="MEMBER"))
             await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         assert len(h.github.requests_matching("GET", r"/collaborators/maintainer/permission$")) == 1
+
+
+async def test_a_push_past_compares_300_files_is_reviewed_in_full(tmp_path) -> None:
+    # GitHub's compare stops at 300 files: the incremental review trusted it and never saw, nor listed, the rest.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        old = pull.head_sha
+        many = [added_file(f"gen/m{i:03}.py", [f"X = {i}"]) for i in range(301)]
+        h.github.advance_head(REPO, 1, files=[SOURCE, *many])
+        h.github.set_compare_files(REPO, old, pull.head_sha, many)
+        second = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        job = await h.wait_state(second["job_id"], JobState.SUCCEEDED)
+        assert "Incremental review" not in h.reviews()[-1]["body"] and job.details["incremental"] is False
+
+
+async def test_a_pull_request_over_githubs_3000_listed_files_says_what_was_not_seen(tmp_path) -> None:
+    # GitHub lists 3,000 files of a pull request and cuts the rest silently; the review said nothing of them.
+    async with harness(tmp_path) as h:
+        files = [added_file(f"gen/f{i:04}.py", [f"X = {i}"]) for i in range(3002)]
+        _, job_id = await h.open_pr(files=files)
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert "Not reviewed: 2 of the 3002 changed files." in h.reviews()[-1]["body"]
+
+
+async def test_rerun_respects_the_hourly_and_daily_limits(tmp_path) -> None:
+    # Re-run ignored both budget limits (the help text said it did not).
+    async with harness(tmp_path, REVIEWER_MAX_MANUAL_PER_PR_HOUR="1", REVIEWER_MAX_REVIEWS_PER_DAY="3") as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        run = h.check_runs(pull.head_sha)[0]
+        one = await h.deliver("check_run", h.rerun_payload(pull, run))
+        assert one["outcome"] == "enqueued"
+        two = await h.deliver("check_run", h.rerun_payload(pull, run))
+        assert two["outcome"] == "refused" and "per pull request per hour" in two["reason"]
+        await h.wait_state(one["job_id"], JobState.SUCCEEDED)
+        other, _ = await h.open_pr(number=2)
+        daily = await h.deliver("check_run", h.rerun_payload(other, run))
+        assert daily["outcome"] == "refused" and "per day" in daily["reason"]
+
+
+async def _setting(h, key: str, value: str) -> None:
+    async def applied() -> bool:
+        return await h.store.get_setting(key) == value
+
+    await eventually(applied)
+
+
+async def test_pause_by_a_read_only_collaborator_is_refused_and_changes_nothing(tmp_path) -> None:
+    # pause and resume were obeyed on the association alone: COLLABORATOR and MEMBER do not imply write access.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        h.github.set_permission(REPO, "reader", "read")
+        payload = h.comment_payload(pull, "/review pause", login="reader", association="COLLABORATOR")
+        assert (await h.deliver("issue_comment", payload))["outcome"] == "replied"
+        comment_id = payload["comment"]["id"]
+
+        async def refused() -> bool:
+            return any(r["content"] == "-1" for r in h.github.reactions.get(comment_id, []))
+
+        await eventually(refused)
+        assert await h.store.get_setting(pause_key(h.github.repos[REPO].id, 1)) is None
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="opened"))
+        assert pushed["outcome"] == "enqueued"
+
+
+async def test_a_read_only_commenter_cannot_use_up_a_maintainers_hourly_allowance(tmp_path) -> None:
+    # The hourly allowance was the pull request's: a read-only collaborator's `/review` (refused later, at the worker)
+    # used it up, and the maintainer's own request was refused.
+    async with harness(tmp_path, REVIEWER_MAX_MANUAL_PER_PR_HOUR="1") as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        h.github.set_permission(REPO, "reader", "read")
+        theirs = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login="reader",
+                                                                    association="COLLABORATOR"))  # fmt: skip
+        assert theirs["outcome"] == "enqueued"
+        again = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login="reader",
+                                                                   association="COLLABORATOR"))  # fmt: skip
+        assert again["outcome"] == "refused"
+        mine = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
+        assert mine["outcome"] == "enqueued", mine
+        await h.wait_state(mine["job_id"], JobState.SUCCEEDED)
+        skipped = await h.wait_state(theirs["job_id"], JobState.CANCELLED)
+        assert "may not request reviews" in (skipped.outcome or "") and len(h.reviews()) == 1
+
+
+@pytest.mark.parametrize("relabelled", ["installation", "installation_repositories", "pull_request", "check_run"])
+async def test_a_signed_body_relabelled_as_another_event_is_malformed(tmp_path, relabelled: str) -> None:
+    # X-GitHub-Event is not signed: an issue_comment body sent as `installation` was read as "uninstalled", cancelled
+    # every pending job and marked the installation inactive.
+    async with harness(tmp_path) as h:
+        pull, job_id = await h.open_pr()
+        body = json.dumps(h.comment_payload(pull, "thanks!") | {"action": "deleted"}).encode()
+        resp = await h.client.post("/api/github/webhooks", data=body,
+                                   headers=webhook_headers(body, event=relabelled))  # fmt: skip
+        assert resp.status == 400 and f"not a {relabelled} payload" in (await resp.json())["error"]
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert await h.store.installation_active(h.installation_id)
+
+
+@pytest.mark.parametrize("action", ["deleted", "suspend"])
+async def test_a_replayed_uninstall_of_an_installation_github_shows_active_cancels_nothing(tmp_path, action) -> None:
+    # A captured `installation` body sent again (new delivery id) cancelled every pending job and made the app ignore
+    # the installation's webhooks from then on.
+    async with harness(tmp_path) as h:
+        pull, job_id = await h.open_pr()
+        answer = await h.deliver("installation", h.installation_payload(action))
+        assert answer["outcome"] == "replied" and not answer.get("cancelled")
+
+        async def confirmed() -> bool:
+            return await h.store.pending_effects() == [] and bool(
+                h.github.requests_matching("GET", r"/app/installations/\d+$")
+            )
+
+        await eventually(confirmed)
+        assert await h.store.installation_active(h.installation_id)
+        assert (await h.wait_state(job_id, JobState.SUCCEEDED)).review_id is not None
+        assert (await h.deliver("pull_request", h.pr_payload(pull, "synchronize")))["outcome"] != "ignored"
+
+
+async def test_a_help_comment_sent_again_after_the_quiet_window_gets_no_second_reply(tmp_path) -> None:
+    # Replies were keyed on their outbox row: a captured `/review help` body sent again under a new delivery id once
+    # the quiet window had passed made the app answer it a second time.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        payload = h.comment_payload(pull, "/review help")
+        await h.deliver("issue_comment", payload)
+
+        async def settled() -> bool:
+            return not await h.store.pending_effects()
+
+        await eventually(settled)
+        decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
+        later = time.time() + 2 * HELP_QUIET_SECONDS
+        replayed = await h.store.admit(Delivery("replayed", "issue_comment", "created"), decision, now=later,
+                                       max_attempts=3)  # fmt: skip
+        assert replayed.outcome == "replied"
+        await eventually(settled)
+        assert len(_bot_replies(h, 1)) == 1

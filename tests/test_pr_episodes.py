@@ -79,8 +79,8 @@ async def test_an_installation_suspended_and_back_gets_its_heads_reviewed_by_the
     async with harness(tmp_path) as h:
         await pause_queue(h)
         pull, first = await h.open_pr()
-        gone = await h.deliver("installation", h.installation_payload("suspend"))
-        assert gone["cancelled"] == [first]
+        await suspend(h)
+        h.github.suspend_installation(h.installation_id, False)
         await h.deliver("installation", h.installation_payload("unsuspend"))
         await resume_queue(h)
         # No webhook brings the PR back: the sweep finds its head, whose only job ended with the suspension.
@@ -272,8 +272,8 @@ async def test_an_installation_back_from_suspension_is_swept_at_once_not_at_the_
     async with harness(tmp_path, REVIEWER_SWEEP_SECONDS="3600") as h:
         await pause_queue(h)
         pull, first = await h.open_pr()
-        gone = await h.deliver("installation", h.installation_payload("suspend"))
-        assert gone["cancelled"] == [first]
+        await suspend(h)
+        h.github.suspend_installation(h.installation_id, False)
         back = await h.deliver("installation", h.installation_payload("unsuspend"))
         assert back["outcome"] == "installation"
         await resume_queue(h)
@@ -358,11 +358,67 @@ async def test_a_stale_draft_skip_does_not_hide_the_head_from_the_sweep(tmp_path
         repo = h.github.repos[REPO]
         entry = [{"id": repo.id, "full_name": REPO}]
         base = {"installation": {"id": h.installation_id, "account": {"login": "octo-org"}}}
-        removed = await h.deliver("installation_repositories", {**base, "action": "removed",
+        removed = await h.deliver("installation_repositories", {**base, "action": "removed", "repositories_added": [],
                                                                 "repositories_removed": entry})  # fmt: skip
         assert removed["cancelled"] == [ready["job_id"]]
-        await h.deliver("installation_repositories", {**base, "action": "added", "repositories_added": entry})
+        await h.deliver("installation_repositories", {**base, "action": "added", "repositories_added": entry,
+                                                      "repositories_removed": []})  # fmt: skip
         await resume_queue(h)
         assert await recovery(h).sweep_once() == 1
         await quiet(h)
         assert [r["commit_id"] for r in bot_reviews(h)] == [pull.head_sha]
+
+
+async def test_a_retargeted_base_gets_a_full_review_of_the_head(tmp_path) -> None:
+    # `pull_request.edited` was ignored whatever changed, so a PR moved onto another base kept a review of the old diff.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        title = h.pr_payload(pull, "edited") | {"changes": {"title": {"from": "old title"}}}
+        assert (await h.deliver("pull_request", title))["outcome"] == "ignored"
+        pull.base_ref = "release"
+        edited = h.pr_payload(pull, "edited") | {
+            "changes": {"base": {"ref": {"from": "main"}, "sha": {"from": "0" * 40}}}
+        }
+        answer = await h.deliver("pull_request", edited)
+        assert answer["outcome"] == "enqueued", answer
+        job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert job.head_sha == pull.head_sha and job.details["full"] is True and len(h.reviews()) == 2
+        assert "Incremental review" not in h.reviews()[-1]["body"]
+        again = await h.deliver("pull_request", edited, delivery=job.details["delivery_id"])
+        assert again["outcome"] == "duplicate-delivery" and len(h.reviews()) == 2
+
+
+async def test_a_push_while_a_review_prepares_stops_it_before_the_model_is_paid(tmp_path) -> None:
+    # The head was read once at the start: a push landing while context was read (its webhook late or lost) still
+    # cost a model call for a head nobody would see reviewed.
+    async with harness(tmp_path) as h:
+        stall = h.github.inject("GET", r"/contents/", "hang")
+        pull, job_id = await h.open_pr()
+        await eventually(lambda: _now(stall.hits == 1))
+        newer = h.github.advance_head(REPO, 1)
+        h.github.release_hangs()
+        job = await h.wait_state(job_id, JobState.SUPERSEDED)
+        assert newer in (job.outcome or "")
+        handed = await eventually(lambda: _reviewed(h, newer))
+        assert handed["commit_id"] == newer and len(h.anthropic.message_requests) == 1
+
+
+async def _now(value: Any) -> Any:
+    return value
+
+
+async def _reviewed(h: Harness, head: str) -> dict[str, Any] | None:
+    return next((r for r in h.reviews() if r["commit_id"] == head), None)
+
+
+async def suspend(h: Harness) -> None:
+    """Suspend the installation on GitHub and deliver its webhook; wait until the outbox confirmed and applied it."""
+    h.github.suspend_installation(h.installation_id)
+    gone = await h.deliver("installation", h.installation_payload("suspend"))
+    assert gone["outcome"] == "replied"
+
+    async def inactive() -> bool:
+        return not await h.store.installation_active(h.installation_id)
+
+    await eventually(inactive)

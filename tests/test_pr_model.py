@@ -65,7 +65,7 @@ COVERAGE: Counter[str] = Counter()  # what the sequences covered, printed by the
 
 @dataclass
 class Request:
-    """A requested review the app accepted: `/review` (trigger manual:<comment>) or Re-run (rerun:<check run>)."""
+    """A requested review the app accepted: `/review` (trigger manual:<comment>) or Re-run (rerun:<delivery>)."""
 
     trigger: str
     pr: int
@@ -254,7 +254,10 @@ class PRWorkMachine(RuleBasedStateMachine):
         if pr is None:
             return
         pull = self.gh.pulls[(REPO, pr.number)]
-        payload = self.h.comment_payload(pull, words)
+        # pause and resume by the repository's owner take effect at admission, which this model's bookkeeping needs;
+        # anyone else's wait for the outbox's permission check (tests/test_commands.py covers that path).
+        owner = {"login": "octo-org", "association": "OWNER"} if words in ("/review pause", "/review resume") else {}
+        payload = self.h.comment_payload(pull, words, **owner)
         answer = self.send("issue_comment", payload)
         assert answer is not None
         if words == "/review pause":
@@ -279,7 +282,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         answer = self.send("check_run", self.h.rerun_payload(self.gh.pulls[(REPO, pr.number)], run))
         assert answer is not None
         if answer["outcome"] == "enqueued" and self.installation_active:
-            self.requests.append(Request(f"rerun:{run['id']}", pr.number, pr.episode))
+            self.requests.append(Request(f"rerun:{self.sent[-1].delivery}", pr.number, pr.episode))
 
     # -- installation lifecycle -----------------------------------------------------------------------------
 

@@ -144,3 +144,9 @@ def test_an_observed_head_is_never_ordered_by_stale_before_links() -> None:
     observed = replace(push(A, at=100.0), observed=True)
     plan = plan_enqueue(observed, PRFacts(pending=(auto(3, B, at=100.0, before=A), manual(4, B))))
     assert plan == Plan("enqueued", insert_state="queued", follow=(4,))
+
+
+def test_a_retargeted_base_is_skipped_while_paused_and_supersedes_nothing() -> None:
+    retarget = replace(push(B, trigger="base:delivery-1"), supersede_older_heads=False)
+    assert plan_enqueue(retarget, PRFacts(paused=True)).outcome == "skipped"
+    assert plan_enqueue(retarget, PRFacts(pending=(auto(1, A, at=1.0),))) == Plan("enqueued", insert_state="queued")

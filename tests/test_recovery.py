@@ -307,7 +307,11 @@ async def test_the_sweep_skips_paused_prs_suspended_installations_and_prs_older_
     async with harness(tmp_path) as h:
         gh = h.github
         paused = gh.add_pull(REPO, 1, files=[SOURCE])
-        assert (await h.deliver("issue_comment", h.comment_payload(paused, "/review pause")))["outcome"] == "paused"
+        assert (
+            await h.deliver(
+                "issue_comment", h.comment_payload(paused, "/review pause", login="octo-org", association="OWNER")
+            )
+        )["outcome"] == "paused"
         other = gh.add_installation(account="suspended-org")
         gh.add_repo("suspended-org/x", other.id)
         gh.add_pull("suspended-org/x", 1, files=[SOURCE])
@@ -333,7 +337,9 @@ def test_settings_have_their_defaults_and_zero_disables() -> None:
                        "REVIEWER_DELIVERY_WINDOW_DAYS": "7"})  # fmt: skip
     assert (off.recovery_seconds, off.sweep_seconds, off.delivery_window_days) == (0.0, 0.0, 7.0)
     with pytest.raises(ConfigError, match="REVIEWER_DELIVERY_WINDOW_DAYS=7 is longer than REVIEWER_RETENTION_DAYS=5"):
-        load_config({"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_DELIVERY_WINDOW_DAYS": "7", "REVIEWER_RETENTION_DAYS": "5"})
+        load_config(
+            {"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_DELIVERY_WINDOW_DAYS": "7", "REVIEWER_RETENTION_DAYS": "5"}
+        )
 
 
 async def test_the_service_starts_the_duty_when_enabled(tmp_path) -> None:

@@ -278,3 +278,36 @@ async def test_a_ready_for_review_job_supersedes_the_waiting_draft_job_of_the_sa
     # A draft job of a new head still supersedes only what is older, not the ready job.
     newer = await admit(store, Enqueue(replace(spec(head=2), trigger="draft")))
     assert newer.superseded == (ready.job_id,)
+
+
+async def test_a_claimed_job_superseded_later_still_counts_against_the_daily_limit(store) -> None:
+    # Superseded jobs were left out of the count, so pushing right after each review began made every model call free.
+    daily = Guard(reviews_per_day=2)
+    first = await admit(store, Enqueue(spec(pr=9, head=1), guard=daily))
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    assert lease.job_id == first.job_id
+    pushed = Enqueue(replace(spec(pr=9, head=2), details={"before": sha(1)}), guard=daily)
+    assert (await admit(store, pushed)).superseded == (first.job_id,)
+    again = await admit(store, Enqueue(replace(spec(pr=9, head=3), details={"before": sha(2)}), guard=daily))
+    assert again.outcome == "refused" and "per day" in again.reason
+    # A superseded job that never ran spent nothing.
+    other = Guard(reviews_per_day=2)
+    waiting = await admit(store, Enqueue(spec(pr=10, head=1), guard=other), now=NOW + 86401)
+    moved = Enqueue(replace(spec(pr=10, head=2), details={"before": sha(1)}), guard=other)
+    assert (await admit(store, moved, now=NOW + 86402)).superseded == (waiting.job_id,)
+    third = Enqueue(replace(spec(pr=10, head=3), details={"before": sha(2)}), guard=other)
+    assert (await admit(store, third, now=NOW + 86403)).outcome == "enqueued"
+
+
+async def test_an_outside_authors_automatic_reviews_have_a_daily_limit_of_their_own(store) -> None:
+    # A fork author could spend an installation's whole day by opening pull requests.
+    guard = Guard(author_per_day=2)
+
+    def by(author: str, pr: int) -> Enqueue:
+        return Enqueue(replace(spec(pr=pr), details={"author": author}), guard=guard)
+
+    assert [(await admit(store, by("mallory", pr))).outcome for pr in (20, 21)] == ["enqueued", "enqueued"]
+    refused = await admit(store, by("mallory", 22))
+    assert refused.outcome == "refused" and "per day of pull requests by mallory" in refused.reason
+    assert (await admit(store, by("alice", 23))).outcome == "enqueued"
+    assert (await admit(store, by("mallory", 24), now=NOW + 86401)).outcome == "enqueued"

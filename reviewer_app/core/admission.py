@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -10,10 +11,13 @@ from reviewer_app.core.timestamps import parse_time
 AUTO_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review"})
 
 # Automatic triggers: a push to a ready pull request, and a push to a draft (reviewed only where the repository
-# asks for drafts). Requested reviews carry "manual:<comment id>" or "rerun:<check run node id>".
+# asks for drafts). Requested reviews carry "manual:<comment id>" or "rerun:<delivery id>".
 TRIGGER_AUTO = "auto"
 TRIGGER_DRAFT = "draft"
 AUTOMATIC_TRIGGERS = frozenset({TRIGGER_AUTO, TRIGGER_DRAFT})
+# A base retargeted ("base:<delivery id>"): a full review of the head, owned by the pull request like a request,
+# but skipped while automatic reviews are paused.
+TRIGGER_RETARGET = "base:"
 
 # Why pending work ends with its episode: the pull request closed, or the app lost access to it. Such a job is
 # history; when the pull request (or the installation, or the repository) comes back, its head is owed a review.
@@ -53,19 +57,24 @@ class JobSpec:
 class Effect:
     """A small GitHub write decided at admission (a reaction, a help reply), sent later by the outbox duty."""
 
-    kind: str  # "reaction" (target: comment id) or "comment" (target: PR number)
+    # "reaction" (target: comment id), "comment" (target: PR number), "pause"/"resume" (target: the command's
+    # comment id; content: pause_request), applied once the commenter's permission is confirmed, or "installation"
+    # (target: installation id, repo_full_name: its account, content: "deleted" or "suspend"), applied once GitHub
+    # confirms it.
+    kind: str
     installation_id: int
     repo_full_name: str
     target: int
     content: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Guard:
     """Budget limits checked in the admitting transaction; 0 means no limit."""
 
     reviews_per_day: int = 0  # per installation
     manual_per_pr_hour: int = 0  # manual re-requests per pull request
+    author_per_day: int = 0  # automatic reviews per outside author (details["author"]) per day
     refusal_effects: tuple[Effect, ...] = ()  # what to send when the guard refuses
 
 
@@ -132,6 +141,16 @@ class Ignore:
 Decision = Enqueue | CancelPR | Ignore | SetPause | Reply | InstallationChange | ReposRemoved
 
 
+def pause_request(repo_id: int, pr_number: int, login: str) -> str:
+    """The content of a ``pause``/``resume`` effect (its target is the comment): what to change, for whom."""
+    return f"{repo_id}:{pr_number}:{login}"
+
+
+def parse_pause_request(content: str) -> tuple[int, int, str]:
+    repo_id, pr_number, login = content.split(":", 2)
+    return int(repo_id), int(pr_number), login
+
+
 def pause_key(repo_id: int, pr_number: int) -> str:
     """The settings key that says automatic reviews of one pull request are paused."""
     return f"paused:{repo_id}:{pr_number}"
@@ -147,7 +166,7 @@ def quietened(decision: Reply) -> str:
     return f"{decision.reason}: not repeated, already answered on this pull request in the last {minutes:g} minutes"
 
 
-def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) -> str | None:
+def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int, author_today: int = 0) -> str | None:
     """Why the budget guard refuses this job, or None (pure, over the counts the admitting transaction read)."""
     guard = decision.guard
     if guard is None:
@@ -156,11 +175,54 @@ def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int) 
         return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
     if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
         return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
+    if limits_author(decision) and author_today >= guard.author_per_day:
+        author = decision.job.details["author"]
+        return f"limit of {guard.author_per_day} automatic reviews per day of pull requests by {author} reached"
     return None
+
+
+# Associations that say nothing of write access, or say there is none: a fork's author. Automatic reviews of their
+# pull requests have a daily limit per author, so one account cannot spend an installation's day.
+OUTSIDE_ASSOCIATIONS = frozenset({"CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR", "FIRST_TIMER", "NONE", "MANNEQUIN"})
+
+
+def limits_author(decision: Enqueue) -> bool:
+    """Whether the per-author limit applies to this decision (the store counts the author's jobs only then)."""
+    author = decision.job.details.get("author")
+    return bool(decision.guard and decision.guard.author_per_day and isinstance(author, str) and author)
 
 
 class MalformedPayload(ValueError):
     """The payload lacks a field the event must carry; the receiver answers 400."""
+
+
+# The signature covers the body, not the X-GitHub-Event header: a captured body relabelled as another event must not
+# be read as that event (an issue_comment sent as `installation` was read as "uninstalled"). Each event's top-level
+# objects as GitHub sends them, and the objects of the other events, which it never carries.
+_EVENT_OBJECTS: dict[str, tuple[str, ...]] = {
+    "pull_request": ("pull_request", "repository"),
+    "issue_comment": ("issue", "comment", "repository"),
+    "check_run": ("check_run", "repository"),
+    "check_suite": ("check_suite", "repository"),
+    "installation": ("installation",),
+    "installation_repositories": ("installation", "repositories_added", "repositories_removed"),
+}
+# `repository` belongs to every repository event and to no installation event.
+_FOREIGN_OBJECTS = frozenset({"pull_request", "issue", "comment", "check_run", "check_suite", "review", "repository",
+                              "repositories_added", "repositories_removed"})  # fmt: skip
+
+
+def require_shape(event: str, payload: dict[str, Any]) -> None:
+    """Raise MalformedPayload unless the payload has the objects ``event`` carries and none that only other events
+    carry (pure)."""
+    expected = _EVENT_OBJECTS.get(event)
+    if expected is None:
+        return
+    missing = [key for key in expected if key not in payload]
+    foreign = sorted(key for key in _FOREIGN_OBJECTS - set(expected) if key in payload)
+    if missing or foreign:
+        problem = f"has no {', '.join(missing)}" if missing else f"carries {', '.join(foreign)}"
+        raise MalformedPayload(f"not a {event} payload: it {problem}")
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -196,13 +258,20 @@ def _str(payload: dict[str, Any], *path: str) -> str:
 
 
 def decide_pull_request(
-    action: str, payload: dict[str, Any], *, debounce_seconds: float = 0.0, guard: Guard | None = None
+    action: str,
+    payload: dict[str, Any],
+    *,
+    debounce_seconds: float = 0.0,
+    guard: Guard | None = None,
+    delivery_id: str = "",
 ) -> Decision:
     """The decision for a ``pull_request`` event."""
     repo_id = _int(payload, "repository", "id")
     number = _int(payload, "pull_request", "number")
     if action == "closed":
         return CancelPR(repo_id, number, PR_CLOSED)
+    if action == "edited":
+        return _decide_retarget(payload, guard=guard, delivery_id=delivery_id)
     if action not in AUTO_ACTIONS:
         return Ignore(f"pull_request action {action!r} does not start a review")
     draft = _get(payload, "pull_request").get("draft") is True
@@ -235,8 +304,31 @@ def decide_pull_request(
             ),
         },
     )
+    pull = _get(payload, "pull_request")
+    association = str(pull.get("author_association") or "").upper()
+    login = _obj(pull.get("user")).get("login")
+    if guard and guard.author_per_day and association in OUTSIDE_ASSOCIATIONS and isinstance(login, str) and login:
+        spec.details["author"] = login
+        return Enqueue(spec, guard=Guard(reviews_per_day=guard.reviews_per_day, author_per_day=guard.author_per_day))
     daily = Guard(reviews_per_day=guard.reviews_per_day) if guard and guard.reviews_per_day else None
     return Enqueue(spec, guard=daily)
+
+
+def _decide_retarget(payload: dict[str, Any], *, guard: Guard | None, delivery_id: str) -> Decision:
+    """``pull_request.edited``: only a new base matters (title and body edits change no code). The diff is now taken
+    against another branch, so the head is reviewed again in full, whatever was reviewed of it before. It is keyed
+    on its delivery (each retarget is its own; a redelivery is a duplicate), belongs to the pull request like a
+    Re-run (follows it to its newest head, supersedes nothing), but is automatic work: paused PRs skip it and the
+    daily limit counts it."""
+    if not isinstance(payload.get("changes"), dict) or not isinstance(payload["changes"].get("base"), dict):
+        return Ignore("pull_request edited without a new base changes no code")
+    decision = decide_pull_request("opened", payload, guard=guard)
+    if not isinstance(decision, Enqueue):
+        return decision
+    base_sha = decision.job.details.get("base_sha")
+    spec = replace(decision.job, trigger=f"{TRIGGER_RETARGET}{delivery_id or base_sha}",
+                   details={**decision.job.details, "action": "edited", "full": True})  # fmt: skip
+    return replace(decision, job=spec, supersede_older_heads=False)
 
 
 def decide_observed_head(installation_id: int, repo_id: int | None, repo_full_name: str | None,
@@ -266,6 +358,7 @@ def decide_comment(
 ) -> Decision:
     """The decision for an ``issue_comment`` event: slash commands on pull requests."""
     from reviewer_app.core.commands import HELP_QUIET_SECONDS, help_text, is_bot, may_command, parse_command
+    from reviewer_app.core.markers import make_answer_marker
 
     if action != "created":
         return Ignore(f"issue_comment action {action!r} triggers nothing")
@@ -303,10 +396,17 @@ def decide_comment(
         # Only our own text is posted, never the comment's (it could carry mentions and links), and at most once
         # per pull request in a while, however many people ask.
         text = ("Unknown command.\n\n" if command.verb == "unknown" else "") + help_text(app_slug)
+        text = f"{text}\n\n{make_answer_marker(comment_id)}"  # one answer per comment, however often it is sent
         return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
     if command.verb in ("pause", "resume"):
-        return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
-    refused = Guard(guard.reviews_per_day, guard.manual_per_pr_hour, (react("-1"),)) if guard else None
+        if str(comment.get("author_association") or "").upper() == "OWNER":
+            return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
+        # As for `/review`, the association says little of write access: the outbox asks GitHub for the commenter's
+        # permission, then applies the change (and reacts) or refuses it (-1). Never in the request.
+        verify = Effect(command.verb, inst, repo, comment_id, pause_request(repo_id, number, login))
+        return Reply(f"{command.verb} awaits the permission check of {login}", (verify,))
+    refused = (Guard(reviews_per_day=guard.reviews_per_day, manual_per_pr_hour=guard.manual_per_pr_hour,
+                     refusal_effects=(react("-1"),)) if guard else None)  # fmt: skip
     # The association says little about write access (MEMBER: any member of the owning organisation, COLLABORATOR:
     # read access is enough), so the worker asks GitHub for the requester's permission before a review is paid
     # for, and reacts then. Only the repository's owner is taken at its word.
@@ -326,8 +426,28 @@ def decide_comment(
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=accepted)
 
 
-def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None) -> Decision:
-    """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head."""
+def rerun_job_id(payload: dict[str, Any]) -> int | None:
+    """The job a ``check_run`` payload's own run belongs to, from its ``external_id`` (``reviewer-app-job-N``, see
+    github/checks.py), or None. GitHub leaves ``pull_requests`` empty for a pull request from a fork, so a Re-run
+    there is tied to its pull request through the job that created the run."""
+    node = payload.get("check_run")
+    value = node.get("external_id") if isinstance(node, dict) else None
+    found = _JOB_EXTERNAL_ID.fullmatch(value) if isinstance(value, str) else None
+    return int(found.group(1)) if found else None
+
+
+_JOB_EXTERNAL_ID = re.compile(r"reviewer-app-job-([1-9][0-9]{0,17})")
+
+
+def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None, delivery_id: str,
+                 job_pull: tuple[int, int] | None = None, guard: Guard | None = None) -> Decision:  # fmt: skip
+    """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head.
+
+    Each click is its own request, keyed on its delivery: GitHub keeps one suite per app and commit (and a check
+    run's id) across clicks, so a key on either would make every click after the first a duplicate. A redelivery
+    of the same delivery keeps its id, and stays a duplicate. ``job_pull`` is (repository id, PR number) of the
+    job the run's ``external_id`` names, as the receiver read it from the store (see ``rerun_job_id``); it is used
+    only when the payload lists no pull request and only for a job of the same repository."""
     if action != "rerequested":
         return Ignore(f"{event} action {action!r} triggers nothing")
     node = _get(payload, event)
@@ -336,24 +456,36 @@ def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: in
         return Ignore(f"{event} belongs to another app")
     inst = _installation_id(payload)
     pulls = node.get("pull_requests") or []
-    if inst is None or not pulls:
+    repo_id = _int(payload, "repository", "id")
+    if pulls:
+        number = pulls[0].get("number")
+        if not isinstance(number, int):
+            raise MalformedPayload(f"payload field {event}.pull_requests[0].number is not an integer")
+    elif job_pull is not None and job_pull[0] == repo_id:
+        number = job_pull[1]  # a fork's pull request: GitHub lists none, the run's own job names it
+    else:
+        number = None
+    if inst is None or number is None:
         return Ignore(f"{event} is not attached to a pull request")
     head = _str(payload, event, "head_sha")
-    number = pulls[0].get("number")
-    if not isinstance(number, int):
-        raise MalformedPayload(f"payload field {event}.pull_requests[0].number is not an integer")
+    sender = _obj(payload.get("sender")).get("login")
+    sender = sender if isinstance(sender, str) and sender else None  # whose hourly allowance it uses
     spec = JobSpec(
-        repo_id=_int(payload, "repository", "id"),
+        repo_id=repo_id,
         repo_full_name=_str(payload, "repository", "full_name"),
         installation_id=inst,
         pr_number=number,
         head_sha=head,
-        trigger=f"rerun:{node.get('id')}",
+        trigger=f"rerun:{delivery_id}",
         priority=PRIORITY_MANUAL,
-        details={"full": True, "rerun_of": node.get("id")},
+        details={"full": True, "rerun_of": node.get("id"), **({"requested_by": sender} if sender else {})},
     )
-    # A requested review: it follows the pull request to its newest head and supersedes nothing.
-    return Enqueue(spec, supersede_older_heads=False, automatic=False)
+    # A requested review: it follows the pull request to its newest head and supersedes nothing. Like `/review`, it
+    # counts against both budget limits (a refusal shows on the head's check run; there is no comment to react on).
+    limits = (
+        Guard(reviews_per_day=guard.reviews_per_day, manual_per_pr_hour=guard.manual_per_pr_hour) if guard else None
+    )
+    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=limits)
 
 
 def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Decision:
@@ -365,8 +497,10 @@ def decide_installation(event: str, action: str, payload: dict[str, Any]) -> Dec
         if action in ("created", "unsuspend", "new_permissions_accepted"):
             return InstallationChange(inst, account, True, f"installation {action}")
         if action in ("deleted", "suspend"):
-            return InstallationChange(inst, account, False,
-                                      UNINSTALLED if action == "deleted" else SUSPENDED)  # fmt: skip
+            # The event header is not signed, and a captured body can be sent again: nothing is cancelled on the
+            # webhook's word. The outbox asks GitHub (GET /app/installations/{id}) and applies what it confirms.
+            confirm = Effect("installation", inst, account, inst, action)
+            return Reply(f"installation {action}: to be confirmed with GitHub before its work is cancelled", (confirm,))
         return Ignore(f"installation action {action!r} changes nothing")
     if action == "removed":
         removed = payload.get("repositories_removed")

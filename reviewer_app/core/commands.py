@@ -10,6 +10,9 @@ Verb = Literal["review", "full", "pause", "resume", "help", "unknown"]
 
 # Write access shows in the author association; anything else (CONTRIBUTOR, FIRST_TIMER, NONE...) is refused.
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+# GitHub's `permission` for a collaborator (GET collaborators/{user}/permission): maintain shows as write, triage as
+# read. What a command that changes the app's behaviour (a review, pause, resume) needs.
+WRITE_PERMISSIONS = frozenset({"admin", "write"})
 
 # At most one help answer per pull request in this many seconds: the answer is the same every time.
 HELP_QUIET_SECONDS = 600.0

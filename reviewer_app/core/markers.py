@@ -70,6 +70,21 @@ def make_reply_marker(effect_id: int, created_at: float) -> str:
     return f"<!-- {_REPLY_KEYWORD} effect={effect_id} created={round(created_at * 1000)} -->"
 
 
+def make_answer_marker(comment_id: int) -> str:
+    """The marker that ends a reply to one comment (help): the comment it answers. A copy of that comment's webhook
+    sent again under a new delivery id makes a new outbox row, whose reply finds this one and is not posted."""
+    return f"<!-- {_REPLY_KEYWORD} answers={comment_id} -->"
+
+
+_ANSWER_MARKER = re.compile(rf"<!-- {re.escape(_REPLY_KEYWORD)} answers=[0-9]+ -->\Z")
+
+
+def answer_marker_of(content: str) -> str | None:
+    """The answer marker that ends ``content`` (see make_answer_marker), or None."""
+    found = _ANSWER_MARKER.search(content)
+    return found.group(0) if found else None
+
+
 def find_posted_reply(
     comments: Iterable[Mapping[str, Any]], *, bot_login: str, marker: str
 ) -> Mapping[str, Any] | None:

@@ -22,13 +22,15 @@ The rules (docs/architecture.md draws them):
   never supersedes it. One that already settled on a head that is no longer current *follows* the PR: it is
   superseded by a successor with the same request (``full`` kept) that reviews the newest head.
 - Automatic work on a paused pull request is recorded as skipped (its check run says why); requests still follow.
+  A retargeted base (trigger ``base:<delivery>``) is both: it follows the pull request like a request, and is
+  skipped while paused like automatic work.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, EPISODE_ENDINGS, TRIGGER_DRAFT, Enqueue
+from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, EPISODE_ENDINGS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue
 
 # How a job ended that still answers for its revision: a request with the same revision key is a duplicate.
 LIVE_STATES = ("queued", "running", "succeeded")
@@ -105,7 +107,7 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
     before = before if isinstance(before, str) and before else None
     event_at = spec.details.get("event_at")
     event_at = event_at if isinstance(event_at, int | float) else None
-    automatic = decision.automatic and spec.trigger in AUTOMATIC_TRIGGERS
+    automatic = decision.automatic and (spec.trigger in AUTOMATIC_TRIGGERS or spec.trigger.startswith(TRIGGER_RETARGET))
     follow: tuple[int, ...] = ()
     if spec.head_sha and decision.supersede_older_heads:
         # A head was pushed: requested reviews that settled on another head follow it (unless it is known older).

@@ -176,8 +176,11 @@ class CheckRuns:
             job.installation_id, job.repo_full_name, job.head_sha, check_name=self.name
         )
         for run in existing:
-            if run.get("external_id") == external_id(job.id):
-                return int(run["id"]), False  # created by a creator that died before recording it
+            # Created by a creator that died before recording it. A completed run of the job is an earlier life's
+            # (`jobs retry`): a pending job gets a new run of its own rather than one GitHub may not reopen.
+            reopens = run.get("status") == "completed" and view.status != "completed"
+            if run.get("external_id") == external_id(job.id) and not reopens:
+                return int(run["id"]), False
         created = await self.github.create_check_run(
             job.installation_id, job.repo_full_name, name=self.name, head_sha=job.head_sha, status=view.status,
             external_id=external_id(job.id), output=view.output(), conclusion=view.conclusion,
@@ -222,6 +225,10 @@ class CheckRuns:
             return None, False
         if not created:
             fields: dict[str, Any] = {"status": view.status, "output": view.output()}
+            if view.status == "queued":
+                # A run that exists and is not completed was created queued or went in progress: a retry waiting
+                # for its turn says so in its text, and leaves the status where it is (no way back on GitHub).
+                del fields["status"]
             if view.conclusion:
                 fields["conclusion"] = view.conclusion
             await self.github.update_check_run(job.installation_id, job.repo_full_name, run_id, **fields)

@@ -24,6 +24,7 @@ from reviewer_app.redaction import redact_url
 log = logging.getLogger(__name__)
 
 MAX_PULL_FILES = 3000  # GitHub lists no more than this many files of a pull request
+MAX_COMPARE_FILES = 300  # a comparison's `files` stop at this many, without saying how many there are
 PER_PAGE = 100
 API_VERSION = "2022-11-28"
 ACCEPT = "application/vnd.github+json"  # GitHub's documented media type (gidgethub's default is the older v3 one)
@@ -360,6 +361,18 @@ class GitHubClient:
             installation_id=None,
             what="the app's installations",
         )
+
+    async def get_app_installation(self, installation_id: int) -> Json | None:
+        """The installation as GitHub knows it now (app JWT; ``suspended_at`` set when suspended), None when it is gone."""
+        body, _ = await self._call(
+            "GET",
+            "/app/installations/{installation_id}",
+            {"installation_id": installation_id},
+            installation_id=None,
+            what=f"installation {installation_id}",
+            missing_ok=True,
+        )
+        return body if isinstance(body, dict) else None
 
     async def list_installation_repositories(self, installation_id: int) -> list[Json]:
         """The repositories the installation may access."""

@@ -6,10 +6,18 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from reviewer_app.core.admission import (
+    SUSPENDED,
+    UNINSTALLED,
+    InstallationChange,
+    parse_pause_request,
+    pause_key,
+)
+from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
-from reviewer_app.core.markers import find_posted_reply, make_reply_marker
+from reviewer_app.core.markers import answer_marker_of, find_posted_reply, make_reply_marker
 from reviewer_app.github.client import GitHubClient
-from reviewer_app.store.base import Store
+from reviewer_app.store.base import Delivery, Store
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +38,10 @@ class OutboxSender:
                     # GitHub keeps one reaction per content and user: sending it twice is harmless.
                     await self.github.create_reaction(e["installation_id"], e["repo_full_name"], e["target"],
                                                       e["content"])  # fmt: skip
+                elif e["kind"] in ("pause", "resume"):
+                    await self._pause_if_permitted(e)
+                elif e["kind"] == "installation":
+                    await self._installation_if_confirmed(e)
                 else:
                     await self._reply_once(e)
             except RateLimited as exc:
@@ -45,6 +57,48 @@ class OutboxSender:
             sent += 1
         return sent
 
+    async def _pause_if_permitted(self, e: dict[str, Any]) -> None:
+        """``/review pause`` or ``resume`` by someone whose association does not prove write access: applied only when
+        GitHub says the commenter may write to the repository, answered with a reaction either way. Both steps are
+        idempotent, so a retry after a lost answer changes nothing twice."""
+        inst, repo = e["installation_id"], e["repo_full_name"]
+        repo_id, number, login = parse_pause_request(e["content"])
+        try:
+            permission = await self.github.collaborator_permission(inst, repo, login)
+        except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
+            log.info("outbox %s of %s#%s: permission of %s not known: %s", e["kind"], repo, number, login, exc.reason)
+            permission = "unknown"
+        allowed = permission in WRITE_PERMISSIONS
+        if allowed:
+            await self.store.set_setting(pause_key(repo_id, number), "1" if e["kind"] == "pause" else "0")
+        log.info("outbox: %s of %s#%s by %s (%s access) %s", e["kind"], repo, number, login, permission,
+                 "applied" if allowed else "refused")  # fmt: skip
+        try:
+            await self.github.create_reaction(inst, repo, e["target"], "+1" if allowed else "-1")
+        except PermanentError as exc:  # the comment was deleted meanwhile: the answer still stands
+            log.info("outbox: no reaction on comment %s: %s", e["target"], exc.reason)
+
+    async def _installation_if_confirmed(self, e: dict[str, Any]) -> None:
+        """An ``installation`` deleted or suspended webhook, applied (pending work cancelled, the installation marked
+        inactive) only as far as GitHub confirms it: gone, or suspended now. A replayed or relabelled body about an
+        installation that is fine changes nothing."""
+        inst = e["target"]
+        found = await self.github.get_app_installation(inst)
+        if found is None:
+            reason = UNINSTALLED
+        elif found.get("suspended_at"):
+            reason = SUSPENDED
+        else:
+            log.warning("installation %s: %s webhook not confirmed by GitHub (it is active); nothing cancelled", inst,
+                        e["content"])  # fmt: skip
+            return
+        change = InstallationChange(inst, e["repo_full_name"], False, reason)
+        result = await self.store.admit(Delivery(f"confirmed:{e['id']}", "installation", e["content"]), change,
+                                        now=self.clock(), max_attempts=1)  # fmt: skip
+        self.github.tokens.invalidate(inst)
+        log.info("installation %s: %s confirmed by GitHub; %d pending job(s) cancelled", inst, reason,
+                 len(result.cancelled))  # fmt: skip
+
     async def _reply_once(self, e: dict[str, Any]) -> None:
         """Post the reply with its marker, unless the app's bot already posted it.
 
@@ -52,11 +106,15 @@ class OutboxSender:
         record anything (its answer lost, the process killed, the pass stopped at shutdown or when its duty lease
         was taken over), and such a try leaves the row looking untried."""
         inst, repo, number = e["installation_id"], e["repo_full_name"], e["target"]
-        marker = make_reply_marker(e["id"], e["created_at"])
+        # A reply to a comment carries the comment it answers (so a replayed comment gets no second reply); others
+        # are keyed on their outbox row.
+        answers = answer_marker_of(e["content"])
+        marker = answers or make_reply_marker(e["id"], e["created_at"])
         comments = await self.github.list_issue_comments(inst, repo, number)
         posted = find_posted_reply(comments, bot_login=await self.github.bot_login(), marker=marker)
         if posted is not None:
             log.info("outbox reply %s on %s#%s was posted already (comment %s); not posting it again", e["id"], repo,
                      number, posted.get("id"))  # fmt: skip
             return
-        await self.github.create_issue_comment(inst, repo, number, f"{e['content']}\n\n{marker}")
+        body = e["content"] if answers else f"{e['content']}\n\n{marker}"
+        await self.github.create_issue_comment(inst, repo, number, body)

@@ -147,10 +147,6 @@ class ClaudeReviewer:
         self._counting = True  # False once the endpoint turned out to be missing (a gateway without it)
         self._fixed_tokens: dict[tuple[str, ...], int] = {}  # by the names of the tools offered
 
-    async def aclose(self) -> None:
-        """Close the SDK client's HTTP connections (the service's shutdown)."""
-        await self._client.close()
-
     async def review(
         self,
         user_blocks: str | Sequence[str],

@@ -18,10 +18,12 @@ from reviewer_app.core.admission import (
     PR_CLOSED_AT_WORKER,
     TRIGGER_AUTO,
     TRIGGER_DRAFT,
+    TRIGGER_RETARGET,
     Enqueue,
     decide_observed_head,
 )
 from reviewer_app.core.anchoring import anchor
+from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import (
     Cancelled,
     Deferred,
@@ -37,7 +39,7 @@ from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
-from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
@@ -72,8 +74,6 @@ log = logging.getLogger(__name__)
 
 PROGRESS_KEY = "model_progress"  # job details: finished parts and tool turns of a model answer not yet stored
 
-# GitHub's `permission` for a collaborator: maintain shows as write, triage as read.
-WRITE_PERMISSIONS = frozenset({"admin", "write"})
 PERMISSION_CACHE_SECONDS = 60.0
 
 
@@ -146,6 +146,8 @@ class ReviewPipeline:
             except Cancelled as skip:
                 await self._skip(ctx, skip.reason)
         else:
+            if job.trigger.startswith(TRIGGER_RETARGET):
+                _check_retarget(pr, rc)
             await self._check_unanswered(ctx)
         async with self.checks.lock(job.id):
             check_run_id = await self.checks.show_for_attempt(ctx, desired_check(job))
@@ -166,6 +168,9 @@ class ReviewPipeline:
         else:
             log.info("job %s: publishing the stored model answer (no new model call)", job.id)
         summary = stored["summary"]
+        unlisted = _unlisted_files(pr, len(files))
+        if unlisted:
+            summary = f"{unlisted}\n\n{summary}"
         comments = [ModelComment(**c) for c in stored["comments"]]
         not_covered = [tuple(x) for x in stored["not_covered"]]
         # Nits never go inline: folded in the body when the repository wants them, otherwise not shown.
@@ -298,7 +303,14 @@ class ReviewPipeline:
             log.info("job %s: %s is not an ancestor of %s; reviewing the whole pull request", job.id, last[:12],
                      job.head_sha[:12])  # fmt: skip
             return full
-        changed = select_files(comparison.get("files") or [], ignore=ignore)
+        compared = comparison.get("files") or []
+        if len(compared) >= MAX_COMPARE_FILES:
+            # GitHub's compare lists at most 300 files and says nothing of the rest: an incremental review would
+            # neither review nor list them. The pull request's own file list goes further.
+            log.info("job %s: the comparison since %s lists %d files, GitHub's limit; reviewing the whole pull request",
+                     job.id, last[:12], len(compared))  # fmt: skip
+            return full
+        changed = select_files(compared, ignore=ignore)
         note = (f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
                 f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
         return Scope(changed, note, base=last)
@@ -391,6 +403,10 @@ class ReviewPipeline:
             key = hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
             done = progress["parts"].get(key)
             if done is None:
+                # The head read at the start may be minutes old by now (reading context, an earlier part): a push
+                # since then makes this call pointless, and pushing right after a review starts is free to anyone.
+                current = await self.github.get_pull(inst, job.repo_full_name, job.pr_number)
+                await self._still_applies(ctx, current)
                 done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
             model = done["model"]
             summaries.append(done["summary"].strip())
@@ -506,3 +522,24 @@ class ReviewPipeline:
         reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
         found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
         return None if found is None else int(found["id"])
+
+
+def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:
+    """A retargeted base is automatic work: skipped (visibly) where the repository turned automatic reviews off, or
+    for a draft the repository does not review."""
+    if not rc.auto:
+        raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask for one")
+    if pr.get("draft") is True and not rc.drafts:
+        raise Cancelled("skipped: draft pull request; it is reviewed when marked ready for review (or set "
+                        f"`drafts: true` in {CONFIG_PATH}, or comment /review)")  # fmt: skip
+
+
+def _unlisted_files(pr: dict[str, Any], listed: int) -> str | None:
+    """What the review body says when GitHub listed fewer files than the pull request changes (it lists at most
+    3,000, and cuts the rest without a word), or None."""
+    changed = pr.get("changed_files")
+    if not isinstance(changed, int) or isinstance(changed, bool) or changed <= listed:
+        return None
+    return (f"**Not reviewed: {changed - listed} of the {changed} changed files.** GitHub lists at most "
+            f"{MAX_PULL_FILES:,} files of a pull request, so the others were neither seen nor reviewed. Split the pull "
+            "request to have them reviewed.")  # fmt: skip

@@ -25,6 +25,7 @@ from reviewer_app.core.admission import (
     ReposRemoved,
     SetPause,
     guard_refusal,
+    limits_author,
     pause_key,
     quiet_comments,
     quietened,
@@ -263,7 +264,15 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     if has_pending:  # only when the PR has pending jobs: most admissions skip this statement
         rows = yield Rows(s.PENDING_JOBS_OF_PR, (spec.repo_id, spec.pr_number))
         pending = tuple(PendingJob(*row) for row in rows)
-    refusal = guard_refusal(decision, manual_recent=manual_recent, reviews_today=reviews_today)
+    requester = spec.details.get("requested_by")
+    if manual_recent and isinstance(requester, str):  # the hourly allowance is each requester's own
+        manual_recent = (yield Row(s.REQUESTS_BY_SINCE, (spec.repo_id, spec.pr_number, now - 3600, requester)))[0]
+    author_today = 0
+    if limits_author(decision):
+        author_today = (yield Row(s.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400,
+                                                         spec.details["author"])))[0]  # fmt: skip
+    refusal = guard_refusal(decision, manual_recent=manual_recent, reviews_today=reviews_today,
+                            author_today=author_today)  # fmt: skip
     plan = plan_enqueue(decision, PRFacts(paused=bool(paused), live_revision_job=live_id, pending=pending,
                                           refusal=refusal))  # fmt: skip
     for followed in plan.follow:

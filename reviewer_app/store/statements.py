@@ -179,9 +179,44 @@ UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason
  WHERE id = ? AND state IN ({_states(JobEvent.CANCEL)})
 """
 
+# A job that counts against the daily review limit: pending or finished, and a superseded or cancelled one that was
+# claimed (its model call may have begun; a push right after a review starts must not make it free), unless the
+# worker skipped it before asking the model.
+SPENT_JOB = """(state NOT IN ('superseded', 'cancelled') OR (attempts > 0
+  AND COALESCE(cancel_reason, '') NOT IN ('skipped', 'covered')))"""
+
+# An outside author's automatic reviews of one installation since a time that count against the daily limit (the
+# author is in the job's details). Parameters: installation, since, author.
+_AUTHOR_SPENT_SINCE = f"""
+SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ? AND {SPENT_JOB}
+   AND {{author}} = ?
+"""
+AUTHOR_SPENT_SINCE = Dialects(
+    _AUTHOR_SPENT_SINCE.format(author="json_extract(details, '$.author')"),
+    numbered(_AUTHOR_SPENT_SINCE.format(author="(details::jsonb ->> 'author')")),
+)
+
+# One requester's requested reviews of a pull request since a time (the hourly allowance is each requester's, so
+# a read-only commenter, refused later by the worker, cannot use up a maintainer's). Parameters: repository, PR,
+# since, requester.
+_REQUESTS_BY_SINCE = """
+SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ? AND priority = 0 AND created_at > ?
+   AND {requester} = ?
+"""
+REQUESTS_BY_SINCE = Dialects(
+    _REQUESTS_BY_SINCE.format(requester="json_extract(details, '$.requested_by')"),
+    numbered(_REQUESTS_BY_SINCE.format(requester="(details::jsonb ->> 'requested_by')")),
+)
+
+# An operator's retry of a finished job. A check run GitHub shows completed is forgotten (with any creation claim):
+# GitHub does not reliably reopen a completed run, so the new attempt gets a new one (same external_id).
 OPERATOR_RETRY = f"""
 UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at = ?, updated_at = ?,
-       finished_at = NULL, outcome = NULL, cancel_reason = NULL, check_run_status = NULL
+       finished_at = NULL, outcome = NULL, cancel_reason = NULL,
+       check_run_id = CASE WHEN check_run_status = 'completed' THEN NULL ELSE check_run_id END,
+       check_run_claim = CASE WHEN check_run_status = 'completed' THEN NULL ELSE check_run_claim END,
+       check_run_claim_until = CASE WHEN check_run_status = 'completed' THEN NULL ELSE check_run_claim_until END,
+       check_run_status = NULL
  WHERE id = ? AND state IN ({_states(JobEvent.RETRY_BY_OPERATOR)})
    AND NOT EXISTS (SELECT 1 FROM jobs AS live WHERE live.revision_key = jobs.revision_key AND live.id <> jobs.id
                    AND live.state IN ({LIVE_STATES}))
@@ -429,7 +464,7 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = ?1 AND COALESCE(outc
        EXISTS (SELECT 1 FROM settings WHERE key = ?4 AND value = '1') AS paused,
        (SELECT id FROM jobs WHERE revision_key = ?5 AND state IN ({LIVE_STATES})) AS live_id,
        CASE WHEN ?6 THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = ?7
-                          AND created_at > ?8 AND state NOT IN ('superseded', 'cancelled'))
+                          AND created_at > ?8 AND {SPENT_JOB})
             ELSE 0 END AS reviews_today,
        CASE WHEN ?9 THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = ?10 AND pr_number = ?11
                           AND priority = 0 AND created_at > ?12)
@@ -445,7 +480,7 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = $1 AND COALESCE(outc
        EXISTS (SELECT 1 FROM settings WHERE key = $4 AND value = '1') AS paused,
        (SELECT id FROM jobs WHERE revision_key = $5 AND state IN ({LIVE_STATES})) AS live_id,
        CASE WHEN $6::boolean THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = $7 AND created_at > $8
-                                   AND state NOT IN ('superseded', 'cancelled')) ELSE 0 END AS reviews_today,
+                                   AND {SPENT_JOB}) ELSE 0 END AS reviews_today,
        CASE WHEN $9::boolean THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = $10 AND pr_number = $11
                                    AND priority = 0 AND created_at > $12) ELSE 0 END AS manual_recent,
        CASE WHEN $13::boolean THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = $14 AND pr_number = $15

@@ -16,6 +16,7 @@ from reviewer_app.core.admission import (
     decide_installation,
     decide_pull_request,
     decide_rerun,
+    require_shape,
 )
 from reviewer_app.core.timestamps import parse_time
 
@@ -28,6 +29,7 @@ class Decisions:
     app_id: int | None = None
     app_slug: str = ""
     guard: Guard | None = None
+    rerun_job_pull: tuple[int, int] | None = None  # (repository id, PR number) of the job a check run names
     items: list[Decision] = field(default_factory=list)
 
     @property
@@ -44,12 +46,13 @@ def _event_at(payload: dict[str, Any]) -> float | None:
 
 @pull_requests.register("pull_request")
 async def on_pull_request(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     action = event.data.get("action")
     if not isinstance(action, str):
         decisions.items.append(Ignore("pull_request event without an action"))
         return
     decision = decide_pull_request(action, event.data, debounce_seconds=decisions.debounce_seconds,
-                                   guard=decisions.guard)  # fmt: skip
+                                   guard=decisions.guard, delivery_id=str(event.delivery_id))  # fmt: skip
     if isinstance(decision, Enqueue):
         event_at = _event_at(event.data)
         if event_at is not None:
@@ -62,6 +65,7 @@ comments = routing.Router()
 
 @comments.register("issue_comment")
 async def on_issue_comment(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     decisions.items.append(decide_comment(str(event.data.get("action")), event.data, app_slug=decisions.app_slug,
                                           bot_login=decisions.bot_login, guard=decisions.guard))  # fmt: skip
 
@@ -72,8 +76,10 @@ check_runs = routing.Router()
 @check_runs.register("check_run")
 @check_runs.register("check_suite")
 async def on_rerequested(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     decisions.items.append(decide_rerun(event.event, str(event.data.get("action")), event.data,
-                                        app_id=decisions.app_id))  # fmt: skip
+                                        app_id=decisions.app_id, delivery_id=str(event.delivery_id),
+                                        job_pull=decisions.rerun_job_pull, guard=decisions.guard))  # fmt: skip
 
 
 installations = routing.Router()
@@ -82,6 +88,7 @@ installations = routing.Router()
 @installations.register("installation")
 @installations.register("installation_repositories")
 async def on_installation(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
     decisions.items.append(decide_installation(event.event, str(event.data.get("action")), event.data))
 
 

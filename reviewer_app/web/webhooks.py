@@ -15,7 +15,7 @@ import orjson
 from aiohttp import web
 from gidgethub import BadRequest, routing, sansio
 
-from reviewer_app.core.admission import Enqueue, Guard, Ignore, MalformedPayload
+from reviewer_app.core.admission import Enqueue, Guard, Ignore, MalformedPayload, rerun_job_id
 from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import AdmitResult, Delivery, Store, StoreUnavailable
 from reviewer_app.web.events import Decisions
@@ -82,6 +82,11 @@ class Receiver:
         decisions = Decisions(debounce_seconds=self.debounce_seconds, app_id=self.app_id, app_slug=self.app_slug,
                               guard=self.guard)  # fmt: skip
         try:
+            decisions.rerun_job_pull = await self._rerun_job_pull(event)
+        except StoreUnavailable as exc:
+            log.error("delivery %s not admitted, answering 503: %s", delivery_id, exc)
+            return _answer(503, error="the job could not be read; GitHub may redeliver this event")
+        try:
             await self.router.dispatch(event, decisions)
         except MalformedPayload as exc:
             return _answer(400, error=str(exc))
@@ -125,6 +130,17 @@ class Receiver:
             cancelled=list(result.cancelled),
             reason=result.reason or None,
         )
+
+    async def _rerun_job_pull(self, event: sansio.Event) -> tuple[int, int] | None:
+        """(repository id, PR number) of the job a rerequested check run names, read from the store, when the payload
+        lists no pull request (a fork's): a read of our own row, no GitHub call in the request."""
+        data = event.data
+        node = data.get("check_run")
+        if event.event != "check_run" or data.get("action") != "rerequested" or not isinstance(node, dict):
+            return None
+        job_id = rerun_job_id(data) if not node.get("pull_requests") else None
+        job = await self.store.get_job(job_id) if job_id is not None else None
+        return (job.repo_id, job.pr_number) if job is not None else None
 
 
 _SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")

@@ -35,6 +35,7 @@ Json = dict[str, Any]
 PER_PAGE_DEFAULT = 30
 PER_PAGE_MAX = 100
 PULL_FILES_CAP = 3000  # GitHub lists at most 3000 files of a pull request
+COMPARE_FILES_CAP = 300  # and at most 300 files of a comparison, silently
 RATE_LIMIT = 5000
 JWT_MAX_LIFETIME = 600 + 60  # GitHub caps app JWTs at 10 minutes; a little slack for clock drift
 MANIFEST_CODE_LIFETIME = 3600.0  # a manifest flow's temporary code works once, within an hour
@@ -157,11 +158,65 @@ def _normalize_file(entry: Json) -> Json:
 
 
 def _user(login: str) -> Json:
+    """A user as GitHub's `simple-user` schema has it (tests/test_fake_schema.py holds the fake to it)."""
+    user_id = int(hashlib.sha1(login.encode()).hexdigest()[:8], 16)
+    api = f"https://api.github.com/users/{login}"
     return {
-        "login": login,
-        "id": int(hashlib.sha1(login.encode()).hexdigest()[:8], 16),
-        "type": "Bot" if login.endswith("[bot]") else "User",
-    }
+        "login": login, "id": user_id, "node_id": f"U_{user_id}",
+        "avatar_url": f"https://avatars.githubusercontent.com/u/{user_id}", "gravatar_id": "",
+        "url": api, "html_url": f"https://github.com/{login}", "followers_url": f"{api}/followers",
+        "following_url": f"{api}/following{{/other_user}}", "gists_url": f"{api}/gists{{/gist_id}}",
+        "starred_url": f"{api}/starred{{/owner}}{{/repo}}", "subscriptions_url": f"{api}/subscriptions",
+        "organizations_url": f"{api}/orgs", "repos_url": f"{api}/repos", "events_url": f"{api}/events{{/privacy}}",
+        "received_events_url": f"{api}/received_events", "type": "Bot" if login.endswith("[bot]") else "User",
+        "site_admin": False,
+    }  # fmt: skip
+
+
+_REPO_URLS = ("archive", "assignees", "blobs", "branches", "collaborators", "comments", "commits", "compare",
+              "contents", "contributors", "deployments", "downloads", "events", "forks", "git_commits", "git_refs",
+              "git_tags", "issue_comment", "issue_events", "issues", "keys", "labels", "languages", "merges",
+              "milestones", "notifications", "pulls", "releases", "stargazers", "statuses", "subscribers",
+              "subscription", "tags", "teams", "trees", "hooks")  # fmt: skip
+
+
+def _repo_json(repo: Repo) -> Json:
+    """A repository as GitHub's `repository` schema has it (what a pull request's head and base carry)."""
+    api = f"https://api.github.com/repos/{repo.full_name}"
+    owner, name = repo.full_name.split("/")
+    return {
+        "id": repo.id, "node_id": f"R_{repo.id}", "name": name, "full_name": repo.full_name, "owner": _user(owner),
+        "private": repo.private, "default_branch": repo.default_branch, "archived": repo.archived,
+        "license": None, "forks": 0, "description": None, "fork": False, "url": api, "homepage": None,
+        "language": None, "forks_count": 0, "stargazers_count": 0, "watchers_count": 0, "size": 0,
+        "open_issues_count": 0, "has_pages": False, "disabled": False, "pushed_at": iso(0), "created_at": iso(0),
+        "updated_at": iso(0), "open_issues": 0, "watchers": 0, "html_url": f"https://github.com/{repo.full_name}",
+        "git_url": f"git://github.com/{repo.full_name}.git", "ssh_url": f"git@github.com:{repo.full_name}.git",
+        "clone_url": f"https://github.com/{repo.full_name}.git", "svn_url": f"https://github.com/{repo.full_name}",
+        "mirror_url": None, **{f"{u}_url": f"{api}/{u}" for u in _REPO_URLS},
+    }  # fmt: skip
+
+
+def _commit_json(repo: str, sha: str, parent: str | None) -> Json:
+    """A commit as GitHub's `commit` schema has it (what compare lists)."""
+    api = f"https://api.github.com/repos/{repo}"
+    person = {"name": "Octo Cat", "email": "octocat@example.invalid", "date": iso(0)}
+    return {
+        "url": f"{api}/commits/{sha}", "sha": sha, "node_id": f"C_{sha}",
+        "html_url": f"https://github.com/{repo}/commit/{sha}", "comments_url": f"{api}/commits/{sha}/comments",
+        "commit": {"url": f"{api}/git/commits/{sha}", "author": person, "committer": person, "message": "commit",
+                   "comment_count": 0, "tree": {"sha": sha, "url": f"{api}/git/trees/{sha}"}},
+        "author": None, "committer": None,
+        "parents": [{"sha": parent, "url": f"{api}/commits/{parent}"}] if parent else [],
+    }  # fmt: skip
+
+
+def _file_urls(repo: str, ref: str, entry: Json) -> Json:
+    """A pull request's or comparison's file with the URLs GitHub's `diff-entry` carries."""
+    path = entry["filename"]
+    return {**entry, "blob_url": f"https://github.com/{repo}/blob/{ref}/{path}",
+            "raw_url": f"https://github.com/{repo}/raw/{ref}/{path}",
+            "contents_url": f"https://api.github.com/repos/{repo}/contents/{path}?ref={ref}"}  # fmt: skip
 
 
 class ApiError(Exception):
@@ -207,6 +262,7 @@ class Repo:
     branches: dict[str, str] = field(default_factory=dict)  # branch -> sha
     permissions: dict[str, str] = field(default_factory=dict)  # user login -> admin/write/read/none
     compare_files: dict[tuple[str, str], list[Json]] = field(default_factory=dict)
+    archived: bool = False  # GitHub refuses every write to an archived repository (403)
 
     def resolve(self, ref: str) -> str:
         return self.branches.get(ref, ref)
@@ -293,6 +349,9 @@ class RecordedRequest:
     token_expired: bool
     status: int
     fault: str | None
+    route: str = ""  # the route's pattern, e.g. /repos/{owner}/{name}/check-runs (tests/test_fake_schema.py)
+    request_json: Any = None  # a write's JSON body as the app sent it
+    response_json: Any = None  # the JSON the fake answered
 
 
 class FakeGitHub:
@@ -340,6 +399,7 @@ class FakeGitHub:
         self.review_comments: dict[tuple[str, int], list[Json]] = {}
         self.issue_comments: dict[tuple[str, int], list[Json]] = {}
         self.check_runs: dict[int, Json] = {}
+        self.check_run_regressions: list[tuple[int, str, str]] = []  # (run, status shown, status asked for)
         self._check_run_repo: dict[int, str] = {}
         self.reactions: dict[int, list[Json]] = {}
         self.deliveries: list[Json] = []
@@ -377,6 +437,9 @@ class FakeGitHub:
 
     def suspend_installation(self, installation_id: int, suspended: bool = True) -> None:
         self.installations[installation_id].suspended = suspended
+
+    def archive_repo(self, repo: str, archived: bool = True) -> None:
+        self.repos[repo].archived = archived
 
     def remove_installation(self, installation_id: int) -> None:
         """Uninstall: the installation's tokens stop working and its repos become invisible."""
@@ -685,6 +748,7 @@ class FakeGitHub:
         r.add_post("/organizations/{org}/settings/apps/new", self._new_app_page)
         r.add_post("/app/installations/{installation_id}/access_tokens", self._create_token)
         r.add_get("/app/installations", self._list_installations)
+        r.add_get("/app/installations/{installation_id}", self._get_installation)
         r.add_get("/installation/repositories", self._list_installation_repos)
         r.add_get("/app/hook/deliveries", self._list_deliveries)
         r.add_post("/app/hook/deliveries/{delivery_id}/attempts", self._redeliver)
@@ -755,6 +819,9 @@ class FakeGitHub:
                 token_expired=auth.expired,
                 status=response.status,
                 fault=fault.kind if fault else None,
+                route=request.match_info.route.resource.canonical if request.match_info.route.resource else "",
+                request_json=_json_or_none(await request.read()) if is_write else None,
+                response_json=_json_or_none(response.body) if isinstance(response, web.Response) else None,
             )
         )
         if fault is not None and fault.kind == "advance_head":
@@ -898,6 +965,8 @@ class FakeGitHub:
         repo = self.repos.get(full_name)
         if repo is None or repo.installation_id != auth.installation_id:
             raise ApiError(404, "Not Found")
+        if repo.archived and request.method in ("POST", "PATCH", "PUT", "DELETE"):
+            raise ApiError(403, "Repository was archived so is read-only.")
         return repo
 
     def _pull_for(self, request: web.Request) -> Pull:
@@ -940,7 +1009,10 @@ class FakeGitHub:
 
     async def _get_app(self, request: web.Request) -> web.Response:
         self._require_jwt(request)
-        return web.json_response(
+        return web.json_response(self._app_json())
+
+    def _app_json(self) -> Json:
+        return dict(
             {
                 "id": self.app_id,
                 "slug": self.app_slug,
@@ -953,6 +1025,8 @@ class FakeGitHub:
                 "permissions": {"pull_requests": "write", "checks": "write", "contents": "read", "issues": "write"},
                 "events": ["pull_request", "issue_comment", "check_run"],
                 "installations_count": len(self.installations),
+                "created_at": iso(0),
+                "updated_at": iso(0),
             }
         )
 
@@ -1016,15 +1090,31 @@ class FakeGitHub:
             status=201,
         )
 
+    def _installation_json(self, inst: Installation) -> Json:
+        api = "https://api.github.com"
+        return {"id": inst.id, "account": {**_user(inst.account), "type": "Organization"}, "app_id": self.app_id,
+                "app_slug": self.app_slug, "target_type": "Organization", "repository_selection": "selected",
+                "access_tokens_url": f"{api}/app/installations/{inst.id}/access_tokens",
+                "repositories_url": f"{api}/installation/repositories",
+                "html_url": f"https://github.com/organizations/{inst.account}/settings/installations/{inst.id}",
+                "target_id": _user(inst.account)["id"],
+                "permissions": {"pull_requests": "write", "checks": "write", "contents": "read", "issues": "write"},
+                "events": ["pull_request", "issue_comment", "check_run"], "single_file_name": None,
+                "created_at": iso(inst.created_at), "updated_at": iso(inst.created_at),
+                "suspended_by": _user("site-admin") if inst.suspended else None,
+                "suspended_at": iso(self.clock()) if inst.suspended else None}  # fmt: skip
+
     async def _list_installations(self, request: web.Request) -> web.Response:
         self._require_jwt(request)
-        now = iso(self.clock())
-        return self._page(request, [
-            {"id": inst.id, "account": {**_user(inst.account), "type": "Organization"}, "app_id": self.app_id,
-             "app_slug": self.app_slug, "target_type": "Organization", "repository_selection": "selected",
-             "created_at": iso(inst.created_at), "suspended_at": now if inst.suspended else None}
-            for inst in sorted(self.installations.values(), key=lambda i: i.id)
-        ])  # fmt: skip
+        return self._page(request, [self._installation_json(inst)
+                                    for inst in sorted(self.installations.values(), key=lambda i: i.id)])  # fmt: skip
+
+    async def _get_installation(self, request: web.Request) -> web.Response:
+        self._require_jwt(request)
+        inst = self.installations.get(int(request.match_info["installation_id"]))
+        if inst is None:
+            raise ApiError(404, "Not Found")
+        return web.json_response(self._installation_json(inst))
 
     async def _list_installation_repos(self, request: web.Request) -> web.Response:
         auth: AuthInfo = request["auth"]
@@ -1086,17 +1176,43 @@ class FakeGitHub:
     def _pull_json(self, request: web.Request, pull: Pull) -> Json:
         repo = self.repos[pull.repo]
         owner = pull.repo.split("/")[0]
-        repo_json = {
-            "id": repo.id,
-            "full_name": repo.full_name,
-            "name": repo.full_name.split("/")[1],
-            "owner": _user(owner),
-            "private": repo.private,
-            "default_branch": repo.default_branch,
-        }
+        repo_json = _repo_json(repo)
         files = pull.files
         api = f"{request.url.origin()}/repos/{pull.repo}/pulls/{pull.number}"
+        issue = f"{request.url.origin()}/repos/{pull.repo}/issues/{pull.number}"
+        html = f"https://github.com/{pull.repo}/pull/{pull.number}"
         return {
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "issue_url": issue,
+            "commits_url": f"{api}/commits",
+            "review_comments_url": f"{api}/comments",
+            "review_comment_url": f"{request.url.origin()}/repos/{pull.repo}/pulls/comments{{/number}}",
+            "comments_url": f"{issue}/comments",
+            "statuses_url": f"{request.url.origin()}/repos/{pull.repo}/statuses/{pull.head_sha}",
+            "labels": [],
+            "milestone": None,
+            "merged_at": iso(pull.updated_at) if pull.merged else None,
+            "_links": {
+                k: {"href": v}
+                for k, v in (
+                    ("self", api),
+                    ("html", html),
+                    ("issue", issue),
+                    ("comments", f"{issue}/comments"),
+                    ("review_comments", f"{api}/comments"),
+                    ("review_comment", f"{api}/comments{{/number}}"),
+                    ("commits", f"{api}/commits"),
+                    ("statuses", f"{api}/statuses"),
+                )
+            },
+            "auto_merge": None,
+            "mergeable": None,
+            "mergeable_state": "unknown",
+            "merged_by": None,
+            "comments": 0,
+            "review_comments": 0,
+            "maintainer_can_modify": False,
             "url": api,
             "id": pull.id,
             "node_id": f"PR_{pull.id}",
@@ -1147,7 +1263,8 @@ class FakeGitHub:
         return web.json_response(self._pull_json(request, self._pull_for(request)))
 
     async def _list_files(self, request: web.Request) -> web.Response:
-        return self._page(request, self._pull_for(request).files[:PULL_FILES_CAP])
+        pull = self._pull_for(request)
+        return self._page(request, [_file_urls(pull.repo, pull.head_sha, f) for f in pull.files[:PULL_FILES_CAP]])
 
     async def _list_reviews(self, request: web.Request) -> web.Response:
         pull = self._pull_for(request)
@@ -1166,6 +1283,10 @@ class FakeGitHub:
             "html_url": f"https://github.com/{repo}/pull/{number}#pullrequestreview-{review_id}",
             "pull_request_url": f"https://api.github.com/repos/{repo}/pulls/{number}",
             "author_association": "NONE",
+            "_links": {
+                "html": {"href": f"https://github.com/{repo}/pull/{number}#pullrequestreview-{review_id}"},
+                "pull_request": {"href": f"https://api.github.com/repos/{repo}/pulls/{number}"},
+            },
         }
 
     async def _create_review(self, request: web.Request) -> web.Response:
@@ -1287,9 +1408,16 @@ class FakeGitHub:
             "conclusion": None,
             "started_at": data.get("started_at", iso(self.clock())),
             "completed_at": None,
-            "output": {"title": None, "summary": None, "text": None, "annotations_count": 0},
+            "url": f"https://api.github.com/repos/{repo.full_name}/check-runs/{run_id}",
+            "output": {
+                "title": None,
+                "summary": None,
+                "text": None,
+                "annotations_count": 0,
+                "annotations_url": f"https://api.github.com/repos/{repo.full_name}/check-runs/{run_id}/annotations",
+            },
             "check_suite": {"id": self.next_id()},
-            "app": {"id": self.app_id, "slug": self.app_slug, "name": self.app_name},
+            "app": self._app_json(),
             "pull_requests": [],
         }
         self._apply_check_run_update(run, {k: v for k, v in data.items() if k not in ("name", "head_sha")})
@@ -1313,6 +1441,12 @@ class FakeGitHub:
         data = await self._body(request)
         updated = json.loads(json.dumps(run))
         self._apply_check_run_update(updated, data)  # validate on a copy: a 422 changes nothing
+        back = {"completed": ("queued", "in_progress"), "in_progress": ("queued",)}.get(run["status"], ())
+        if updated["status"] in back:
+            # GitHub does not reliably take a run back (a completed run reopened, one in progress queued again):
+            # the fake never does, and keeps the attempt for tests to see.
+            self.check_run_regressions.append((run["id"], run["status"], updated["status"]))
+            updated.update(status=run["status"], conclusion=run["conclusion"], completed_at=run["completed_at"])
         run.update(updated)
         return web.json_response(run)
 
@@ -1345,6 +1479,7 @@ class FakeGitHub:
         return {
             "id": comment_id,
             "node_id": f"IC_{comment_id}",
+            "url": f"https://api.github.com/repos/{repo}/issues/comments/{comment_id}",
             "body": body,
             "user": _user(login),
             "created_at": now,
@@ -1463,14 +1598,23 @@ class FakeGitHub:
             )
         return web.json_response(
             {
+                "url": f"https://api.github.com/repos/{repo.full_name}/compare/{base}...{head}",
+                "html_url": f"https://github.com/{repo.full_name}/compare/{base}...{head}",
+                "permalink_url": f"https://github.com/{repo.full_name}/compare/{base}...{head}",
+                "diff_url": f"https://github.com/{repo.full_name}/compare/{base}...{head}.diff",
+                "patch_url": f"https://github.com/{repo.full_name}/compare/{base}...{head}.patch",
                 "status": status,
                 "ahead_by": ahead,
                 "behind_by": behind,
                 "total_commits": ahead,
-                "base_commit": {"sha": base},
-                "merge_base_commit": {"sha": merge_base},
-                "commits": [{"sha": sha, "commit": {"message": "commit"}} for sha in reversed(head_chain[:ahead])],
-                "files": files,
+                "base_commit": _commit_json(repo.full_name, base, repo.parents.get(base)),
+                "merge_base_commit": _commit_json(
+                    repo.full_name, merge_base or base, repo.parents.get(merge_base or base)
+                ),
+                "commits": [
+                    _commit_json(repo.full_name, sha, repo.parents.get(sha)) for sha in reversed(head_chain[:ahead])
+                ],
+                "files": [_file_urls(repo.full_name, head, f) for f in files[:COMPARE_FILES_CAP]],
             }
         )
 
@@ -1481,7 +1625,7 @@ class FakeGitHub:
         permission = repo.permissions.get(user, "admin" if user == owner else "none")
         role = {"admin": "admin", "write": "write", "read": "read", "none": "none"}.get(permission, permission)
         legacy = {"maintain": "write", "triage": "read"}.get(permission, permission)
-        return web.json_response({"permission": legacy, "role_name": role, "user": _user(user)})
+        return web.json_response({"permission": legacy, "role_name": role, "user": {**_user(user), "role_name": role}})
 
     # --------------------------------------------------------------------- admin (standalone server)
 
@@ -1596,3 +1740,12 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _json_or_none(body: Any) -> Any:
+    if not isinstance(body, bytes | bytearray) or not body:
+        return None
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
