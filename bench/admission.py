@@ -58,13 +58,23 @@ def build_workload(
     number = number_base
     for i in range(n):
         if sync_every and i % sync_every == sync_every - 1 and i > 0:
-            payload = pr_payload(action="synchronize", number=number, head=sha(f"{tag}-{i}"),
-                                 updated_at="2026-12-01T10:05:00Z", padding=padding,
-                                 installation_id=1000 + number % installations)  # fmt: skip
+            payload = pr_payload(
+                action="synchronize",
+                number=number,
+                head=sha(f"{tag}-{i}"),
+                updated_at="2026-12-01T10:05:00Z",
+                padding=padding,
+                installation_id=1000 + number % installations,
+            )
         else:
             number += 1
-            payload = pr_payload(action="opened", number=number, head=sha(f"{tag}-{i}"), padding=padding,
-                                 installation_id=1000 + number % installations)  # fmt: skip
+            payload = pr_payload(
+                action="opened",
+                number=number,
+                head=sha(f"{tag}-{i}"),
+                padding=padding,
+                installation_id=1000 + number % installations,
+            )
         body = json.dumps(payload).encode()
         headers = {
             "Content-Type": "application/json",
@@ -117,10 +127,15 @@ def machine_cpu() -> tuple[float, float]:
 def code_version() -> str:
     """The commit the benchmark ran on, and whether reviewer_app/ had uncommitted changes."""
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "reviewer_app"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()  # fmt: skip
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "reviewer_app"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{head}{' + uncommitted changes in reviewer_app/' if dirty else ''}" if head else "unknown"
@@ -155,8 +170,9 @@ class Server:
     def spawn(self, workdir: str) -> None:
         self.log_path = os.path.join(workdir, f"{self.name}.log")
         with open(self.log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     async def wait_ready(self, within: float = 20.0) -> None:
         assert self.proc is not None
@@ -271,8 +287,9 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
-async def post_all(session: aiohttp.ClientSession, url: str, items: list[tuple[bytes, dict]], concurrency: int,
-                   deadline: float) -> tuple[float, list[float], list[int], list[bytes]]:  # fmt: skip
+async def post_all(
+    session: aiohttp.ClientSession, url: str, items: list[tuple[bytes, dict]], concurrency: int, deadline: float
+) -> tuple[float, list[float], list[int], list[bytes]]:
     n = len(items)
     lat = [0.0] * n
     status = [0] * n
@@ -295,8 +312,15 @@ async def post_all(session: aiohttp.ClientSession, url: str, items: list[tuple[b
     return time.perf_counter() - t0, lat, status, bodies
 
 
-async def run_target(server: Server, run: int, items: list[tuple[bytes, dict]], warmup: list[tuple[bytes, dict]],
-                     concurrency: int, deadline: float, profile: str | None = None) -> RunResult:  # fmt: skip
+async def run_target(
+    server: Server,
+    run: int,
+    items: list[tuple[bytes, dict]],
+    warmup: list[tuple[bytes, dict]],
+    concurrency: int,
+    deadline: float,
+    profile: str | None = None,
+) -> RunResult:
     assert server.proc is not None
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=30)
@@ -323,12 +347,24 @@ async def run_target(server: Server, run: int, items: list[tuple[bytes, dict]], 
         statuses[str(s)] = statuses.get(str(s), 0) + 1
     n = len(items)
     result = RunResult(
-        target=server.name, run=run, requests=n, concurrency=concurrency, seconds=seconds, rate=n / seconds,
-        p50_ms=percentile(lat_ms, 50), p90_ms=percentile(lat_ms, 90), p99_ms=percentile(lat_ms, 99),
-        max_ms=lat_ms[-1], statuses=statuses, server_cpu_s=cpu1 - cpu0, server_cpu_ms_per_req=(cpu1 - cpu0) / n * 1000,
-        client_cpu_s=ccpu1 - ccpu0, other_cpu_s=max(0.0, (mcpu1 - mcpu0) - (cpu1 - cpu0) - (ccpu1 - ccpu0)),
-        steal_s=steal1 - steal0, loop_cpu_ms_per_req=(loop1 - loop0) / n * 1000,
-    )  # fmt: skip
+        target=server.name,
+        run=run,
+        requests=n,
+        concurrency=concurrency,
+        seconds=seconds,
+        rate=n / seconds,
+        p50_ms=percentile(lat_ms, 50),
+        p90_ms=percentile(lat_ms, 90),
+        p99_ms=percentile(lat_ms, 99),
+        max_ms=lat_ms[-1],
+        statuses=statuses,
+        server_cpu_s=cpu1 - cpu0,
+        server_cpu_ms_per_req=(cpu1 - cpu0) / n * 1000,
+        client_cpu_s=ccpu1 - ccpu0,
+        other_cpu_s=max(0.0, (mcpu1 - mcpu0) - (cpu1 - cpu0) - (ccpu1 - ccpu0)),
+        steal_s=steal1 - steal0,
+        loop_cpu_ms_per_req=(loop1 - loop0) / n * 1000,
+    )
     if server.db_path and before is not None:
         after = count_rows(server.db_path)
         jobs, deliveries = after[0] - before[0], after[1] - before[1]
@@ -341,8 +377,14 @@ async def run_target(server: Server, run: int, items: list[tuple[bytes, dict]], 
             f"{'OK' if ok else 'MISMATCH'}: +{jobs} jobs, +{deliveries} deliveries, {enqueued} 'enqueued' answers"
             f" with {len(job_ids)} distinct job ids (expected {n})"
         )
-        result.extra = {"jobs_added": jobs, "deliveries_added": deliveries, "enqueued_answers": enqueued,
-                        "distinct_job_ids": len(job_ids), "superseded_reported": superseded, "ok": ok}  # fmt: skip
+        result.extra = {
+            "jobs_added": jobs,
+            "deliveries_added": deliveries,
+            "enqueued_answers": enqueued,
+            "distinct_job_ids": len(job_ids),
+            "superseded_reported": superseded,
+            "ok": ok,
+        }
     return result
 
 
@@ -350,8 +392,25 @@ def start_py_spy(pid: int, out: str) -> subprocess.Popen:
     """Sample the server with py-spy (pip install py-spy) while the timed requests run."""
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     fmt = "speedscope" if out.endswith(".json") else ("raw" if out.endswith(".txt") else "flamegraph")
-    spy = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "250", "--format", fmt, "--output", out,
-                            "--nonblocking", "--threads", *(["--gil"] if os.environ.get("BENCH_PY_SPY_GIL") else [])], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    spy = subprocess.Popen(
+        [
+            exe,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "250",
+            "--format",
+            fmt,
+            "--output",
+            out,
+            "--nonblocking",
+            "--threads",
+            *(["--gil"] if os.environ.get("BENCH_PY_SPY_GIL") else []),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     time.sleep(0.5)  # let it attach before the timed part starts
     return spy
 
@@ -373,29 +432,37 @@ def print_table(results: list[RunResult], summary: dict[str, Any]) -> None:
     print(head)
     print("-" * len(head))
     for r in results:
-        print(f"{r.target:<10} {r.run:>3} {r.requests:>6} {r.concurrency:>4} {r.rate:>8.0f} {r.p50_ms:>7.2f} {r.p90_ms:>7.2f}"
-              f" {r.p99_ms:>7.2f} {r.max_ms:>7.2f} {r.server_cpu_ms_per_req:>14.3f} {r.loop_cpu_ms_per_req:>11.3f}"
-              f" {f'{r.server_cpu_s:.1f}/{r.client_cpu_s:.1f}/{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>23}  {r.statuses}")  # fmt: skip
+        print(
+            f"{r.target:<10} {r.run:>3} {r.requests:>6} {r.concurrency:>4} {r.rate:>8.0f} {r.p50_ms:>7.2f} {r.p90_ms:>7.2f}"
+            f" {r.p99_ms:>7.2f} {r.max_ms:>7.2f} {r.server_cpu_ms_per_req:>14.3f} {r.loop_cpu_ms_per_req:>11.3f}"
+            f" {f'{r.server_cpu_s:.1f}/{r.client_cpu_s:.1f}/{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>23}  {r.statuses}"
+        )
     for r in results:
         if r.verified:
             print(f"  db check run {r.run}: {r.verified}")
     for r in results:
         if r.other_cpu_s > 0.25 * r.seconds or r.steal_s > 0.25 * r.seconds:
-            print(f"  warning: {r.target} run {r.run}: other processes used {r.other_cpu_s:.1f} CPU-s and the hypervisor"
-                  f" stole {r.steal_s:.1f} s during its {r.seconds:.1f} s; its figures are disturbed, rerun on an idle machine")  # fmt: skip
+            print(
+                f"  warning: {r.target} run {r.run}: other processes used {r.other_cpu_s:.1f} CPU-s and the hypervisor"
+                f" stole {r.steal_s:.1f} s during its {r.seconds:.1f} s; its figures are disturbed, rerun on an idle machine"
+            )
     print()
     for name in ("admission", "bare"):
         m = summary.get(name)
         if m:
-            print(f"median {name:<9}: {m['rate']:.0f} req/s, p50 {m['p50_ms']:.2f} ms, p99 {m['p99_ms']:.2f} ms,"
-                  f" max {m['max_ms']:.2f} ms")  # fmt: skip
+            print(
+                f"median {name:<9}: {m['rate']:.0f} req/s, p50 {m['p50_ms']:.2f} ms, p99 {m['p99_ms']:.2f} ms,"
+                f" max {m['max_ms']:.2f} ms"
+            )
     if "ratio" in summary:
         print(
             f"admission / bare rate: {summary['ratio']:.2f}  (target >= 0.60: {'met' if summary['ratio'] >= 0.6 else 'MISSED'})"
         )
     if "db_verified" in summary:
-        print(f"database: {summary['db_total_jobs']} jobs after all runs, expected {summary['db_total_expected']}"
-              f" (timed + warm-up): {'OK' if summary['db_verified'] else 'MISMATCH'}")  # fmt: skip
+        print(
+            f"database: {summary['db_total_jobs']} jobs after all runs, expected {summary['db_total_expected']}"
+            f" (timed + warm-up): {'OK' if summary['db_verified'] else 'MISMATCH'}"
+        )
     if "admission" in summary:
         p99 = summary["admission"]["p99_ms"]
         print(f"admission p99: {p99:.2f} ms  (target < 50 ms: {'met' if p99 < 50 else 'MISSED'})")
@@ -405,8 +472,10 @@ def medians(results: list[RunResult], target: str) -> dict[str, float] | None:
     rs = [r for r in results if r.target == target]
     if not rs:
         return None
-    return {k: statistics.median(getattr(r, k) for r in rs)
-            for k in ("rate", "p50_ms", "p90_ms", "p99_ms", "max_ms", "server_cpu_ms_per_req")}  # fmt: skip
+    return {
+        k: statistics.median(getattr(r, k) for r in rs)
+        for k in ("rate", "p50_ms", "p90_ms", "p99_ms", "max_ms", "server_cpu_ms_per_req")
+    }
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -423,19 +492,34 @@ async def main_async(args: argparse.Namespace) -> int:
                 servers[name].spawn(workdir)
                 await servers[name].wait_ready()
             if not args.json:
-                print(f"code {code_version()}; load average {loadavg()}; payload {len(sample)} bytes (padding={padding}), {args.requests} requests x {args.runs} run(s),"
-                      f" {args.concurrency} connections, warm-up {args.warmup}; reviewer-app: {' '.join(servers['admission'].argv)}")  # fmt: skip
+                print(
+                    f"code {code_version()}; load average {loadavg()}; payload {len(sample)} bytes (padding={padding}), {args.requests} requests x {args.runs} run(s),"
+                    f" {args.concurrency} connections, warm-up {args.warmup}; reviewer-app: {' '.join(servers['admission'].argv)}"
+                )
             for run in range(1, args.runs + 1):
                 for name in targets:  # alternate the targets so drift affects both alike
                     tag = f"{name}-r{run}-{uuid.uuid4().hex[:8]}"
                     base = run * 10_000_000 + (5_000_000 if name == "bare" else 0)
-                    warmup = build_workload(tag + "-w", args.warmup, padding=padding, sync_every=args.sync_every,
-                                            number_base=base + 1_000_000, installations=args.installations)  # fmt: skip
-                    items = build_workload(tag, args.requests, padding=padding, sync_every=args.sync_every,
-                                           number_base=base, installations=args.installations)  # fmt: skip
+                    warmup = build_workload(
+                        tag + "-w",
+                        args.warmup,
+                        padding=padding,
+                        sync_every=args.sync_every,
+                        number_base=base + 1_000_000,
+                        installations=args.installations,
+                    )
+                    items = build_workload(
+                        tag,
+                        args.requests,
+                        padding=padding,
+                        sync_every=args.sync_every,
+                        number_base=base,
+                        installations=args.installations,
+                    )
                     profile = args.py_spy if (args.py_spy and name == "admission" and run == 1) else None
-                    results.append(await run_target(servers[name], run, items, warmup, args.concurrency, deadline,
-                                                    profile))  # fmt: skip
+                    results.append(
+                        await run_target(servers[name], run, items, warmup, args.concurrency, deadline, profile)
+                    )
                     if servers[name].proc.poll() is not None:  # type: ignore[union-attr]
                         raise RuntimeError(f"{name} died: {servers[name].tail()}")
         finally:
@@ -443,8 +527,12 @@ async def main_async(args: argparse.Namespace) -> int:
                 s.stop()
         # Counted again after the server has exited: every 202 was a commit that outlived the process.
         total_jobs = count_rows(servers["admission"].db_path)[0] if "admission" in targets else None  # type: ignore[arg-type]
-        summary: dict[str, Any] = {"payload_bytes": len(sample), "padding": padding, "loadavg_at_end": loadavg(),
-                               "code": code_version()}  # fmt: skip
+        summary: dict[str, Any] = {
+            "payload_bytes": len(sample),
+            "padding": padding,
+            "loadavg_at_end": loadavg(),
+            "code": code_version(),
+        }
         for name in targets:
             summary[name] = medians(results, name)
         if len(targets) == 2:
@@ -476,9 +564,13 @@ def main() -> int:
         default=20,
         help="every k-th delivery is a synchronize of the previous PR (supersedes); 0: all distinct PRs (default 20)",
     )
-    p.add_argument("--installations", type=int, default=100,
-                   help="installation ids the PRs are spread over (default 100); keep runs*(requests+warmup)/installations"
-                        " under REVIEWER_MAX_REVIEWS_PER_DAY (default 500) or the guard refuses jobs")  # fmt: skip
+    p.add_argument(
+        "--installations",
+        type=int,
+        default=100,
+        help="installation ids the PRs are spread over (default 100); keep runs*(requests+warmup)/installations"
+        " under REVIEWER_MAX_REVIEWS_PER_DAY (default 500) or the guard refuses jobs",
+    )
     p.add_argument("--target", choices=("both", "admission", "bare"), default="both")
     p.add_argument(
         "--max-seconds", type=float, default=150, help="abort if the whole benchmark runs longer (default 150)"

@@ -88,8 +88,14 @@ def with_database(dsn: str, database: str, **query: str) -> str:
 
 
 def ours(args: argparse.Namespace, run: int, engine: str, workdir: str, slots: int) -> Measurement:
-    ns = argparse.Namespace(jobs=args.jobs, concurrency=slots, batch=args.batch, scan_seconds=1.0,
-                            sqlite_synchronous=None, deadline=time.monotonic() + args.max_seconds)  # fmt: skip
+    ns = argparse.Namespace(
+        jobs=args.jobs,
+        concurrency=slots,
+        batch=args.batch,
+        scan_seconds=1.0,
+        sqlite_synchronous=None,
+        deadline=time.monotonic() + args.max_seconds,
+    )
     if engine == "sqlite":
         result = asyncio.run(noop_jobs.one_run(ns, "drain", run, f"sqlite:///{workdir}/reviewer-{run}-{slots}.db"))
     else:
@@ -101,9 +107,20 @@ def ours(args: argparse.Namespace, run: int, engine: str, workdir: str, slots: i
         finally:
             asyncio.run(pg_execute(args.pg_dsn, f'DROP SCHEMA "{schema}" CASCADE'))
     x = result.extra
-    return Measurement(f"reviewer-app {engine}", run, args.jobs, slots, result.admit_rate or 0.0,
-                       result.seconds, result.rate, x["drain_cpu_s"], x["drain_other_cpu_s"], x["drain_steal_s"],
-                       result.verified, bool(x["ok"]))  # fmt: skip
+    return Measurement(
+        f"reviewer-app {engine}",
+        run,
+        args.jobs,
+        slots,
+        result.admit_rate or 0.0,
+        result.seconds,
+        result.rate,
+        x["drain_cpu_s"],
+        x["drain_other_cpu_s"],
+        x["drain_steal_s"],
+        result.verified,
+        bool(x["ok"]),
+    )
 
 
 async def pg_execute(dsn: str, *statements: str) -> list[Any]:
@@ -142,7 +159,7 @@ async def procrastinate_drain(args: argparse.Namespace, run: int, concurrency: i
             await asyncio.wait_for(
                 app.run_worker_async(
                     concurrency=concurrency, wait=False, install_signal_handlers=False, delete_jobs="never"
-                ),  # fmt: skip
+                ),
                 timeout=args.max_seconds,
             )
             seconds, cpu, other, steal = meter.stop()
@@ -153,8 +170,20 @@ async def procrastinate_drain(args: argparse.Namespace, run: int, concurrency: i
     await pg_execute(args.pg_dsn, f'DROP DATABASE IF EXISTS "{db}"')
     ok = counts.get("succeeded") == args.jobs == done and len(counts) == 1
     verified = f"{'OK' if ok else 'MISMATCH'}: {counts.get('succeeded', 0)}/{args.jobs} succeeded, statuses {counts}"
-    return Measurement("procrastinate postgres", run, args.jobs, concurrency, args.jobs / enqueue_seconds,
-                       seconds, args.jobs / seconds, cpu, other, steal, verified, ok)  # fmt: skip
+    return Measurement(
+        "procrastinate postgres",
+        run,
+        args.jobs,
+        concurrency,
+        args.jobs / enqueue_seconds,
+        seconds,
+        args.jobs / seconds,
+        cpu,
+        other,
+        steal,
+        verified,
+        ok,
+    )
 
 
 async def pg_fetch(dsn: str, query: str) -> list[Any]:
@@ -195,8 +224,20 @@ def huey_drain(args: argparse.Namespace, run: int, workers: int, workdir: str) -
     huey.storage.close()
     ok = completed and done[0] == args.jobs and left == 0
     verified = f"{'OK' if ok else 'MISMATCH'}: {done[0]}/{args.jobs} ran, {left} left in the queue"
-    return Measurement("huey sqlite", run, args.jobs, workers, args.jobs / enqueue_seconds, seconds,
-                       args.jobs / seconds, cpu, other, steal, verified, ok)  # fmt: skip
+    return Measurement(
+        "huey sqlite",
+        run,
+        args.jobs,
+        workers,
+        args.jobs / enqueue_seconds,
+        seconds,
+        args.jobs / seconds,
+        cpu,
+        other,
+        steal,
+        verified,
+        ok,
+    )
 
 
 # -- report ---------------------------------------------------------------------------------------------------
@@ -239,8 +280,10 @@ def summarize(results: list[Measurement]) -> dict[str, Any]:
     best_workers: dict[str, int] = {}
     for system in SYSTEMS:
         # Per worker count, the median over runs; a system tried with several counts is compared at its best.
-        by_workers = {w: statistics.median(r.rate for r in results if r.system == system and r.workers == w)
-                      for w in sorted({r.workers for r in results if r.system == system})}  # fmt: skip
+        by_workers = {
+            w: statistics.median(r.rate for r in results if r.system == system and r.workers == w)
+            for w in sorted({r.workers for r in results if r.system == system})
+        }
         if by_workers:
             best_workers[system] = max(by_workers, key=lambda w: by_workers[w])
             medians[system] = by_workers[best_workers[system]]
@@ -252,20 +295,28 @@ def summarize(results: list[Measurement]) -> dict[str, Any]:
         )
     if "reviewer-app sqlite" in medians and "huey sqlite" in medians:
         ratios["sqlite: reviewer-app / huey"] = (medians["reviewer-app sqlite"] / medians["huey sqlite"], 2.0)
-    return {"median_rate": medians, "workers": best_workers, "ratios": {k: {"ratio": v, "target": t, "met": v >= t} for k, (v, t) in ratios.items()}}  # fmt: skip
+    return {
+        "median_rate": medians,
+        "workers": best_workers,
+        "ratios": {k: {"ratio": v, "target": t, "met": v >= t} for k, (v, t) in ratios.items()},
+    }
 
 
 def print_report(results: list[Measurement], summary: dict[str, Any], info: dict[str, Any]) -> None:
     print(f"{info['machine']}; load average {info['load']}; code {info['code']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
     print(f"{info['jobs']} no-op jobs per run, drain mode (enqueue all, then time the workers)\n")
-    head = (f"{'system':<24} {'run':>3} {'workers':>7} {'enqueue/s':>9} {'drain s':>7} {'jobs/s':>8} {'CPU s':>6}"
-            f" {'oth/steal':>9}  check")  # fmt: skip
+    head = (
+        f"{'system':<24} {'run':>3} {'workers':>7} {'enqueue/s':>9} {'drain s':>7} {'jobs/s':>8} {'CPU s':>6}"
+        f" {'oth/steal':>9}  check"
+    )
     print(head)
     print("-" * len(head))
     for r in results:
-        print(f"{r.system:<24} {r.run:>3} {r.workers:>7} {r.enqueue_rate:>9.0f} {r.seconds:>7.2f} {r.rate:>8.0f}"
-              f" {r.cpu_s:>6.2f} {f'{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>9}  {r.verified}")  # fmt: skip
+        print(
+            f"{r.system:<24} {r.run:>3} {r.workers:>7} {r.enqueue_rate:>9.0f} {r.seconds:>7.2f} {r.rate:>8.0f}"
+            f" {r.cpu_s:>6.2f} {f'{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>9}  {r.verified}"
+        )
     print()
     for system, rate in summary["median_rate"].items():
         print(f"median {system:<24}: {rate:>7.0f} jobs/s  ({summary['workers'][system]} workers)")
@@ -276,20 +327,36 @@ def print_report(results: list[Measurement], summary: dict[str, Any], info: dict
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", "-n", type=int, default=5000, help="no-op jobs per system and run (default 5000)")
-    p.add_argument("--concurrency", "-c", type=int, default=32,
-                   help="reviewer-app dispatcher slots and procrastinate worker concurrency (default 32)")  # fmt: skip
-    p.add_argument("--huey-workers", default="32",
-                   help="huey consumer thread workers; a comma list runs each (default 32)")  # fmt: skip
-    p.add_argument("--slots", default=None,
-                   help="reviewer-app dispatcher slots; a comma list runs each (default: --concurrency)")  # fmt: skip
-    p.add_argument("--procrastinate-concurrency", default=None,
-                   help="procrastinate worker concurrency; a comma list runs each (default: --concurrency)")  # fmt: skip
+    p.add_argument(
+        "--concurrency",
+        "-c",
+        type=int,
+        default=32,
+        help="reviewer-app dispatcher slots and procrastinate worker concurrency (default 32)",
+    )
+    p.add_argument(
+        "--huey-workers", default="32", help="huey consumer thread workers; a comma list runs each (default 32)"
+    )
+    p.add_argument(
+        "--slots", default=None, help="reviewer-app dispatcher slots; a comma list runs each (default: --concurrency)"
+    )
+    p.add_argument(
+        "--procrastinate-concurrency",
+        default=None,
+        help="procrastinate worker concurrency; a comma list runs each (default: --concurrency)",
+    )
     p.add_argument("--batch", type=int, default=64, help="enqueues awaited together (default 64)")
     p.add_argument("--runs", type=int, default=3, help="runs; systems interleave within a run (default 3)")
-    p.add_argument("--pg-dsn", default=os.environ.get("REVIEWER_BENCH_POSTGRES_DSN", DEFAULT_DSN),
-                   help=f"PostgreSQL server and database for our schema (default {DEFAULT_DSN})")  # fmt: skip
-    p.add_argument("--procrastinate-db", default="reviewer_bench_procrastinate",
-                   help="database procrastinate gets on that server; dropped and created for every run")  # fmt: skip
+    p.add_argument(
+        "--pg-dsn",
+        default=os.environ.get("REVIEWER_BENCH_POSTGRES_DSN", DEFAULT_DSN),
+        help=f"PostgreSQL server and database for our schema (default {DEFAULT_DSN})",
+    )
+    p.add_argument(
+        "--procrastinate-db",
+        default="reviewer_bench_procrastinate",
+        help="database procrastinate gets on that server; dropped and created for every run",
+    )
     p.add_argument("--only", default=",".join(SYSTEMS), help=f"comma list of systems to run ({', '.join(SYSTEMS)})")
     p.add_argument("--max-seconds", type=float, default=300, help="give up on one drain after this long")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
@@ -314,8 +381,13 @@ def main() -> int:
             if "procrastinate postgres" in only:
                 results.extend(asyncio.run(procrastinate_drain(args, run, c)) for c in procrastinate_concurrency)
     summary = summarize(results)
-    info = {"machine": machine(), "load": noop_jobs.loadavg(), "code": noop_jobs.code_version(),
-            "versions": versions(args), "jobs": args.jobs}  # fmt: skip
+    info = {
+        "machine": machine(),
+        "load": noop_jobs.loadavg(),
+        "code": noop_jobs.code_version(),
+        "versions": versions(args),
+        "jobs": args.jobs,
+    }
     if args.json:
         print(json.dumps({"info": info, "summary": summary, "runs": [asdict(r) for r in results]}, indent=2))
     else:

@@ -55,8 +55,14 @@ def make_bench_store(database_url: str, synchronous: str | None = None) -> Store
 
 
 def enqueue(repo_id: int, number: int, tag: str) -> tuple[Delivery, Enqueue]:
-    spec = JobSpec(repo_id=repo_id, repo_full_name="bench/noop", installation_id=1, pr_number=number,
-                   head_sha=f"{tag}{number:032x}"[-40:], details={"action": "opened", "title": "bench"})  # fmt: skip
+    spec = JobSpec(
+        repo_id=repo_id,
+        repo_full_name="bench/noop",
+        installation_id=1,
+        pr_number=number,
+        head_sha=f"{tag}{number:032x}"[-40:],
+        details={"action": "opened", "title": "bench"},
+    )
     return Delivery(delivery_id=f"{tag}-{number}", event="pull_request", action="opened"), Enqueue(spec)
 
 
@@ -77,10 +83,15 @@ def machine_cpu() -> tuple[float, float]:
 def code_version() -> str:
     """The commit the benchmark ran on, and whether reviewer_app/ had uncommitted changes."""
     try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "reviewer_app"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()  # fmt: skip
+        head = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--", "reviewer_app"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{head}{' + uncommitted changes in reviewer_app/' if dirty else ''}" if head else "unknown"
@@ -114,10 +125,17 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
             done.set()
 
     dispatcher = Dispatcher(
-        store, noop_runner(0), owner=new_owner_id("bench"), concurrency=args.concurrency, lease_seconds=60.0,
-        renew_interval=20.0, scan_interval=args.scan_seconds, retry_policy=RetryPolicy(max_attempts=3),
-        clock=time.time, on_finished=on_finished,
-    )  # fmt: skip
+        store,
+        noop_runner(0),
+        owner=new_owner_id("bench"),
+        concurrency=args.concurrency,
+        lease_seconds=60.0,
+        renew_interval=20.0,
+        scan_interval=args.scan_seconds,
+        retry_policy=RetryPolicy(max_attempts=3),
+        clock=time.time,
+        on_finished=on_finished,
+    )
     work = [enqueue(repo_id, i + 1, tag) for i in range(args.jobs)]
 
     async def admit_all() -> float:
@@ -153,9 +171,13 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
         extra: dict[str, Any] = {}
         if mode == "drain":  # the drain alone, for comparisons with other queues (bench/compare_queues.py)
             drain_cpu = sum(os.times()[:2]) - drain_cpu0
-            extra = {"drain_cpu_s": drain_cpu, "drain_loop_cpu_ms_per_job": (time.thread_time() - drain_loop_cpu0) / args.jobs * 1000,
-                     "drain_cpu_ms_per_job": drain_cpu / args.jobs * 1000, "drain_other_cpu_s": max(0.0, mcpu1 - drain_mcpu0 - drain_cpu),
-                     "drain_steal_s": steal1 - drain_steal0}  # fmt: skip
+            extra = {
+                "drain_cpu_s": drain_cpu,
+                "drain_loop_cpu_ms_per_job": (time.thread_time() - drain_loop_cpu0) / args.jobs * 1000,
+                "drain_cpu_ms_per_job": drain_cpu / args.jobs * 1000,
+                "drain_other_cpu_s": max(0.0, mcpu1 - drain_mcpu0 - drain_cpu),
+                "drain_steal_s": steal1 - drain_steal0,
+            }
     except BaseException:
         await dispatcher.stop(5.0)
         await store.close()  # the store's threads would keep the interpreter alive
@@ -170,16 +192,29 @@ async def one_run(args: argparse.Namespace, mode: str, run: int, database_url: s
     finally:
         await store.close()
     ok = succeeded == args.jobs and len(mine) == args.jobs and attempts_extra == 0
-    verified = (f"{'OK' if ok else 'MISMATCH'}: {succeeded}/{args.jobs} jobs succeeded, "
-                f"{attempts_extra} with an attempt count other than 1")  # fmt: skip
+    verified = (
+        f"{'OK' if ok else 'MISMATCH'}: {succeeded}/{args.jobs} jobs succeeded, "
+        f"{attempts_extra} with an attempt count other than 1"
+    )
     concurrent = mode == "concurrent"
     return Result(
-        mode=mode, run=run, jobs=args.jobs, concurrency=args.concurrency, seconds=seconds, rate=args.jobs / seconds,
-        admit_seconds=admit_seconds, admit_rate=args.jobs / admit_seconds,
+        mode=mode,
+        run=run,
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        seconds=seconds,
+        rate=args.jobs / seconds,
+        admit_seconds=admit_seconds,
+        admit_rate=args.jobs / admit_seconds,
         latency_p50_ms=percentile(lat, 50) if concurrent and lat else None,
         latency_p99_ms=percentile(lat, 99) if concurrent and lat else None,
-        cpu_s=cpu, other_cpu_s=max(0.0, mcpu1 - mcpu0 - cpu), steal_s=steal1 - steal0, succeeded=succeeded, verified=verified, extra={"ok": ok, **extra},
-    )  # fmt: skip
+        cpu_s=cpu,
+        other_cpu_s=max(0.0, mcpu1 - mcpu0 - cpu),
+        steal_s=steal1 - steal0,
+        succeeded=succeeded,
+        verified=verified,
+        extra={"ok": ok, **extra},
+    )
 
 
 def fmt(x: float | None, spec: str) -> str:
@@ -187,26 +222,36 @@ def fmt(x: float | None, spec: str) -> str:
 
 
 def print_table(results: list[Result], summary: dict[str, Any], engine: str) -> None:
-    head = (f"{'mode':<11} {'run':>3} {'jobs':>6} {'conc':>4} {'jobs/s':>8} {'secs':>6} {'admits/s':>9}"
-            f" {'lat p50 ms':>10} {'lat p99 ms':>10} {'CPU s':>6} {'oth/steal':>9}")  # fmt: skip
+    head = (
+        f"{'mode':<11} {'run':>3} {'jobs':>6} {'conc':>4} {'jobs/s':>8} {'secs':>6} {'admits/s':>9}"
+        f" {'lat p50 ms':>10} {'lat p99 ms':>10} {'CPU s':>6} {'oth/steal':>9}"
+    )
     print(head)
     print("-" * len(head))
     for r in results:
-        print(f"{r.mode:<11} {r.run:>3} {r.jobs:>6} {r.concurrency:>4} {r.rate:>8.0f} {r.seconds:>6.2f}"
-              f" {fmt(r.admit_rate, '>9.0f')} {fmt(r.latency_p50_ms, '>10.1f')} {fmt(r.latency_p99_ms, '>10.1f')}"
-              f" {r.cpu_s:>6.2f} {f'{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>9}")  # fmt: skip
+        print(
+            f"{r.mode:<11} {r.run:>3} {r.jobs:>6} {r.concurrency:>4} {r.rate:>8.0f} {r.seconds:>6.2f}"
+            f" {fmt(r.admit_rate, '>9.0f')} {fmt(r.latency_p50_ms, '>10.1f')} {fmt(r.latency_p99_ms, '>10.1f')}"
+            f" {r.cpu_s:>6.2f} {f'{r.other_cpu_s:.1f}/{r.steal_s:.1f}':>9}"
+        )
     for r in results:
         print(f"  check {r.mode} run {r.run}: {r.verified}")
         if "drain_cpu_ms_per_job" in r.extra:
-            print(f"  drain CPU per job: {r.extra['drain_cpu_ms_per_job']:.3f} ms, of which the event loop's thread"
-                  f" {r.extra['drain_loop_cpu_ms_per_job']:.3f} ms")  # fmt: skip
+            print(
+                f"  drain CPU per job: {r.extra['drain_cpu_ms_per_job']:.3f} ms, of which the event loop's thread"
+                f" {r.extra['drain_loop_cpu_ms_per_job']:.3f} ms"
+            )
         if r.other_cpu_s > 0.25 * r.seconds or r.steal_s > 0.25 * r.seconds:
-            print(f"  warning: other processes used {r.other_cpu_s:.1f} CPU-s and the hypervisor stole {r.steal_s:.1f} s"
-                  f" during this {r.seconds:.1f} s run; its figures are disturbed, rerun on an idle machine")  # fmt: skip
+            print(
+                f"  warning: other processes used {r.other_cpu_s:.1f} CPU-s and the hypervisor stole {r.steal_s:.1f} s"
+                f" during this {r.seconds:.1f} s run; its figures are disturbed, rerun on an idle machine"
+            )
     print()
     for mode, m in summary["median"].items():
-        print(f"median {mode:<10}: {m['rate']:.0f} no-op jobs/s on {engine}"
-              f"  (target >= 2000: {'met' if m['rate'] >= 2000 else 'MISSED'})")  # fmt: skip
+        print(
+            f"median {mode:<10}: {m['rate']:.0f} no-op jobs/s on {engine}"
+            f"  (target >= 2000: {'met' if m['rate'] >= 2000 else 'MISSED'})"
+        )
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -224,17 +269,21 @@ async def main_async(args: argparse.Namespace) -> int:
         "engine": engine,
         "code": code_version(),
         "median": {
-            mode: {k: statistics.median(getattr(r, k) for r in results if r.mode == mode)
-                   for k in ("rate", "seconds", "admit_rate")}
+            mode: {
+                k: statistics.median(getattr(r, k) for r in results if r.mode == mode)
+                for k in ("rate", "seconds", "admit_rate")
+            }
             for mode in modes
         },
-    }  # fmt: skip
+    }
     ok = all(r.extra["ok"] for r in results)
     if args.json:
         print(json.dumps({"args": vars(args), "summary": summary, "runs": [asdict(r) for r in results]}, indent=2))
     else:
-        print(f"code {code_version()}; load average {loadavg()}; {args.jobs} no-op jobs x {args.runs} run(s), dispatcher concurrency {args.concurrency},"
-              f" admits in batches of {args.batch}, store {engine}")  # fmt: skip
+        print(
+            f"code {code_version()}; load average {loadavg()}; {args.jobs} no-op jobs x {args.runs} run(s), dispatcher concurrency {args.concurrency},"
+            f" admits in batches of {args.batch}, store {engine}"
+        )
         print_table(results, summary, engine)
     return 0 if ok else 1
 
@@ -251,9 +300,12 @@ def main() -> int:
         help="concurrent: admit while the dispatcher drains; drain: admit all first, time the drain",
     )
     p.add_argument("--runs", type=int, default=1, help="runs per mode; the summary is the median (default 1)")
-    p.add_argument("--database-url", default=None,
-                   help="store to use (default: a fresh sqlite:/// file per run in a temp dir); a postgresql:// URL "
-                        "uses make_store's PostgreSQL backend; use an otherwise idle database")  # fmt: skip
+    p.add_argument(
+        "--database-url",
+        default=None,
+        help="store to use (default: a fresh sqlite:/// file per run in a temp dir); a postgresql:// URL "
+        "uses make_store's PostgreSQL backend; use an otherwise idle database",
+    )
     p.add_argument(
         "--sqlite-synchronous",
         choices=("FULL", "NORMAL", "OFF"),

@@ -69,20 +69,38 @@ def commit_case(sha: str) -> dict[str, Any] | None:
         if not path:
             continue
         previous = rename[1] if rename else (old[1] if old and old[1] else None)
-        status = ("removed" if new and new[1] is None else "added" if old and old[1] is None
-                  else "renamed" if rename else "modified")  # fmt: skip
+        status = (
+            "removed"
+            if new and new[1] is None
+            else "added"
+            if old and old[1] is None
+            else "renamed"
+            if rename
+            else "modified"
+        )
         patch = ("@@ " + chunk.split("\n@@ ", 1)[1]).removesuffix("\n") if "\n@@ " in chunk else None
         lines = patch.split("\n") if patch else []
         adds = sum(1 for ln in lines if ln.startswith("+"))
         dels = sum(1 for ln in lines if ln.startswith("-"))
-        entry: dict[str, Any] = {"filename": path, "status": status, "additions": adds, "deletions": dels,
-                                 "changes": adds + dels}  # fmt: skip
+        entry: dict[str, Any] = {
+            "filename": path,
+            "status": status,
+            "additions": adds,
+            "deletions": dels,
+            "changes": adds + dels,
+        }
         if patch is not None and adds + dels <= NO_PATCH_LINES:
             entry["patch"] = patch
         if status == "renamed":
             entry["previous_filename"] = previous
-        files.append({"entry": entry, "head": None if status == "removed" else show(sha, path),
-                      "base": None if status == "added" else show(f"{sha}^", previous or path), "kind": None})  # fmt: skip
+        files.append(
+            {
+                "entry": entry,
+                "head": None if status == "removed" else show(sha, path),
+                "base": None if status == "added" else show(f"{sha}^", previous or path),
+                "kind": None,
+            }
+        )
     if not files:
         return None
     subject = git("log", "-1", "--format=%s", sha).strip()
@@ -112,8 +130,13 @@ def generated_case() -> dict[str, Any]:
         lines = list(difflib.unified_diff(a, b, lineterm=""))[2:]
         adds = sum(1 for ln in lines if ln.startswith("+"))
         dels = sum(1 for ln in lines if ln.startswith("-"))
-        e: dict[str, Any] = {"filename": path, "status": "added" if old is None else "modified",
-                             "additions": adds, "deletions": dels, "changes": adds + dels}  # fmt: skip
+        e: dict[str, Any] = {
+            "filename": path,
+            "status": "added" if old is None else "modified",
+            "additions": adds,
+            "deletions": dels,
+            "changes": adds + dels,
+        }
         if patch:
             e["patch"] = "\n".join(lines)
         return {"entry": e, "head": new, "base": old, "kind": kind}
@@ -135,8 +158,11 @@ def generated_case() -> dict[str, Any]:
 
 def build_corpus(commits: int, before: str) -> list[dict[str, Any]]:
     shas = git("log", "--no-merges", "--format=%H", f"-n{commits}", before).split()
-    cases = [c for c in (commit_case(sha) for sha in shas if len(git("rev-list", "--parents", "-n1", sha).split()) == 2)
-             if c is not None]  # fmt: skip
+    cases = [
+        c
+        for c in (commit_case(sha) for sha in shas if len(git("rev-list", "--parents", "-n1", sha).split()) == 2)
+        if c is not None
+    ]
     return [*cases, generated_case()]
 
 
@@ -172,13 +198,23 @@ async def measure(corpus: list[dict[str, Any]], env: dict[str, str], work: Path)
                 for path, block in re.findall(r'<file path=\\"([^"\\]*)\\"(.*?)</file>', text, flags=re.S):
                     shown += len(block)
                     junk_chars += len(block) if path in junk else 0
-            out.append({
-                "name": case["name"], "state": job.state.value, "calls": len(h.anthropic.message_requests),
-                "input": sum(a.input_tokens + a.cache_creation_tokens + a.cache_read_tokens for a in attempts),
-                "attempts": [{"input": a.input_tokens, "cache_write": a.cache_creation_tokens,
-                              "cache_read": a.cache_read_tokens} for a in attempts],
-                "junk_share": junk_chars / shown if shown else 0.0,
-            })  # fmt: skip
+            out.append(
+                {
+                    "name": case["name"],
+                    "state": job.state.value,
+                    "calls": len(h.anthropic.message_requests),
+                    "input": sum(a.input_tokens + a.cache_creation_tokens + a.cache_read_tokens for a in attempts),
+                    "attempts": [
+                        {
+                            "input": a.input_tokens,
+                            "cache_write": a.cache_creation_tokens,
+                            "cache_read": a.cache_read_tokens,
+                        }
+                        for a in attempts
+                    ],
+                    "junk_share": junk_chars / shown if shown else 0.0,
+                }
+            )
     return out
 
 
@@ -214,8 +250,14 @@ def run_measure(corpus: list[dict[str, Any]], env: dict[str, str], pythonpath: s
     """``measure`` in a subprocess whose PYTHONPATH puts the code under test first."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "corpus.json").write_text(json.dumps(corpus))
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--measure", str(Path(tmp) / "corpus.json"),
-               "--env", json.dumps(env)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--measure",
+            str(Path(tmp) / "corpus.json"),
+            "--env",
+            json.dumps(env),
+        ]
         done = subprocess.run(cmd, capture_output=True, env={**os.environ, "PYTHONPATH": pythonpath}, cwd=ROOT)
         if done.returncode != 0:
             raise SystemExit(f"measuring failed:\n{done.stderr.decode()[-4000:]}")
@@ -228,8 +270,13 @@ def extract(ref: str, into: Path) -> None:
         tar.extractall(into, filter="data")
 
 
-def summarize(corpus: list[dict[str, Any]], before: list[dict[str, Any]], plain: list[dict[str, Any]],
-              after: list[dict[str, Any]], retry: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+def summarize(
+    corpus: list[dict[str, Any]],
+    before: list[dict[str, Any]],
+    plain: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    retry: dict[str, Any],
+) -> dict[str, Any]:
     def med(rows: list[dict[str, Any]]) -> float:
         return statistics.median(r["input"] for r in rows if r["input"])
 
@@ -254,7 +301,7 @@ def summarize(corpus: list[dict[str, Any]], before: list[dict[str, Any]], plain:
         "hunks_in_parsed_languages": stats["parsed_hunks"],
         "scope_by_parser_share_in_parsed_languages": (
             stats["parsed_found"] / stats["parsed_hunks"] if stats["parsed_hunks"] else 0.0
-        ),  # fmt: skip
+        ),
         "junk_share_before": before[generated]["junk_share"],
         "junk_share_after": after[generated]["junk_share"],
         "junk_share_after_all_cases": max(r["junk_share"] for r in after),
@@ -301,24 +348,40 @@ def main(argv: list[str] | None = None) -> None:
         ("median input tokens per review, after, no context", f"{result['median_input_after_without_context']:,.0f}"),
         ("median input tokens per review, after", f"{result['median_input_after']:,.0f}"),
         ("median after / before", f"{result['median_ratio_after_to_before']:.2f}"),
-        ("context overhead, median (p90)",
-         f"{result['median_context_overhead']:+.0%} ({result['p90_context_overhead']:+.0%})"),
-        ("hunks whose scope was found (tree-sitter / indentation / small file whole)",
-         f"{result['scope_found_share']:.0%} ({result['scope_by_parser_share']:.0%} / "
-         f"{result['scope_by_indentation_share']:.0%} / {result['whole_file_share']:.0%} of {result['hunks']})"),
-        ("hunks in Python/JS/TS/Go files whose scope tree-sitter found",
-         f"{result['scope_by_parser_share_in_parsed_languages']:.0%} of {result['hunks_in_parsed_languages']}"),
-        ("generated case: share of the diff on generated/lock/whitespace, before -> after",
-         f"{result['junk_share_before']:.0%} -> {result['junk_share_after']:.0%}"),
-        ("generated case: input tokens, before -> after",
-         f"{result['generated_case_input_before']:,} -> {result['generated_case_input_after']:,}"),
-        ("retry after a lost answer: cache read / input of attempt 2, before",
-         "{cache_read:,} / {total:,}".format(cache_read=retry_before[-1]["cache_read"],
-                                            total=sum(retry_before[-1].values()))),
-        ("retry after a lost answer: cache read / input of attempt 2, after",
-         "{cache_read:,} / {total:,}".format(cache_read=retry_after[-1]["cache_read"],
-                                            total=sum(retry_after[-1].values()))),
-    ]  # fmt: skip
+        (
+            "context overhead, median (p90)",
+            f"{result['median_context_overhead']:+.0%} ({result['p90_context_overhead']:+.0%})",
+        ),
+        (
+            "hunks whose scope was found (tree-sitter / indentation / small file whole)",
+            f"{result['scope_found_share']:.0%} ({result['scope_by_parser_share']:.0%} / "
+            f"{result['scope_by_indentation_share']:.0%} / {result['whole_file_share']:.0%} of {result['hunks']})",
+        ),
+        (
+            "hunks in Python/JS/TS/Go files whose scope tree-sitter found",
+            f"{result['scope_by_parser_share_in_parsed_languages']:.0%} of {result['hunks_in_parsed_languages']}",
+        ),
+        (
+            "generated case: share of the diff on generated/lock/whitespace, before -> after",
+            f"{result['junk_share_before']:.0%} -> {result['junk_share_after']:.0%}",
+        ),
+        (
+            "generated case: input tokens, before -> after",
+            f"{result['generated_case_input_before']:,} -> {result['generated_case_input_after']:,}",
+        ),
+        (
+            "retry after a lost answer: cache read / input of attempt 2, before",
+            "{cache_read:,} / {total:,}".format(
+                cache_read=retry_before[-1]["cache_read"], total=sum(retry_before[-1].values())
+            ),
+        ),
+        (
+            "retry after a lost answer: cache read / input of attempt 2, after",
+            "{cache_read:,} / {total:,}".format(
+                cache_read=retry_after[-1]["cache_read"], total=sum(retry_after[-1].values())
+            ),
+        ),
+    ]
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
         print(f"{label:<{width}}  {value}")

@@ -59,16 +59,30 @@ class Admin:
 
     def job_summary(self, job: Job) -> dict[str, Any]:
         return {
-            "id": job.id, "state": job.state.value, "repo": job.repo_full_name, "pr": job.pr_number,
-            "head_sha": job.head_sha, "trigger": job.trigger, "priority": job.priority,
-            "attempts": job.attempts, "max_attempts": job.max_attempts,
-            "created_at": job.created_at, "started_at": job.started_at, "finished_at": job.finished_at,
-            "next_attempt_at": job.next_attempt_at, "lease_owner": job.lease_owner,
-            "lease_expires_at": job.lease_expires_at, "last_error": job.last_error, "outcome": job.outcome,
-            "superseded_by": job.superseded_by, "check_run_id": job.check_run_id, "review_id": job.review_id,
-            "publish_intent_at": job.publish_intent_at, "delivery_id": job.details.get("delivery_id"),
+            "id": job.id,
+            "state": job.state.value,
+            "repo": job.repo_full_name,
+            "pr": job.pr_number,
+            "head_sha": job.head_sha,
+            "trigger": job.trigger,
+            "priority": job.priority,
+            "attempts": job.attempts,
+            "max_attempts": job.max_attempts,
+            "created_at": job.created_at,
+            "started_at": job.started_at,
+            "finished_at": job.finished_at,
+            "next_attempt_at": job.next_attempt_at,
+            "lease_owner": job.lease_owner,
+            "lease_expires_at": job.lease_expires_at,
+            "last_error": job.last_error,
+            "outcome": job.outcome,
+            "superseded_by": job.superseded_by,
+            "check_run_id": job.check_run_id,
+            "review_id": job.review_id,
+            "publish_intent_at": job.publish_intent_at,
+            "delivery_id": job.details.get("delivery_id"),
             "links": self.links(job),
-        }  # fmt: skip
+        }
 
     async def status(self) -> dict[str, Any]:
         now = self.clock()
@@ -83,16 +97,23 @@ class Admin:
             "now": now,
             "paused": await self.store.get_setting("queue_paused") == "1",
             "jobs_by_state": {s.value: stats.by_state.get(s.value, 0) for s in JobState},
-            "oldest_pending": None if oldest_at is None else {
-                "age_seconds": max(0.0, now - oldest_at), "created_at": oldest_at,
+            "oldest_pending": None
+            if oldest_at is None
+            else {
+                "age_seconds": max(0.0, now - oldest_at),
+                "created_at": oldest_at,
                 "job": self.job_summary(oldest[0]) if oldest else None,
             },
             "expired_claims": {"count": stats.expired_leases, "jobs": [self.job_summary(j) for j in expired]},
-            "exhausted_retries": {"count": stats.by_state.get(JobState.FAILED.value, 0),
-                                  "newest": [self.job_summary(j) for j in failed]},
-            "awaiting_reconciliation": {"count": stats.awaiting_reconciliation,
-                                        "jobs": [self.job_summary(j) for j in unreconciled]},
-        }  # fmt: skip
+            "exhausted_retries": {
+                "count": stats.by_state.get(JobState.FAILED.value, 0),
+                "newest": [self.job_summary(j) for j in failed],
+            },
+            "awaiting_reconciliation": {
+                "count": stats.awaiting_reconciliation,
+                "jobs": [self.job_summary(j) for j in unreconciled],
+            },
+        }
 
     async def list_jobs(
         self, *, states: Sequence[str] = (), repo: str | None = None, pr: int | None = None, limit: int = 50
@@ -134,11 +155,20 @@ class Admin:
 
 def _attempt(a: Attempt) -> dict[str, Any]:
     return {
-        "attempt": a.attempt, "lease_owner": a.lease_owner, "started_at": a.started_at, "finished_at": a.finished_at,
-        "outcome": a.outcome, "error": a.error, "model": a.model,
-        "tokens": {"input": a.input_tokens, "output": a.output_tokens, "cache_creation": a.cache_creation_tokens,
-                   "cache_read": a.cache_read_tokens},
-    }  # fmt: skip
+        "attempt": a.attempt,
+        "lease_owner": a.lease_owner,
+        "started_at": a.started_at,
+        "finished_at": a.finished_at,
+        "outcome": a.outcome,
+        "error": a.error,
+        "model": a.model,
+        "tokens": {
+            "input": a.input_tokens,
+            "output": a.output_tokens,
+            "cache_creation": a.cache_creation_tokens,
+            "cache_read": a.cache_read_tokens,
+        },
+    }
 
 
 def _either(states: frozenset[JobState]) -> str:
@@ -217,12 +247,21 @@ def render_list(jobs: list[dict[str, Any]], now: float) -> str:
         return "no jobs"
     rows = [("ID", "STATE", "PULL REQUEST", "HEAD", "ATT", "CREATED", "OUTCOME / LAST ERROR")]
     for j in jobs:
-        rows.append((str(j["id"]), j["state"], f"{j['repo']}#{j['pr']}", j["head_sha"][:10],
-                     f"{j['attempts']}/{j['max_attempts']}", _ago(j["created_at"], now),
-                     _one_line(j["outcome"] or j["last_error"], 60)))  # fmt: skip
+        rows.append(
+            (
+                str(j["id"]),
+                j["state"],
+                f"{j['repo']}#{j['pr']}",
+                j["head_sha"][:10],
+                f"{j['attempts']}/{j['max_attempts']}",
+                _ago(j["created_at"], now),
+                _one_line(j["outcome"] or j["last_error"], 60),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join(("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]).rstrip()
-                     for r in rows)  # fmt: skip
+    return "\n".join(
+        ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]).rstrip() for r in rows
+    )
 
 
 def render_job(j: dict[str, Any], now: float) -> str:
@@ -230,8 +269,9 @@ def render_job(j: dict[str, Any], now: float) -> str:
     lease = "-"
     if j["state"] == JobState.RUNNING.value and j["lease_expires_at"] is not None:
         expires = j["lease_expires_at"]
-        lease = f"held by {j['lease_owner']}, " + (f"expired {_ago(expires, now)}" if expires < now else
-                                                    f"expires {_ago(expires, now)}")  # fmt: skip
+        lease = f"held by {j['lease_owner']}, " + (
+            f"expired {_ago(expires, now)}" if expires < now else f"expires {_ago(expires, now)}"
+        )
     elif j["lease_owner"]:
         lease = f"last held by {j['lease_owner']}"
     fields = [
@@ -256,14 +296,18 @@ def render_job(j: dict[str, Any], now: float) -> str:
     lines.append("attempts:" if j["attempt_history"] else "attempts: none yet")
     for a in j["attempt_history"]:
         took = f" ({duration(a['finished_at'] - a['started_at'])})" if a["finished_at"] is not None else " (running)"
-        lines.append(f"  #{a['attempt']}  {_when(a['started_at'])}{took}  {a['outcome'] or 'running'}  "
-                     f"lease holder {a['lease_owner']}")  # fmt: skip
+        lines.append(
+            f"  #{a['attempt']}  {_when(a['started_at'])}{took}  {a['outcome'] or 'running'}  "
+            f"lease holder {a['lease_owner']}"
+        )
         if a["error"]:
             lines.append(f"      error: {_one_line(a['error'], 200)}")
         t = a["tokens"]
         if any(t.values()) or a["model"]:
-            lines.append(f"      tokens: input {t['input']}, output {t['output']}, cache write {t['cache_creation']}, "
-                         f"cache read {t['cache_read']} ({a['model'] or 'model unknown'})")  # fmt: skip
+            lines.append(
+                f"      tokens: input {t['input']}, output {t['output']}, cache write {t['cache_creation']}, "
+                f"cache read {t['cache_read']} ({a['model'] or 'model unknown'})"
+            )
     return "\n".join(lines)
 
 
@@ -275,15 +319,19 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     sub.add_parser("status", parents=[common], help="the queue on one screen: backlog age, expired claims, failures")
-    jobs = sub.add_parser("jobs", help="list, show, retry or cancel jobs").add_subparsers(dest="jobs_command",
-                                                                                      required=True)  # fmt: skip
+    jobs = sub.add_parser("jobs", help="list, show, retry or cancel jobs").add_subparsers(
+        dest="jobs_command", required=True
+    )
     ls = jobs.add_parser("list", parents=[common], help="jobs, newest first")
     ls.add_argument("--state", action="append", choices=[s.value for s in JobState], help="repeatable")
     ls.add_argument("--repo", help="owner/name")
     ls.add_argument("--pr", type=int, help="pull request number")
     ls.add_argument("--limit", type=int, default=50)
-    for name, what in (("show", "one job with every attempt"), ("retry", "give a failed or cancelled job fresh "
-                       "attempts"), ("cancel", "cancel a queued or running job")):  # fmt: skip
+    for name, what in (
+        ("show", "one job with every attempt"),
+        ("retry", "give a failed or cancelled job fresh attempts"),
+        ("cancel", "cancel a queued or running job"),
+    ):
         p = jobs.add_parser(name, parents=[common], help=what)
         p.add_argument("job_id", type=int, metavar="ID")
         if name == "cancel":
@@ -337,8 +385,11 @@ async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:
         if args.command == "queue":
             paused = args.queue_command == "pause"
             result = await admin.set_paused(paused)
-            text = ("queue paused: running jobs finish, nothing new is claimed until `reviewer-app queue resume`"
-                    if paused else "queue resumed: free slots claim jobs again")  # fmt: skip
+            text = (
+                "queue paused: running jobs finish, nothing new is claimed until `reviewer-app queue resume`"
+                if paused
+                else "queue resumed: free slots claim jobs again"
+            )
             return result, text
         if args.jobs_command == "list":
             jobs = await admin.list_jobs(states=args.state or (), repo=args.repo, pr=args.pr, limit=args.limit)

@@ -43,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         # Admin commands work on the database only: they need no webhook secret.
         # `serve` without any App starts the setup page instead of failing.
         # A worker receives no webhooks either: it needs no webhook secret.
-        cfg = load_config(require_webhook_secret=args.command not in (*admin.COMMANDS, "worker"),
-                          allow_setup=args.command == "serve", **overrides)  # fmt: skip
+        cfg = load_config(
+            require_webhook_secret=args.command not in (*admin.COMMANDS, "worker"),
+            allow_setup=args.command == "serve",
+            **overrides,
+        )
     except (ConfigError, EnvFileError) as exc:
         print(f"reviewer-app: configuration error: {exc}", file=sys.stderr)
         return 2

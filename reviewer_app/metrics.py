@@ -50,8 +50,9 @@ class QueueCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         stats = self._stats
         if self._refreshed:
-            yield GaugeMetricFamily("reviewer_database_up", "1 when the database answered this scrape.",
-                                    value=0 if stats is None else 1)  # fmt: skip
+            yield GaugeMetricFamily(
+                "reviewer_database_up", "1 when the database answered this scrape.", value=0 if stats is None else 1
+            )
         if stats is None:
             return
         jobs = GaugeMetricFamily("reviewer_jobs", "Jobs in the database by state.", labels=["state"])
@@ -74,8 +75,9 @@ class QueueCollector(Collector):
             "Pending jobs that recorded the intent to publish but no review id: the next attempt reconciles them.",
             value=stats.awaiting_reconciliation,
         )
-        yield GaugeMetricFamily("reviewer_queue_paused", "1 while the queue is paused by an operator.",
-                                value=1 if self._paused else 0)  # fmt: skip
+        yield GaugeMetricFamily(
+            "reviewer_queue_paused", "1 while the queue is paused by an operator.", value=1 if self._paused else 0
+        )
 
 
 class Metrics:
@@ -96,20 +98,27 @@ class Metrics:
             registry=r,
         )
         self.review_duration = Histogram(
-            "reviewer_review_duration_seconds", "Run time of one attempt, by how the runner ended.",
-            ["result"], buckets=REVIEW_BUCKETS, registry=r,
-        )  # fmt: skip
+            "reviewer_review_duration_seconds",
+            "Run time of one attempt, by how the runner ended.",
+            ["result"],
+            buckets=REVIEW_BUCKETS,
+            registry=r,
+        )
         self.queue_wait = Histogram(
-            "reviewer_queue_wait_seconds", "From admission to the job's first claim (started_at - created_at).",
-            buckets=WAIT_BUCKETS, registry=r,
-        )  # fmt: skip
+            "reviewer_queue_wait_seconds",
+            "From admission to the job's first claim (started_at - created_at).",
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self.webhooks = Counter(
             "reviewer_webhooks", "Webhook deliveries by event and outcome.", ["event", "outcome"], registry=r
         )
         self.github_requests = Counter(
-            "reviewer_github_requests", "GitHub API requests by HTTP status ('error': no answer).", ["status"],
+            "reviewer_github_requests",
+            "GitHub API requests by HTTP status ('error': no answer).",
+            ["status"],
             registry=r,
-        )  # fmt: skip
+        )
         self.model_tokens = Counter(
             "reviewer_model_tokens", "Model tokens paid for, by kind and model.", ["kind", "model"], registry=r
         )
@@ -121,8 +130,12 @@ class Metrics:
 
     def usage(self, usage: Usage) -> None:
         model = usage.model or "unknown"
-        for kind, n in (("input", usage.input_tokens), ("output", usage.output_tokens),
-                        ("cache_creation", usage.cache_creation_tokens), ("cache_read", usage.cache_read_tokens)):  # fmt: skip
+        for kind, n in (
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_creation", usage.cache_creation_tokens),
+            ("cache_read", usage.cache_read_tokens),
+        ):
             if n:
                 self.model_tokens.labels(kind, model).inc(n)
 

@@ -118,21 +118,29 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
     """The GitHub client, check runs and Claude reviewer behind the review runner."""
     session = aiohttp.ClientSession()
     github = GitHubClient(
-        session, cfg.github_api_url, AppCredentials(cfg.app_id, cfg.private_key),
+        session,
+        cfg.github_api_url,
+        AppCredentials(cfg.app_id, cfg.private_key),
         read_retry_delays=(cfg.github_retry_seconds, cfg.github_retry_seconds * 3),
         on_response=metrics.github_response if metrics is not None else None,
-    )  # fmt: skip
+    )
     checks = CheckRuns(github, store)
-    client = make_client(cfg.anthropic_api_key or None, cfg.anthropic_base_url or None,
-                         timeout=cfg.model_timeout_seconds, max_retries=0)  # fmt: skip
-    claude = ClaudeReviewer(client, cfg.model, max_output_tokens=cfg.max_output_tokens,
-                            malformed_retries=cfg.malformed_retries)  # fmt: skip
+    client = make_client(
+        cfg.anthropic_api_key or None, cfg.anthropic_base_url or None, timeout=cfg.model_timeout_seconds, max_retries=0
+    )
+    claude = ClaudeReviewer(
+        client, cfg.model, max_output_tokens=cfg.max_output_tokens, malformed_retries=cfg.malformed_retries
+    )
     # A job waiting on another (a ready_for_review job on its draft's review of the same head) looks again after
     # the first retry delay.
-    settings = ReviewSettings(max_input_tokens=cfg.max_input_tokens, max_parts=cfg.max_parts,
-                              wait_seconds=cfg.retry_base_seconds, context_lines=cfg.context_lines,
-                              repository_tools=cfg.repository_tools,
-                              tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes))  # fmt: skip
+    settings = ReviewSettings(
+        max_input_tokens=cfg.max_input_tokens,
+        max_parts=cfg.max_parts,
+        wait_seconds=cfg.retry_base_seconds,
+        context_lines=cfg.context_lines,
+        repository_tools=cfg.repository_tools,
+        tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
+    )
     return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings), client)
 
 
@@ -165,8 +173,10 @@ async def build_service(
         if cfg.anthropic_api_key:
             stack = build_review_stack(cfg, store, metrics)
         else:
-            log.warning("ANTHROPIC_API_KEY is not set: webhooks are admitted and kept, but no review runs until "
-                        "it is set and the app restarted")  # fmt: skip
+            log.warning(
+                "ANTHROPIC_API_KEY is not set: webhooks are admitted and kept, but no review runs until "
+                "it is set and the app restarted"
+            )
     if worker and runner is None:
         if cfg.runner == "noop":
             runner = noop_runner(cfg.noop_seconds)
@@ -175,14 +185,28 @@ async def build_service(
             # One host at a time per pass (a duty lease in the database): no two hosts create the same check run
             # or send the same reaction.
             duty_owner = new_owner_id("duty")
-            check_sync = PeriodicDuty("check-sync", stack.checks.run_once, interval=cfg.check_sync_seconds,
-                                      clock=time.time, store=store, owner=duty_owner)  # fmt: skip
+            check_sync = PeriodicDuty(
+                "check-sync",
+                stack.checks.run_once,
+                interval=cfg.check_sync_seconds,
+                clock=time.time,
+                store=store,
+                owner=duty_owner,
+            )
             sender = OutboxSender(stack.github, store, clock=time.time)
-            outbox = PeriodicDuty("outbox", sender.run_once, interval=cfg.check_sync_seconds, clock=time.time,
-                                  store=store, owner=duty_owner)  # fmt: skip
+            outbox = PeriodicDuty(
+                "outbox",
+                sender.run_once,
+                interval=cfg.check_sync_seconds,
+                clock=time.time,
+                store=store,
+                owner=duty_owner,
+            )
         else:
-            log.warning("no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "
-                        "but no review runs until the App is configured")  # fmt: skip
+            log.warning(
+                "no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "
+                "but no review runs until the App is configured"
+            )
     if worker and runner is not None:
         dispatcher = Dispatcher(
             store,
@@ -213,8 +237,11 @@ async def build_service(
         if result.outcome == "installation" and result.installation_gone is None and recovery is not None:
             recovery.wake_sweep()  # an installation or repository is back: its open heads are owed reviews
 
-    guard = Guard(reviews_per_day=cfg.max_reviews_per_day, manual_per_pr_hour=cfg.max_manual_per_pr_hour,
-                  author_per_day=cfg.max_auto_per_author_day)  # fmt: skip
+    guard = Guard(
+        reviews_per_day=cfg.max_reviews_per_day,
+        manual_per_pr_hour=cfg.max_manual_per_pr_hour,
+        author_per_day=cfg.max_auto_per_author_day,
+    )
     receiver: Receiver | None = None
     if receive:
         receiver = Receiver(
@@ -229,8 +256,12 @@ async def build_service(
             on_admitted=on_admitted,
             metrics=metrics,
         )
-    probes = Probes(store, workers_running=(lambda: dispatcher.running) if dispatcher is not None else None,
-                    metrics=metrics, metrics_token=cfg.metrics_token)  # fmt: skip
+    probes = Probes(
+        store,
+        workers_running=(lambda: dispatcher.running) if dispatcher is not None else None,
+        metrics=metrics,
+        metrics_token=cfg.metrics_token,
+    )
     cleaner = None
     if worker and cfg.retention_days > 0:
         cleaner = Cleaner(store, retention_seconds=cfg.retention_days * DAY, clock=time.time)
@@ -238,15 +269,33 @@ async def build_service(
     if check_sync is not None and stack is not None and (cfg.recovery_seconds > 0 or cfg.sweep_seconds > 0):
         # Missed webhooks: redelivery of failed ones, and a sweep of open PRs (safe on every host at once).
         recovery = Recovery(
-            stack.github, store, owner=new_owner_id("duty"), clock=time.time, recovery_interval=cfg.recovery_seconds,
-            sweep_interval=cfg.sweep_seconds, window_days=cfg.delivery_window_days, max_attempts=cfg.max_attempts,
-            guard=guard, on_admitted=on_admitted,
-        )  # fmt: skip
+            stack.github,
+            store,
+            owner=new_owner_id("duty"),
+            clock=time.time,
+            recovery_interval=cfg.recovery_seconds,
+            sweep_interval=cfg.sweep_seconds,
+            window_days=cfg.delivery_window_days,
+            max_attempts=cfg.max_attempts,
+            guard=guard,
+            on_admitted=on_admitted,
+        )
     app = make_app(receiver, probes) if receiver is not None else make_health_app(probes)
-    return Service(cfg=cfg, store=store, dispatcher=dispatcher, app=app, check_sync=check_sync,
-                   session=stack.session if stack else None, outbox=outbox, receiver=receiver,
-                   github=stack.github if stack else None, metrics=metrics, cleaner=cleaner, recovery=recovery,
-                   model_client=stack.model_client if stack else None)  # fmt: skip
+    return Service(
+        cfg=cfg,
+        store=store,
+        dispatcher=dispatcher,
+        app=app,
+        check_sync=check_sync,
+        session=stack.session if stack else None,
+        outbox=outbox,
+        receiver=receiver,
+        github=stack.github if stack else None,
+        metrics=metrics,
+        cleaner=cleaner,
+        recovery=recovery,
+        model_client=stack.model_client if stack else None,
+    )
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:
@@ -299,8 +348,9 @@ async def work(cfg: Config, *, host: str | None = None, port: int | None = None)
     svc = await build_service(cfg, worker=True, receive=False)
     if svc.dispatcher is None:
         await svc.stop()
-        log.error("worker: nothing to run: set GITHUB_APP_ID, its private key and ANTHROPIC_API_KEY "
-                  "(or REVIEWER_RUNNER=noop)")  # fmt: skip
+        log.error(
+            "worker: nothing to run: set GITHUB_APP_ID, its private key and ANTHROPIC_API_KEY (or REVIEWER_RUNNER=noop)"
+        )
         return 2
     runner: web.AppRunner | None = None
     if port is not None:

@@ -42,8 +42,12 @@ class Harness:
             "action": action,
             "number": pull.number,
             "pull_request": {
-                "number": pull.number, "state": pull.state, "draft": pull.draft, "title": pull.title,
-                "body": pull.body, "user": {"login": pull.user, "type": "User"},
+                "number": pull.number,
+                "state": pull.state,
+                "draft": pull.draft,
+                "title": pull.title,
+                "body": pull.body,
+                "user": {"login": pull.user, "type": "User"},
                 "head": {"sha": pull.head_sha, "ref": pull.head_ref},
                 "base": {"sha": pull.base_sha, "ref": pull.base_ref},
                 "updated_at": "2026-12-01T10:00:00Z",
@@ -51,36 +55,58 @@ class Harness:
             "repository": {"id": repo.id, "full_name": repo.full_name, "default_branch": repo.default_branch},
             "installation": {"id": self.installation_id},
             "sender": {"login": pull.user, "type": "User"},
-        }  # fmt: skip
+        }
 
-    def comment_payload(self, pull: Pull, body: str, *, login: str = "maintainer", association: str = "MEMBER",
-                        user_type: str = "User", action: str = "created", comment_id: int | None = None) -> dict[str, Any]:  # fmt: skip
+    def comment_payload(
+        self,
+        pull: Pull,
+        body: str,
+        *,
+        login: str = "maintainer",
+        association: str = "MEMBER",
+        user_type: str = "User",
+        action: str = "created",
+        comment_id: int | None = None,
+    ) -> dict[str, Any]:
         repo = self.github.repos[pull.repo]
         comment = self.github.add_issue_comment(pull.repo, pull.number, login, body)
         return {
             "action": action,
             "issue": {"number": pull.number, "pull_request": {"url": "..."}, "state": "open"},
-            "comment": {"id": comment_id or comment["id"], "body": body, "author_association": association,
-                        "user": {"login": login, "type": user_type}},
+            "comment": {
+                "id": comment_id or comment["id"],
+                "body": body,
+                "author_association": association,
+                "user": {"login": login, "type": user_type},
+            },
             "repository": {"id": repo.id, "full_name": repo.full_name},
             "installation": {"id": self.installation_id},
             "sender": {"login": login, "type": user_type},
-        }  # fmt: skip
+        }
 
     def rerun_payload(self, pull: Pull, check_run: dict[str, Any], *, event: str = "check_run") -> dict[str, Any]:
         repo = self.github.repos[pull.repo]
-        node = {"id": check_run["id"], "head_sha": check_run["head_sha"], "app": {"id": self.github.app_id},
-                "pull_requests": [{"number": pull.number}]}  # fmt: skip
-        return {"action": "rerequested", event: node, "repository": {"id": repo.id, "full_name": repo.full_name},
-                "installation": {"id": self.installation_id}}  # fmt: skip
+        node = {
+            "id": check_run["id"],
+            "head_sha": check_run["head_sha"],
+            "app": {"id": self.github.app_id},
+            "pull_requests": [{"number": pull.number}],
+        }
+        return {
+            "action": "rerequested",
+            event: node,
+            "repository": {"id": repo.id, "full_name": repo.full_name},
+            "installation": {"id": self.installation_id},
+        }
 
     def installation_payload(self, action: str) -> dict[str, Any]:
         return {"action": action, "installation": {"id": self.installation_id, "account": {"login": "octo-org"}}}
 
     async def deliver(self, event: str, payload: dict[str, Any], *, delivery: str | None = None) -> dict[str, Any]:
         body = json.dumps(payload).encode()
-        resp = await self.client.post("/api/github/webhooks", data=body,
-                                      headers=webhook_headers(body, event=event, delivery=delivery))  # fmt: skip
+        resp = await self.client.post(
+            "/api/github/webhooks", data=body, headers=webhook_headers(body, event=event, delivery=delivery)
+        )
         assert resp.status in (200, 202), await resp.text()
         return await resp.json()
 
@@ -123,28 +149,30 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
     github.add_repo(REPO, inst.id)
     github.set_permission(REPO, "maintainer", "write")  # the usual commenter: a member with write access
     async with running(github) as gh_url, anthropic.serve() as an_url:
-        cfg = load_config({
-            "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",
-            "GITHUB_WEBHOOK_SECRET": SECRET,
-            "GITHUB_APP_ID": str(github.app_id),
-            "GITHUB_PRIVATE_KEY": github.private_key,
-            "GITHUB_API_URL": gh_url,
-            "ANTHROPIC_API_KEY": "sk-ant-test-key",
-            "ANTHROPIC_BASE_URL": an_url,
-            "REVIEWER_LEASE_SECONDS": "5",
-            "REVIEWER_RENEW_SECONDS": "0.5",
-            "REVIEWER_RETRY_BASE_SECONDS": "0.05",
-            "REVIEWER_RETRY_MAX_SECONDS": "0.2",
-            "REVIEWER_SCAN_SECONDS": "0.05",
-            "REVIEWER_CHECK_SYNC_SECONDS": "0.05",
-            "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
-            "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
-            "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
-            "REVIEWER_DEBOUNCE_SECONDS": "0",
-            "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
-            "REVIEWER_SWEEP_SECONDS": "0",
-            **env,
-        })  # fmt: skip
+        cfg = load_config(
+            {
+                "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",
+                "GITHUB_WEBHOOK_SECRET": SECRET,
+                "GITHUB_APP_ID": str(github.app_id),
+                "GITHUB_PRIVATE_KEY": github.private_key,
+                "GITHUB_API_URL": gh_url,
+                "ANTHROPIC_API_KEY": "sk-ant-test-key",
+                "ANTHROPIC_BASE_URL": an_url,
+                "REVIEWER_LEASE_SECONDS": "5",
+                "REVIEWER_RENEW_SECONDS": "0.5",
+                "REVIEWER_RETRY_BASE_SECONDS": "0.05",
+                "REVIEWER_RETRY_MAX_SECONDS": "0.2",
+                "REVIEWER_SCAN_SECONDS": "0.05",
+                "REVIEWER_CHECK_SYNC_SECONDS": "0.05",
+                "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
+                "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
+                "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
+                "REVIEWER_DEBOUNCE_SECONDS": "0",
+                "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
+                "REVIEWER_SWEEP_SECONDS": "0",
+                **env,
+            }
+        )
         svc = await build_service(cfg)
         client = TestClient(TestServer(svc.app))
         await client.start_server()

@@ -64,20 +64,31 @@ def pr_payload(
             "user": user,
             "created_at": "2026-12-01T09:00:00Z",
             "updated_at": updated_at,
-            "head": {"ref": "feature", "sha": head or sha(f"{repo}{number}"), "user": user,
-                     "repo": {"id": repo_id, "full_name": repo}},
+            "head": {
+                "ref": "feature",
+                "sha": head or sha(f"{repo}{number}"),
+                "user": user,
+                "repo": {"id": repo_id, "full_name": repo},
+            },
             "base": {"ref": "main", "sha": sha("base"), "user": user, "repo": {"id": repo_id, "full_name": repo}},
             "author_association": "MEMBER",
         },
-        "repository": {"id": repo_id, "name": name, "full_name": repo, "private": False,
-                       "owner": {"login": owner, "id": 2, "type": "Organization"}, "default_branch": "main"},
+        "repository": {
+            "id": repo_id,
+            "name": name,
+            "full_name": repo,
+            "private": False,
+            "owner": {"login": owner, "id": 2, "type": "Organization"},
+            "default_branch": "main",
+        },
         "sender": user,
         "installation": {"id": installation_id, "node_id": "MDIz"},
-    }  # fmt: skip
+    }
 
 
-def webhook_headers(body: bytes, *, event: str = "pull_request", delivery: str | None = None,
-                    secret: str | None = SECRET) -> dict[str, str]:  # fmt: skip
+def webhook_headers(
+    body: bytes, *, event: str = "pull_request", delivery: str | None = None, secret: str | None = SECRET
+) -> dict[str, str]:
     headers = {
         "Content-Type": "application/json",
         "X-GitHub-Event": event,

@@ -40,8 +40,15 @@ class ServeProcess:
     """`reviewer-app serve` (or ``command="worker"``, which gets ``--port`` for its health port unless
     ``health=False``: then ``start`` only checks that the process is up, and the test waits on its effects)."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, *, args: tuple[str, ...] = (), command: str = "serve",
-                 health: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        args: tuple[str, ...] = (),
+        command: str = "serve",
+        health: bool = True,
+    ) -> None:
         self.port = free_port()
         self.command = command
         self.health = health
@@ -61,8 +68,10 @@ class ServeProcess:
         extra = ("--port", str(self.port)) if self.command == "worker" and self.health else ()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reviewer_app.cli", self.command, *self.args, *extra],
-            env=self.env, stdout=log, stderr=log,
-        )  # fmt: skip
+            env=self.env,
+            stdout=log,
+            stderr=log,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

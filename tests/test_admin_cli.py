@@ -42,10 +42,17 @@ async def _fill(path: Path) -> Jobs:
     async def admit(pr: int, head: int, at: float, repo: str = REPO, max_attempts: int = 5) -> int:
         nonlocal n
         n += 1
-        spec = JobSpec(repo_id=hash(repo) % 10_000, repo_full_name=repo, installation_id=7, pr_number=pr,
-                       head_sha=sha(head), details={"delivery_id": f"delivery-{n}"})  # fmt: skip
-        result = await store.admit(Delivery(f"delivery-{n}", "pull_request", "opened"), Enqueue(spec), now=at,
-                                   max_attempts=max_attempts)  # fmt: skip
+        spec = JobSpec(
+            repo_id=hash(repo) % 10_000,
+            repo_full_name=repo,
+            installation_id=7,
+            pr_number=pr,
+            head_sha=sha(head),
+            details={"delivery_id": f"delivery-{n}"},
+        )
+        result = await store.admit(
+            Delivery(f"delivery-{n}", "pull_request", "opened"), Enqueue(spec), now=at, max_attempts=max_attempts
+        )
         return result.job_id
 
     async def claim(job_id: int, at: float, lease: float, owner: str):
@@ -56,8 +63,9 @@ async def _fill(path: Path) -> Jobs:
 
     succeeded = await admit(1, 1, now - 7200)
     le = await claim(succeeded, now - 7100, 300, "worker-a")
-    await store.save_progress_if_lease_held(le, now=now - 7050, check_run_id=4242, review_id=9191,
-                                            publish_intent_at=now - 7050)  # fmt: skip
+    await store.save_progress_if_lease_held(
+        le, now=now - 7050, check_run_id=4242, review_id=9191, publish_intent_at=now - 7050
+    )
     usage = Usage(model="claude-test", input_tokens=1200, output_tokens=300, cache_read_tokens=50)
     await store.complete_if_lease_held(le, now=now - 7000, outcome="review published", usage=usage)
 
@@ -93,8 +101,14 @@ def db(tmp_path, monkeypatch) -> tuple[Path, Jobs]:
     jobs = asyncio.run(_fill(path))
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{path}")
     # Admin commands do not need the webhook secret: make sure none is around.
-    for name in ("GITHUB_WEBHOOK_SECRET", "REVIEWER_INSECURE_NO_SIGNATURE", "GITHUB_APP_ID", "GITHUB_PRIVATE_KEY",
-                 "GITHUB_PRIVATE_KEY_PATH", "GITHUB_API_URL"):  # fmt: skip
+    for name in (
+        "GITHUB_WEBHOOK_SECRET",
+        "REVIEWER_INSECURE_NO_SIGNATURE",
+        "GITHUB_APP_ID",
+        "GITHUB_PRIVATE_KEY",
+        "GITHUB_PRIVATE_KEY_PATH",
+        "GITHUB_API_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     return path, jobs
 
@@ -154,8 +168,14 @@ def test_status_as_json(db, capsys) -> None:
     _, jobs = db
     s = run_json(capsys, "status")
     assert s["paused"] is False
-    assert s["jobs_by_state"] == {"queued": 2, "running": 2, "succeeded": 1, "failed": 1, "superseded": 1,
-                                  "cancelled": 1}  # fmt: skip
+    assert s["jobs_by_state"] == {
+        "queued": 2,
+        "running": 2,
+        "succeeded": 1,
+        "failed": 1,
+        "superseded": 1,
+        "cancelled": 1,
+    }
     assert 3590 < s["oldest_pending"]["age_seconds"] < 3700 and s["oldest_pending"]["job"]["id"] == jobs.expired
     assert s["expired_claims"]["count"] == 1
     [claim] = s["expired_claims"]["jobs"]
@@ -168,8 +188,7 @@ def test_status_as_json(db, capsys) -> None:
 def test_jobs_list_filters_by_state_repo_and_pr(db, capsys) -> None:
     _, jobs = db
     everything = run_json(capsys, "jobs", "list")
-    assert len(everything) == 8 and [j["id"] for j in everything] == sorted((j["id"] for j in everything),
-                                                                            reverse=True)  # fmt: skip
+    assert len(everything) == 8 and [j["id"] for j in everything] == sorted((j["id"] for j in everything), reverse=True)
     assert [j["id"] for j in run_json(capsys, "jobs", "list", "--state", "failed")] == [jobs.failed]
     two_states = run_json(capsys, "jobs", "list", "--state", "succeeded", "--state", "cancelled")
     assert {j["id"] for j in two_states} == {jobs.succeeded, jobs.cancelled}

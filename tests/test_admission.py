@@ -62,15 +62,24 @@ def test_debounce_applies_to_pushes_only() -> None:
 
 @pytest.mark.parametrize(
     ("value", "job"),
-    [(external_id(42), 42), ("reviewer-app-job-042", None), ("reviewer-app-job-", None), ("other-42", None),
-     ("reviewer-app-job-1" + "0" * 18, None), (42, None), (None, None)],
-)  # fmt: skip
+    [
+        (external_id(42), 42),
+        ("reviewer-app-job-042", None),
+        ("reviewer-app-job-", None),
+        ("other-42", None),
+        ("reviewer-app-job-1" + "0" * 18, None),
+        (42, None),
+        (None, None),
+    ],
+)
 def test_a_check_runs_external_id_names_its_job(value: object, job: int | None) -> None:
     assert rerun_job_id({"check_run": {"external_id": value}}) == job
 
 
-@pytest.mark.parametrize(("association", "limited"), [("NONE", True), ("FIRST_TIME_CONTRIBUTOR", True),
-                                                      ("CONTRIBUTOR", True), ("MEMBER", False), ("OWNER", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("association", "limited"),
+    [("NONE", True), ("FIRST_TIME_CONTRIBUTOR", True), ("CONTRIBUTOR", True), ("MEMBER", False), ("OWNER", False)],
+)
 def test_only_outside_authors_automatic_reviews_carry_the_per_author_limit(association: str, limited: bool) -> None:
     p = pr_payload()
     p["pull_request"]["author_association"] = association

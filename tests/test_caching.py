@@ -46,8 +46,13 @@ async def post(fake: FakeAnthropic, path: str, body: dict[str, Any]) -> dict[str
 
 def body(model: str, system_words: int, **extra: Any) -> dict[str, Any]:
     system = [{"type": "text", "text": "rule " * system_words, "cache_control": EPHEMERAL}]
-    return {"model": model, "max_tokens": 100, "system": system,
-            "messages": [{"role": "user", "content": "review this"}], **extra}  # fmt: skip
+    return {
+        "model": model,
+        "max_tokens": 100,
+        "system": system,
+        "messages": [{"role": "user", "content": "review this"}],
+        **extra,
+    }
 
 
 # --- the fake enforces the documented minimums --------------------------------------------------------------------
@@ -55,20 +60,28 @@ def body(model: str, system_words: int, **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("model", "minimum"),
-    [("claude-sonnet-4-5", 1024), ("claude-sonnet-4-5-20250929", 1024), ("claude-opus-4-1", 1024),
-     ("claude-haiku-4-5", 4096), ("claude-opus-4-5", 4096)],
-)  # fmt: skip
+    [
+        ("claude-sonnet-4-5", 1024),
+        ("claude-sonnet-4-5-20250929", 1024),
+        ("claude-opus-4-1", 1024),
+        ("claude-haiku-4-5", 4096),
+        ("claude-opus-4-5", 4096),
+    ],
+)
 def test_the_fake_knows_each_models_minimum_and_the_reviewer_agrees(model: str, minimum: int) -> None:
     assert fake_minimum(model) == minimum
     assert min_cacheable_tokens(model) == minimum
 
 
-@pytest.mark.parametrize(("model", "words", "cached"), [
-    ("claude-sonnet-4-5", 600, False),  # ~750 tokens: below Sonnet's 1,024
-    ("claude-sonnet-4-5", 1000, True),  # ~1,250 tokens
-    ("claude-haiku-4-5", 1000, False),  # below Haiku 4.5's 4,096
-    ("claude-haiku-4-5", 3500, True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("model", "words", "cached"),
+    [
+        ("claude-sonnet-4-5", 600, False),  # ~750 tokens: below Sonnet's 1,024
+        ("claude-sonnet-4-5", 1000, True),  # ~1,250 tokens
+        ("claude-haiku-4-5", 1000, False),  # below Haiku 4.5's 4,096
+        ("claude-haiku-4-5", 3500, True),
+    ],
+)
 async def test_a_prefix_below_the_models_minimum_is_neither_written_nor_read(
     fake: FakeAnthropic, model: str, words: int, cached: bool
 ) -> None:
@@ -93,11 +106,19 @@ async def test_a_breakpoint_in_the_messages_caches_everything_before_it(fake: Fa
     user = [{"type": "text", "text": DIFF, "cache_control": EPHEMERAL}]
     request = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": user}]}
     first = (await post(fake, "/v1/messages", request))["usage"]
-    follow = {**request, "messages": [*request["messages"], {"role": "assistant", "content": "ok"},
-                                      {"role": "user", "content": "and now?"}]}  # fmt: skip
+    follow = {
+        **request,
+        "messages": [
+            *request["messages"],
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "and now?"},
+        ],
+    }
     second = (await post(fake, "/v1/messages", follow))["usage"]
-    assert first["cache_creation_input_tokens"] > 4000 and second["cache_read_input_tokens"] == first[
-        "cache_creation_input_tokens"]  # fmt: skip
+    assert (
+        first["cache_creation_input_tokens"] > 4000
+        and second["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
+    )
 
 
 # --- the reviewer marks where it pays -----------------------------------------------------------------------------

@@ -16,31 +16,52 @@ from tests.harness import REPO, SOURCE, harness
 from tests.helpers import eventually, webhook_headers
 
 
-@pytest.mark.parametrize("body,verb", [
-    ("/review", "review"), ("/review full", "full"), ("/review pause", "pause"), ("/review resume", "resume"),
-    ("/review help", "help"), ("/review frobnicate", "unknown"), ("Thanks!\n/review\n", "review"),
-    ("@reviewer-app review", "review"), ("@reviewer-app full", "full"), ("@Reviewer-App pause", "pause"),
-    ("@reviewer-app[bot] review full", "full"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body,verb",
+    [
+        ("/review", "review"),
+        ("/review full", "full"),
+        ("/review pause", "pause"),
+        ("/review resume", "resume"),
+        ("/review help", "help"),
+        ("/review frobnicate", "unknown"),
+        ("Thanks!\n/review\n", "review"),
+        ("@reviewer-app review", "review"),
+        ("@reviewer-app full", "full"),
+        ("@Reviewer-App pause", "pause"),
+        ("@reviewer-app[bot] review full", "full"),
+    ],
+)
 def test_commands_are_parsed(body: str, verb: str) -> None:
     cmd = parse_command(body, app_slug="reviewer-app")
     assert cmd is not None and cmd.verb == verb
 
 
-@pytest.mark.parametrize("body", ["please /review this", "> /review", "```\n/review\n```", "/reviewer", "@someone review",
-                                  "no command here"])  # fmt: skip
+@pytest.mark.parametrize(
+    "body", ["please /review this", "> /review", "```\n/review\n```", "/reviewer", "@someone review", "no command here"]
+)
 def test_non_commands(body: str) -> None:
     assert parse_command(body, app_slug="reviewer-app") is None
 
 
-@pytest.mark.parametrize("association,user_type,login,allowed", [
-    ("OWNER", "User", "a", True), ("MEMBER", "User", "a", True), ("COLLABORATOR", "User", "a", True),
-    ("CONTRIBUTOR", "User", "a", False), ("NONE", "User", "a", False), ("FIRST_TIME_CONTRIBUTOR", "User", "a", False),
-    ("MEMBER", "Bot", "ci[bot]", False), ("OWNER", "User", "reviewer-app[bot]", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "association,user_type,login,allowed",
+    [
+        ("OWNER", "User", "a", True),
+        ("MEMBER", "User", "a", True),
+        ("COLLABORATOR", "User", "a", True),
+        ("CONTRIBUTOR", "User", "a", False),
+        ("NONE", "User", "a", False),
+        ("FIRST_TIME_CONTRIBUTOR", "User", "a", False),
+        ("MEMBER", "Bot", "ci[bot]", False),
+        ("OWNER", "User", "reviewer-app[bot]", False),
+    ],
+)
 def test_who_may_command(association: str, user_type: str, login: str, allowed: bool) -> None:
-    assert may_command(author_association=association, user_type=user_type, login=login,
-                       bot_login="reviewer-app[bot]") is allowed  # fmt: skip
+    assert (
+        may_command(author_association=association, user_type=user_type, login=login, bot_login="reviewer-app[bot]")
+        is allowed
+    )
 
 
 async def _reactions(h, comment_id: int) -> list[str]:
@@ -97,10 +118,18 @@ async def test_the_repository_owner_is_not_asked_for_and_reacted_to_at_admission
 
 def test_only_the_owner_skips_the_permission_check() -> None:
     def payload(association: str) -> dict:
-        return {"action": "created", "issue": {"number": 1, "pull_request": {"url": "x"}},
-                "comment": {"id": 5, "body": "/review", "author_association": association,
-                            "user": {"login": "someone", "type": "User"}},
-                "repository": {"id": 1, "full_name": "o/r"}, "installation": {"id": 2}}  # fmt: skip
+        return {
+            "action": "created",
+            "issue": {"number": 1, "pull_request": {"url": "x"}},
+            "comment": {
+                "id": 5,
+                "body": "/review",
+                "author_association": association,
+                "user": {"login": "someone", "type": "User"},
+            },
+            "repository": {"id": 1, "full_name": "o/r"},
+            "installation": {"id": 2},
+        }
 
     member = decide_comment("created", payload("MEMBER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     owner = decide_comment("created", payload("OWNER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
@@ -126,8 +155,9 @@ async def test_review_by_an_outsider_gets_only_a_refusal(tmp_path, association: 
 async def test_a_bots_comment_is_never_a_command(tmp_path, login: str, user_type: str) -> None:
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])
-        answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login=login, user_type=user_type,
-                                                                   association="OWNER"))  # fmt: skip
+        answer = await h.deliver(
+            "issue_comment", h.comment_payload(pull, "/review", login=login, user_type=user_type, association="OWNER")
+        )
         assert answer["outcome"] == "ignored" and "bot" in answer["reason"]
         assert await h.store.list_jobs() == []
 
@@ -180,9 +210,17 @@ ATTACK = "/review x` @octocat [click](https://evil.example) `"
 
 
 def test_an_unknown_command_is_answered_without_echoing_the_comment() -> None:
-    payload = {"issue": {"number": 1, "pull_request": {}}, "repository": {"id": 1, "full_name": "o/r"},
-               "installation": {"id": 7}, "comment": {"id": 9, "body": ATTACK, "author_association": "MEMBER",
-                                                      "user": {"login": "maintainer", "type": "User"}}}  # fmt: skip
+    payload = {
+        "issue": {"number": 1, "pull_request": {}},
+        "repository": {"id": 1, "full_name": "o/r"},
+        "installation": {"id": 7},
+        "comment": {
+            "id": 9,
+            "body": ATTACK,
+            "author_association": "MEMBER",
+            "user": {"login": "maintainer", "type": "User"},
+        },
+    }
     decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     assert isinstance(decision, Reply) and decision.quiet_seconds > 0
     (said,) = decision.effects
@@ -193,9 +231,12 @@ def test_an_unknown_command_is_answered_without_echoing_the_comment() -> None:
 
 @pytest.mark.parametrize("body", ["/review help", ATTACK])
 def test_help_is_not_answered_to_people_who_may_not_command(body: str) -> None:
-    payload = {"issue": {"number": 1, "pull_request": {}}, "repository": {"id": 1, "full_name": "o/r"},
-               "installation": {"id": 7}, "comment": {"id": 9, "body": body, "author_association": "NONE",
-                                                      "user": {"login": "drive-by", "type": "User"}}}  # fmt: skip
+    payload = {
+        "issue": {"number": 1, "pull_request": {}},
+        "repository": {"id": 1, "full_name": "o/r"},
+        "installation": {"id": 7},
+        "comment": {"id": 9, "body": body, "author_association": "NONE", "user": {"login": "drive-by", "type": "User"}},
+    }
     decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     assert isinstance(decision, Reply) and [(e.kind, e.content) for e in decision.effects] == [("reaction", "-1")]
 
@@ -205,8 +246,10 @@ async def test_help_is_posted_once_per_pull_request_and_never_to_outsiders(tmp_p
         first, second = (h.github.add_pull(REPO, n, files=[SOURCE]) for n in (1, 2))
         outsider = h.comment_payload(first, ATTACK, login="drive-by", association="NONE")
         assert (await h.deliver("issue_comment", outsider))["outcome"] == "replied"  # a -1 reaction, nothing said
-        answers = [await h.deliver("issue_comment", h.comment_payload(first, body))
-                   for body in ("/review help", ATTACK, "/review help")]  # fmt: skip
+        answers = [
+            await h.deliver("issue_comment", h.comment_payload(first, body))
+            for body in ("/review help", ATTACK, "/review help")
+        ]
         assert [a["outcome"] for a in answers] == ["replied", "ignored", "ignored"]
         assert "already answered" in answers[1]["reason"]
         assert (await h.deliver("issue_comment", h.comment_payload(second, "/review help")))["outcome"] == "replied"
@@ -303,8 +346,9 @@ async def test_check_run_rerun_creates_a_new_review_of_that_head(tmp_path) -> No
         assert answer["outcome"] == "enqueued" and answer["job_id"] != first
         rerun = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         assert rerun.head_sha == job.head_sha and len(h.reviews()) == 2
-        suite = await h.deliver("check_suite", h.rerun_payload(pull, {"id": 999, "head_sha": pull.head_sha},
-                                                               event="check_suite"))  # fmt: skip
+        suite = await h.deliver(
+            "check_suite", h.rerun_payload(pull, {"id": 999, "head_sha": pull.head_sha}, event="check_suite")
+        )
         assert suite["outcome"] == "enqueued"
 
 
@@ -498,11 +542,13 @@ async def test_a_read_only_commenter_cannot_use_up_a_maintainers_hourly_allowanc
     async with harness(tmp_path, REVIEWER_MAX_MANUAL_PER_PR_HOUR="1") as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])
         h.github.set_permission(REPO, "reader", "read")
-        theirs = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login="reader",
-                                                                    association="COLLABORATOR"))  # fmt: skip
+        theirs = await h.deliver(
+            "issue_comment", h.comment_payload(pull, "/review", login="reader", association="COLLABORATOR")
+        )
         assert theirs["outcome"] == "enqueued"
-        again = await h.deliver("issue_comment", h.comment_payload(pull, "/review", login="reader",
-                                                                   association="COLLABORATOR"))  # fmt: skip
+        again = await h.deliver(
+            "issue_comment", h.comment_payload(pull, "/review", login="reader", association="COLLABORATOR")
+        )
         assert again["outcome"] == "refused"
         mine = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
         assert mine["outcome"] == "enqueued", mine
@@ -518,8 +564,7 @@ async def test_a_signed_body_relabelled_as_another_event_is_malformed(tmp_path, 
     async with harness(tmp_path) as h:
         pull, job_id = await h.open_pr()
         body = json.dumps(h.comment_payload(pull, "thanks!") | {"action": "deleted"}).encode()
-        resp = await h.client.post("/api/github/webhooks", data=body,
-                                   headers=webhook_headers(body, event=relabelled))  # fmt: skip
+        resp = await h.client.post("/api/github/webhooks", data=body, headers=webhook_headers(body, event=relabelled))
         assert resp.status == 400 and f"not a {relabelled} payload" in (await resp.json())["error"]
         await h.wait_state(job_id, JobState.SUCCEEDED)
         assert await h.store.installation_active(h.installation_id)
@@ -559,8 +604,9 @@ async def test_a_help_comment_sent_again_after_the_quiet_window_gets_no_second_r
         await eventually(settled)
         decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
         later = time.time() + 2 * HELP_QUIET_SECONDS
-        replayed = await h.store.admit(Delivery("replayed", "issue_comment", "created"), decision, now=later,
-                                       max_attempts=3)  # fmt: skip
+        replayed = await h.store.admit(
+            Delivery("replayed", "issue_comment", "created"), decision, now=later, max_attempts=3
+        )
         assert replayed.outcome == "replied"
         await eventually(settled)
         assert len(_bot_replies(h, 1)) == 1

@@ -33,8 +33,9 @@ def diff_between(tmp: Path, old: str, new: str, path: str = "f.py") -> str:
 def shown(path: str, patch: str, head: str, **kwargs: int) -> tuple[str, object]:
     diff = parse_patch(path, patch)
     plan = plan_context(diff, head, **kwargs)
-    text = render_file(PromptFile(path, diff, head_lines=tuple(head.split("\n")), windows=plan.windows,
-                                  context_note=plan.note))  # fmt: skip
+    text = render_file(
+        PromptFile(path, diff, head_lines=tuple(head.split("\n")), windows=plan.windows, context_note=plan.note)
+    )
     return text, plan
 
 
@@ -90,17 +91,67 @@ def test_two_hunks_in_one_function_show_the_function_and_the_lines_between(tmp_p
 @pytest.mark.parametrize(
     ("path", "lines", "changed", "expect"),
     [
-        ("web/app.ts", ["export class Cart {", "  items: number[] = [];", "  total(): number {", "    let t = 0;",
-                        "    for (const i of this.items) { t += i; }", "    return t;", "  }", "}"], 3,
-         "export class Cart {"),
-        ("web/app.js", ["function total(items) {", "  let t = 0;", "  for (const i of items) {", "    t += i;", "  }",
-                        "  return t;", "}"], 3, "function total(items) {"),
-        ("srv/cart.go", ["func (c *Cart) Total() int {", "\tt := 0", "\tfor _, i := range c.items {", "\t\tt += i",
-                         "\t}", "\treturn t", "}"], 3, "func (c *Cart) Total() int {"),
-        ("lib/cart.rb", ["class Cart", "  def total", "    t = 0", "    @items.each do |i|", "      t += i", "    end",
-                         "    t", "  end", "end"], 4, "  def total"),
+        (
+            "web/app.ts",
+            [
+                "export class Cart {",
+                "  items: number[] = [];",
+                "  total(): number {",
+                "    let t = 0;",
+                "    for (const i of this.items) { t += i; }",
+                "    return t;",
+                "  }",
+                "}",
+            ],
+            3,
+            "export class Cart {",
+        ),
+        (
+            "web/app.js",
+            [
+                "function total(items) {",
+                "  let t = 0;",
+                "  for (const i of items) {",
+                "    t += i;",
+                "  }",
+                "  return t;",
+                "}",
+            ],
+            3,
+            "function total(items) {",
+        ),
+        (
+            "srv/cart.go",
+            [
+                "func (c *Cart) Total() int {",
+                "\tt := 0",
+                "\tfor _, i := range c.items {",
+                "\t\tt += i",
+                "\t}",
+                "\treturn t",
+                "}",
+            ],
+            3,
+            "func (c *Cart) Total() int {",
+        ),
+        (
+            "lib/cart.rb",
+            [
+                "class Cart",
+                "  def total",
+                "    t = 0",
+                "    @items.each do |i|",
+                "      t += i",
+                "    end",
+                "    t",
+                "  end",
+                "end",
+            ],
+            4,
+            "  def total",
+        ),
     ],
-)  # fmt: skip
+)
 def test_scopes_in_other_languages(tmp_path: Path, path: str, lines: list[str], changed: int, expect: str) -> None:
     filler = ["// filler line"] * 60 if not path.endswith(".rb") else ["# filler line"] * 60
     old = "\n".join([*filler, *lines, *filler]) + "\n"
@@ -135,8 +186,11 @@ def test_a_long_scope_shows_its_signature_and_the_lines_around_the_change(tmp_pa
 
 
 def test_context_lines_per_file_are_capped(tmp_path: Path) -> None:
-    functions = [line for k in range(6) for line in
-                 [f"def f{k}(x):", *[f"    y{i} = x * {i}" for i in range(60)], "    return x", ""]]  # fmt: skip
+    functions = [
+        line
+        for k in range(6)
+        for line in [f"def f{k}(x):", *[f"    y{i} = x * {i}" for i in range(60)], "    return x", ""]
+    ]
     old = module(functions)
     new = old
     for k in range(6):
@@ -178,8 +232,12 @@ def core_change(tmp: Path) -> tuple[str, str, dict]:
 async def test_the_model_sees_the_enclosing_function_read_once_per_blob(tmp_path) -> None:
     old, new, entry = core_change(tmp_path)
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": "One issue.", "comments": [
-            {"path": "src/core.py", "line": 84, "body": "lowered is now unused."}]})  # fmt: skip
+        h.anthropic.script_tool_answer(
+            {
+                "summary": "One issue.",
+                "comments": [{"path": "src/core.py", "line": 84, "body": "lowered is now unused."}],
+            }
+        )
         pull = h.github.add_pull(REPO, 1, files=[entry])
         h.github.set_file(REPO, "src/core.py", new, ref=pull.head_sha)
         answer = await h.deliver("pull_request", h.pr_payload(pull))
@@ -214,8 +272,11 @@ async def test_context_missing_is_said_and_context_can_be_turned_off(tmp_path) -
 
 
 async def test_a_generated_header_above_the_diff_is_found_in_the_head_file(tmp_path) -> None:
-    head = "# This file is generated by tools/gen.py. Do not edit it by hand.\n" + "\n".join(
-        f"T{i} = {i}" for i in range(200)) + "\n"  # fmt: skip
+    head = (
+        "# This file is generated by tools/gen.py. Do not edit it by hand.\n"
+        + "\n".join(f"T{i} = {i}" for i in range(200))
+        + "\n"
+    )
     entry = pull_file("src/table.py", "@@ -100,3 +100,3 @@\n T98 = 98\n-T99 = 0\n+T99 = 99\n T100 = 100")
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[entry])

@@ -19,26 +19,41 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
     inst = github.add_installation()
     repo = github.add_repo(REPO, inst.id)
     pull = github.add_pull(REPO, 1, files=[SOURCE])
-    anthropic.script_tool_answer({"summary": "Stored answer.", "comments": [
-        {"path": "src/widget.py", "line": 2, "body": "Consider a docstring."}]})
+    anthropic.script_tool_answer(
+        {
+            "summary": "Stored answer.",
+            "comments": [{"path": "src/widget.py", "line": 2, "body": "Consider a docstring."}],
+        }
+    )
     db = str(tmp_path / "reviewer.db")
     with FakesThread(github, anthropic) as fakes:
         # The publisher's look for an existing review hangs: the process dies right there.
         hang = fakes.call(github.inject, "GET", r"/pulls/1/reviews", "hang", times=1)
         env = fakes_env(
-            f"sqlite:///{db}", fakes, github,
+            f"sqlite:///{db}",
+            fakes,
+            github,
             REVIEWER_LEASE_SECONDS="1",
             REVIEWER_RENEW_SECONDS="0.3",
             REVIEWER_SCAN_SECONDS="0.2",
             REVIEWER_CHECK_SYNC_SECONDS="0.2",
             REVIEWER_SWEEP_SECONDS="0",  # the sweep would list PR 1's reviews and take the hang meant for the publisher
-        )  # fmt: skip
+        )
         payload = {
-            "action": "opened", "number": 1,
-            "pull_request": {"number": 1, "state": "open", "draft": False, "title": pull.title, "body": "",
-                             "head": {"sha": pull.head_sha}, "base": {"sha": pull.base_sha, "ref": "main"}},
-            "repository": {"id": repo.id, "full_name": REPO}, "installation": {"id": inst.id},
-        }  # fmt: skip
+            "action": "opened",
+            "number": 1,
+            "pull_request": {
+                "number": 1,
+                "state": "open",
+                "draft": False,
+                "title": pull.title,
+                "body": "",
+                "head": {"sha": pull.head_sha},
+                "base": {"sha": pull.base_sha, "ref": "main"},
+            },
+            "repository": {"id": repo.id, "full_name": REPO},
+            "installation": {"id": inst.id},
+        }
         first = ServeProcess(env, tmp_path / "serve1.log").start()
         try:
             body = json.dumps(payload).encode()
@@ -60,8 +75,9 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
             assert len(reviews) == 1 and "Stored answer." in reviews[0]["body"]
             assert len(anthropic.message_requests) == 1
             with sqlite3.connect(db) as conn:
-                outcomes = [r[0] for r in conn.execute("SELECT outcome FROM attempts WHERE job_id = ? ORDER BY id",
-                                                       (job_id,))]  # fmt: skip
+                outcomes = [
+                    r[0] for r in conn.execute("SELECT outcome FROM attempts WHERE job_id = ? ORDER BY id", (job_id,))
+                ]
             assert outcomes == ["lease_expired", "succeeded"]
         finally:
             second.kill()

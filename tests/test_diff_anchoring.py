@@ -195,8 +195,13 @@ def test_anchor_neutralises_inline_bodies() -> None:
 
 
 def test_inline_comment_payload_for_github_carries_its_severity() -> None:
-    result = anchor([ModelComment("src/app.py", 13, "Off by one.", severity="critical"),
-                     ModelComment("src/app.py", 21, "Removed check.", side="LEFT")], DIFFS)  # fmt: skip
+    result = anchor(
+        [
+            ModelComment("src/app.py", 13, "Off by one.", severity="critical"),
+            ModelComment("src/app.py", 21, "Removed check.", side="LEFT"),
+        ],
+        DIFFS,
+    )
     assert [inline_comment(c) for c in result.inline] == [
         {"path": "src/app.py", "line": 13, "side": "RIGHT", "body": "**🔴 Critical**\n\nOff by one."},
         {"path": "src/app.py", "line": 21, "side": "LEFT", "body": "**🟠 Warning**\n\nRemoved check."},
@@ -205,9 +210,14 @@ def test_inline_comment_payload_for_github_carries_its_severity() -> None:
 
 def test_a_suggestion_is_a_block_only_on_one_hunk_and_when_short_otherwise_plain_text() -> None:
     long = "x = 1\n" * 3000
-    result = anchor([ModelComment("src/app.py", 11, "Fix.", suggestion="new eleven"),
-                     ModelComment("src/app.py", 31, "Fix.", suggestion="y", start_line=12),
-                     ModelComment("src/app.py", 13, "Long.", suggestion=long)], DIFFS)  # fmt: skip
+    result = anchor(
+        [
+            ModelComment("src/app.py", 11, "Fix.", suggestion="new eleven"),
+            ModelComment("src/app.py", 31, "Fix.", suggestion="y", start_line=12),
+            ModelComment("src/app.py", 13, "Long.", suggestion=long),
+        ],
+        DIFFS,
+    )
     first, across, too_long = (inline_comment(c) for c in result.inline)
     assert first["body"].endswith("```suggestion\nnew eleven\n```") and "start_line" not in first
     assert "```suggestion" not in across["body"] and across["body"].endswith("Suggested replacement:\n\n```\ny\n```")

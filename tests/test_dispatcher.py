@@ -23,17 +23,37 @@ async def admit(store, pr: int = 1, head: int = 1, max_attempts: int = 5) -> int
     global _n
     _n += 1
     spec = JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=pr, head_sha=sha(head))
-    r = await store.admit(Delivery(f"d{_n}", "pull_request", "opened"), Enqueue(spec), now=time.time(),
-                          max_attempts=max_attempts)  # fmt: skip
+    r = await store.admit(
+        Delivery(f"d{_n}", "pull_request", "opened"), Enqueue(spec), now=time.time(), max_attempts=max_attempts
+    )
     return r.job_id
 
 
-def dispatcher(store, runner, *, concurrency: int = 2, lease: float = 5.0, renew: float = 1.0,
-               base: float = 0.01, max_attempts: int = 5, job_timeout: float = 60.0, owner: str = "w",
-               scan: float = 0.05) -> Dispatcher:  # fmt: skip
-    return Dispatcher(store, runner, owner=owner, concurrency=concurrency, lease_seconds=lease, renew_interval=renew,
-                      scan_interval=scan, retry_policy=RetryPolicy(max_attempts=max_attempts, base_seconds=base,
-                      max_seconds=1.0, jitter=0.0), job_timeout=job_timeout, clock=time.time)  # fmt: skip
+def dispatcher(
+    store,
+    runner,
+    *,
+    concurrency: int = 2,
+    lease: float = 5.0,
+    renew: float = 1.0,
+    base: float = 0.01,
+    max_attempts: int = 5,
+    job_timeout: float = 60.0,
+    owner: str = "w",
+    scan: float = 0.05,
+) -> Dispatcher:
+    return Dispatcher(
+        store,
+        runner,
+        owner=owner,
+        concurrency=concurrency,
+        lease_seconds=lease,
+        renew_interval=renew,
+        scan_interval=scan,
+        retry_policy=RetryPolicy(max_attempts=max_attempts, base_seconds=base, max_seconds=1.0, jitter=0.0),
+        job_timeout=job_timeout,
+        clock=time.time,
+    )
 
 
 async def state_of(store, job_id: int) -> JobState:
@@ -381,9 +401,15 @@ async def test_the_service_stops_a_runner_after_the_configured_job_timeout(tmp_p
     from reviewer_app.config import load_config
     from reviewer_app.service import build_service
 
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "GITHUB_WEBHOOK_SECRET": "x", "REVIEWER_RUNNER": "noop",
-           "REVIEWER_NOOP_SECONDS": "60", "REVIEWER_JOB_TIMEOUT_SECONDS": "0.3", "REVIEWER_MAX_ATTEMPTS": "1",
-           "REVIEWER_SCAN_SECONDS": "0.05"}  # fmt: skip
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path}/t.db",
+        "GITHUB_WEBHOOK_SECRET": "x",
+        "REVIEWER_RUNNER": "noop",
+        "REVIEWER_NOOP_SECONDS": "60",
+        "REVIEWER_JOB_TIMEOUT_SECONDS": "0.3",
+        "REVIEWER_MAX_ATTEMPTS": "1",
+        "REVIEWER_SCAN_SECONDS": "0.05",
+    }
     svc = await build_service(load_config(env))
     try:
         job_id = await admit(svc.store, max_attempts=1)
@@ -408,9 +434,17 @@ async def test_a_retry_runs_when_due_not_at_the_next_periodic_scan(store) -> Non
             raise TransientError("502 from GitHub")
         return "done"
 
-    d = Dispatcher(store, flaky, owner="w", concurrency=1, lease_seconds=5, renew_interval=1,
-                   scan_interval=30, retry_policy=RetryPolicy(max_attempts=3, base_seconds=0.05, max_seconds=0.05,
-                   jitter=0.0), clock=time.time)  # fmt: skip
+    d = Dispatcher(
+        store,
+        flaky,
+        owner="w",
+        concurrency=1,
+        lease_seconds=5,
+        renew_interval=1,
+        scan_interval=30,
+        retry_policy=RetryPolicy(max_attempts=3, base_seconds=0.05, max_seconds=0.05, jitter=0.0),
+        clock=time.time,
+    )
     d.start()
     d.wake()
     await eventually(lambda: _is(store, job_id, JobState.SUCCEEDED), timeout=5)

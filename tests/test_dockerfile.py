@@ -84,8 +84,9 @@ def test_every_third_party_package_comes_from_a_lock_file_with_hashes() -> None:
     assert all("--require-hashes" in cmd for cmd in from_locks), from_locks
     # The package itself: built with the locked tools, its dependencies already installed, nothing downloaded.
     (project,) = [cmd for cmd in installs if " -r " not in cmd]
-    assert project.endswith(" .") and all(flag in project for flag in ("--no-deps", "--no-index",
-                                                                       "--no-build-isolation"))  # fmt: skip
+    assert project.endswith(" .") and all(
+        flag in project for flag in ("--no-deps", "--no-index", "--no-build-isolation")
+    )
     copied = [src for k, args in instructions() if k == "COPY" for src in shlex.split(args)[:-1]]
     assert all(lock in copied for lock in LOCKS)
 
@@ -112,10 +113,13 @@ def pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
-@pytest.mark.parametrize(("lock", "requirements"), [
-    ("requirements.lock", lambda p: p["project"]["dependencies"]),
-    ("requirements-build.lock", lambda p: p["build-system"]["requires"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("lock", "requirements"),
+    [
+        ("requirements.lock", lambda p: p["project"]["dependencies"]),
+        ("requirements-build.lock", lambda p: p["build-system"]["requires"]),
+    ],
+)
 def test_the_locks_pin_every_requirement_within_its_range_with_hashes(lock: str, requirements) -> None:
     pins = locked(ROOT / lock)
     assert pins, lock
@@ -203,15 +207,19 @@ def test_the_healthcheck_asks_healthz_with_python_alone() -> None:
     assert argv[0] == "python" and "urllib" in argv[-1] and "/healthz" in argv[-1]
     for status, healthy in ((200, True), (503, False)):
         with health_server(status) as port:
-            result = subprocess.run([sys.executable, *argv[1:]], env={**os.environ, "PORT": str(port)},
-                                    capture_output=True, timeout=30)  # fmt: skip
+            result = subprocess.run(
+                [sys.executable, *argv[1:]], env={**os.environ, "PORT": str(port)}, capture_output=True, timeout=30
+            )
             assert (result.returncode == 0) is healthy, result.stderr
     assert "--timeout=" in options and "--interval=" in options
 
 
 def test_everything_the_build_copies_is_in_the_context() -> None:
-    ignored = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")]  # fmt: skip
+    ignored = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert ".env" in ignored and ".git" in ignored  # secrets and history never reach the builder
     for keyword, args in instructions():
         if keyword != "COPY" or args.startswith("--from"):

@@ -43,8 +43,9 @@ async def test_a_pass_longer_than_the_lease_keeps_it_until_it_ends(store) -> Non
     clock = [NOW]
     takes = record_takes(store)
     slow = SlowPass()
-    duty = PeriodicDuty("sweep", slow, interval=3600, clock=lambda: clock[0], store=store, owner="host-a",
-                        lease_seconds=LEASE)  # fmt: skip
+    duty = PeriodicDuty(
+        "sweep", slow, interval=3600, clock=lambda: clock[0], store=store, owner="host-a", lease_seconds=LEASE
+    )
     running = asyncio.create_task(duty.run_pass())
     try:
         await eventually(lambda: asyncio.sleep(0, slow.steps == ["started"]))
@@ -62,8 +63,9 @@ async def test_a_pass_longer_than_the_lease_keeps_it_until_it_ends(store) -> Non
 
 async def test_a_pass_whose_lease_another_host_took_stops_there(store) -> None:
     slow = SlowPass()
-    duty = PeriodicDuty("outbox", slow, interval=3600, clock=lambda: NOW, store=store, owner="host-a",
-                        lease_seconds=LEASE)  # fmt: skip
+    duty = PeriodicDuty(
+        "outbox", slow, interval=3600, clock=lambda: NOW, store=store, owner="host-a", lease_seconds=LEASE
+    )
     running = asyncio.create_task(duty.run_pass())
     try:
         await eventually(lambda: asyncio.sleep(0, slow.steps == ["started"]))

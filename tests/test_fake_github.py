@@ -169,8 +169,12 @@ TWO_HUNKS = "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n@@ -10,3 +10,4 @@\n j\n-k\n+K\n+K2
 async def test_left_and_multi_line_comments_follow_githubs_rules(api: Api, comment: dict[str, Any], ok: bool) -> None:
     pull = api.fake.add_pull(REPO, 2, files=[pull_file("src/two.py", TWO_HUNKS)])
     token = await api.token()
-    review = {"commit_id": pull.head_sha, "body": "b", "event": "COMMENT",
-              "comments": [{"path": "src/two.py", **comment, "body": "c"}]}  # fmt: skip
+    review = {
+        "commit_id": pull.head_sha,
+        "body": "b",
+        "event": "COMMENT",
+        "comments": [{"path": "src/two.py", **comment, "body": "c"}],
+    }
     status, body, _ = await api.call("POST", f"/repos/{REPO}/pulls/2/reviews", token=token, json=review)
     assert (status == 200) == ok, body
     assert len(api.fake.review_comments_for(REPO, 2)) == (1 if ok else 0)

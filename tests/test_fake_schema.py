@@ -24,19 +24,29 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
     ("GET", REPO_ROUTE + "/pulls/{number}"): (None, gh.PullRequest),
     ("GET", REPO_ROUTE + "/pulls/{number}/files"): (None, list[gh.DiffEntry]),
     ("GET", REPO_ROUTE + "/pulls/{number}/reviews"): (None, list[gh.PullRequestReview]),
-    ("POST", REPO_ROUTE + "/pulls/{number}/reviews"): (gh.ReposOwnerRepoPullsPullNumberReviewsPostBody,
-                                                       gh.PullRequestReview),
+    ("POST", REPO_ROUTE + "/pulls/{number}/reviews"): (
+        gh.ReposOwnerRepoPullsPullNumberReviewsPostBody,
+        gh.PullRequestReview,
+    ),
     ("GET", REPO_ROUTE + "/pulls"): (None, list[gh.PullRequestSimple]),
-    ("POST", REPO_ROUTE + "/check-runs"): (gh.ReposOwnerRepoCheckRunsPostBodyOneof0
-                                           | gh.ReposOwnerRepoCheckRunsPostBodyOneof1, gh.CheckRun),
-    ("PATCH", REPO_ROUTE + "/check-runs/{run_id}"): (gh.ReposOwnerRepoCheckRunsCheckRunIdPatchBodyAnyof0
-                                                     | gh.ReposOwnerRepoCheckRunsCheckRunIdPatchBodyAnyof1, gh.CheckRun),
+    ("POST", REPO_ROUTE + "/check-runs"): (
+        gh.ReposOwnerRepoCheckRunsPostBodyOneof0 | gh.ReposOwnerRepoCheckRunsPostBodyOneof1,
+        gh.CheckRun,
+    ),
+    ("PATCH", REPO_ROUTE + "/check-runs/{run_id}"): (
+        gh.ReposOwnerRepoCheckRunsCheckRunIdPatchBodyAnyof0 | gh.ReposOwnerRepoCheckRunsCheckRunIdPatchBodyAnyof1,
+        gh.CheckRun,
+    ),
     ("GET", REPO_ROUTE + "/commits/{ref}/check-runs"): (None, gh.ReposOwnerRepoCommitsRefCheckRunsGetResponse200),
     ("GET", REPO_ROUTE + "/issues/{number}/comments"): (None, list[gh.IssueComment]),
-    ("POST", REPO_ROUTE + "/issues/{number}/comments"): (gh.ReposOwnerRepoIssuesIssueNumberCommentsPostBody,
-                                                         gh.IssueComment),
+    ("POST", REPO_ROUTE + "/issues/{number}/comments"): (
+        gh.ReposOwnerRepoIssuesIssueNumberCommentsPostBody,
+        gh.IssueComment,
+    ),
     ("POST", REPO_ROUTE + "/issues/comments/{comment_id}/reactions"): (
-        gh.ReposOwnerRepoIssuesCommentsCommentIdReactionsPostBody, gh.Reaction),
+        gh.ReposOwnerRepoIssuesCommentsCommentIdReactionsPostBody,
+        gh.Reaction,
+    ),
     ("GET", REPO_ROUTE + "/compare/{basehead}"): (None, gh.CommitComparison),
     ("GET", REPO_ROUTE + "/collaborators/{user}/permission"): (None, gh.RepositoryCollaboratorPermission),
     ("GET", REPO_ROUTE + "/contents/{path}"): (None, gh.ContentFile),
@@ -44,7 +54,7 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
     ("GET", "/app/installations"): (None, list[gh.Installation]),
     ("GET", "/app"): (None, gh.Integration),
     ("GET", REPO_ROUTE): (None, gh.FullRepository),
-}  # fmt: skip
+}
 
 
 def _pattern(route: str) -> str:
@@ -95,9 +105,19 @@ async def test_the_fake_and_the_app_speak_githubs_published_schema(tmp_path) -> 
 
 def test_a_response_the_schema_does_not_allow_is_found() -> None:
     # The check itself: a check run whose status GitHub never sends fails it.
-    bad = RecordedRequest("PATCH", "/repos/o/r/check-runs/1", {}, "token", 1, False, 200, None,
-                          route=REPO_ROUTE + r"/check-runs/{run_id:\d+}", request_json={"status": "reopened"},
-                          response_json={"id": 1})  # fmt: skip
+    bad = RecordedRequest(
+        "PATCH",
+        "/repos/o/r/check-runs/1",
+        {},
+        "token",
+        1,
+        False,
+        200,
+        None,
+        route=REPO_ROUTE + r"/check-runs/{run_id:\d+}",
+        request_json={"status": "reopened"},
+        response_json={"id": 1},
+    )
     problems, _ = disagreements([bad])
     assert any("response" in p for p in problems) and any("request" in p for p in problems)
 

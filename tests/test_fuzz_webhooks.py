@@ -33,44 +33,93 @@ SLUG = "reviewer-app"
 EXAMPLES = int(os.environ.get("REVIEWER_TEST_FUZZ_EXAMPLES", "1000"))
 
 USER = {"login": "maintainer", "id": 3, "type": "User"}
-REPOSITORY = {"id": 1001, "name": "widgets", "full_name": "octo/widgets", "private": False,
-              "owner": {"login": "octo", "id": 2, "type": "Organization"}, "default_branch": "main"}  # fmt: skip
+REPOSITORY = {
+    "id": 1001,
+    "name": "widgets",
+    "full_name": "octo/widgets",
+    "private": False,
+    "owner": {"login": "octo", "id": 2, "type": "Organization"},
+    "default_branch": "main",
+}
 INSTALLATION = {"id": 77, "node_id": "MDIz"}
 
 
 def comment_payload(body: str) -> dict[str, Any]:
     return {
         "action": "created",
-        "issue": {"number": 1, "title": "Add widget", "state": "open", "user": USER,
-                  "pull_request": {"url": "https://api.github.com/repos/octo/widgets/pulls/1"}},
-        "comment": {"id": 5001, "body": body, "user": USER, "author_association": "MEMBER",
-                    "created_at": "2026-12-01T10:00:00Z"},
-        "repository": REPOSITORY, "sender": USER, "installation": INSTALLATION,
-    }  # fmt: skip
+        "issue": {
+            "number": 1,
+            "title": "Add widget",
+            "state": "open",
+            "user": USER,
+            "pull_request": {"url": "https://api.github.com/repos/octo/widgets/pulls/1"},
+        },
+        "comment": {
+            "id": 5001,
+            "body": body,
+            "user": USER,
+            "author_association": "MEMBER",
+            "created_at": "2026-12-01T10:00:00Z",
+        },
+        "repository": REPOSITORY,
+        "sender": USER,
+        "installation": INSTALLATION,
+    }
 
 
 def rerun_payload(event: str) -> dict[str, Any]:
-    node = {"id": 9001, "head_sha": sha(1), "status": "completed", "conclusion": "neutral",
-            "app": {"id": APP_ID, "slug": SLUG}, "pull_requests": [{"number": 1, "id": 500001}],
-            "external_id": "reviewer-app-job-1"}  # fmt: skip
-    return {"action": "rerequested", event: node, "repository": REPOSITORY, "sender": USER,
-            "installation": INSTALLATION}  # fmt: skip
+    node = {
+        "id": 9001,
+        "head_sha": sha(1),
+        "status": "completed",
+        "conclusion": "neutral",
+        "app": {"id": APP_ID, "slug": SLUG},
+        "pull_requests": [{"number": 1, "id": 500001}],
+        "external_id": "reviewer-app-job-1",
+    }
+    return {
+        "action": "rerequested",
+        event: node,
+        "repository": REPOSITORY,
+        "sender": USER,
+        "installation": INSTALLATION,
+    }
 
 
 def installation_payload(action: str) -> dict[str, Any]:
-    return {"action": action, "installation": {**INSTALLATION, "account": {"login": "octo", "id": 2}},
-            "repositories": [{"id": 1001, "full_name": "octo/widgets"}], "sender": USER}  # fmt: skip
+    return {
+        "action": action,
+        "installation": {**INSTALLATION, "account": {"login": "octo", "id": 2}},
+        "repositories": [{"id": 1001, "full_name": "octo/widgets"}],
+        "sender": USER,
+    }
 
 
 def repositories_payload(action: str) -> dict[str, Any]:
-    return {"action": action, "installation": {**INSTALLATION, "account": {"login": "octo", "id": 2}},
-            "repositories_removed": [{"id": 1001, "full_name": "octo/widgets"}],
-            "repositories_added": [], "repository_selection": "selected", "sender": USER}  # fmt: skip
+    return {
+        "action": action,
+        "installation": {**INSTALLATION, "account": {"login": "octo", "id": 2}},
+        "repositories_removed": [{"id": 1001, "full_name": "octo/widgets"}],
+        "repositories_added": [],
+        "repository_selection": "selected",
+        "sender": USER,
+    }
 
 
-COMMENT_BODIES = ["/review", "/review full", "/review pause", "/review resume", "/review help", "/review frobnicate",
-                  "@reviewer-app review", "@reviewer-app[bot] full", "thanks!", "```\n/review\n```",
-                  "/review x` @octocat [click](https://evil.example) `", "/review é\x00\u200b"]  # fmt: skip
+COMMENT_BODIES = [
+    "/review",
+    "/review full",
+    "/review pause",
+    "/review resume",
+    "/review help",
+    "/review frobnicate",
+    "@reviewer-app review",
+    "@reviewer-app[bot] full",
+    "thanks!",
+    "```\n/review\n```",
+    "/review x` @octocat [click](https://evil.example) `",
+    "/review é\x00\u200b",
+]
 
 # (event, payload) pairs as GitHub sends them.
 BASES = st.one_of(
@@ -87,23 +136,61 @@ BASES = st.one_of(
     ),
     st.just(("ping", {"zen": "Design for failure.", "hook_id": 1, "hook": {"type": "App", "app_id": APP_ID}})),
 )
-EVENTS = ["pull_request", "issue_comment", "check_run", "check_suite", "installation", "installation_repositories",
-          "ping", "push", "star"]  # fmt: skip
+EVENTS = [
+    "pull_request",
+    "issue_comment",
+    "check_run",
+    "check_suite",
+    "installation",
+    "installation_repositories",
+    "ping",
+    "push",
+    "star",
+]
 
 # Values that have broken parsers before: wrong types, edge integers, empty and odd strings.
-ODD = st.sampled_from([None, True, False, 0, -1, 1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, -(2**63), 1.5, "", "0",
-                       "1", "\x00", "a\x00b", "é", "\ud7ff", "x" * 5000, [], {}, [{}], [None], {"id": None}])  # fmt: skip
+ODD = st.sampled_from(
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        1,
+        2**31,
+        2**63 - 1,
+        2**63,
+        2**64 - 1,
+        -(2**63),
+        1.5,
+        "",
+        "0",
+        "1",
+        "\x00",
+        "a\x00b",
+        "é",
+        "\ud7ff",
+        "x" * 5000,
+        [],
+        {},
+        [{}],
+        [None],
+        {"id": None},
+    ]
+)
 EDGE = {
     int: st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, -(2**63), -(2**63) - 1, 0, -1]),
     str: st.sampled_from(["", "a\x00b", "\x00", " ", "é" * 300, "x" * 100_000, "../..", "%00"]),
     bool: st.booleans(),
 }
 LEAF = st.one_of(ODD, st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
-JSON = st.recursive(LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                       max_size=3), max_leaves=8)  # fmt: skip
+JSON = st.recursive(
+    LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
 # Header text: printable ASCII and a few characters outside it.
-HEADER_TEXT = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("éü€\u200b"),
-                      max_size=60)  # fmt: skip
+HEADER_TEXT = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("éü€\u200b"), max_size=60)
 
 
 def paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -161,10 +248,21 @@ def deliveries(draw: st.DrawFn) -> tuple[bytes, dict[str, str]]:
     encoded = json.dumps(payload, ensure_ascii=draw(st.booleans())).encode()
     content_type = "application/json"
     if tamper:
-        content_type = draw(st.sampled_from([
-            "application/json", "application/json; charset=utf-8", "APPLICATION/JSON",
-            "application/x-www-form-urlencoded", "text/plain", "", "multipart/form-data; boundary=x",
-            "application/json; charset=latin-1"]), label="content type")  # fmt: skip
+        content_type = draw(
+            st.sampled_from(
+                [
+                    "application/json",
+                    "application/json; charset=utf-8",
+                    "APPLICATION/JSON",
+                    "application/x-www-form-urlencoded",
+                    "text/plain",
+                    "",
+                    "multipart/form-data; boundary=x",
+                    "application/json; charset=latin-1",
+                ]
+            ),
+            label="content type",
+        )
     body = urlencode({"payload": encoded.decode()}).encode() if "urlencoded" in content_type else encoded
     if tamper:
         how = draw(st.sampled_from(["as is", "truncated", "random", "empty"]), label="body")
@@ -172,18 +270,40 @@ def deliveries(draw: st.DrawFn) -> tuple[bytes, dict[str, str]]:
         if how == "random":
             body = draw(st.binary(max_size=200), label="random body")
     good = sign(body)
-    headers = {"Content-Type": content_type, "User-Agent": "GitHub-Hookshot/fuzz", "X-GitHub-Event": event,
-               "X-Hub-Signature-256": good}  # fmt: skip
-    headers["X-GitHub-Delivery"] = draw(st.one_of(
-        st.builds(lambda: str(uuid.uuid4())), st.sampled_from([f"dup-{n}" for n in range(5)]),
-        HEADER_TEXT, st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=190, max_size=260),
-    ), label="delivery")  # fmt: skip
+    headers = {
+        "Content-Type": content_type,
+        "User-Agent": "GitHub-Hookshot/fuzz",
+        "X-GitHub-Event": event,
+        "X-Hub-Signature-256": good,
+    }
+    headers["X-GitHub-Delivery"] = draw(
+        st.one_of(
+            st.builds(lambda: str(uuid.uuid4())),
+            st.sampled_from([f"dup-{n}" for n in range(5)]),
+            HEADER_TEXT,
+            st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=190, max_size=260),
+        ),
+        label="delivery",
+    )
     if tamper:
         headers["X-GitHub-Event"] = draw(st.sampled_from([event, *EVENTS]) | HEADER_TEXT, label="event")
-        headers["X-Hub-Signature-256"] = draw(st.sampled_from([
-            good, "sha256=é", "sha1=" + good[7:47], good.upper(), good[:-1], good + "0", "", "sha256=",
-            good.replace("=", " ="),
-        ]) | HEADER_TEXT, label="signature")  # fmt: skip
+        headers["X-Hub-Signature-256"] = draw(
+            st.sampled_from(
+                [
+                    good,
+                    "sha256=é",
+                    "sha1=" + good[7:47],
+                    good.upper(),
+                    good[:-1],
+                    good + "0",
+                    "",
+                    "sha256=",
+                    good.replace("=", " ="),
+                ]
+            )
+            | HEADER_TEXT,
+            label="signature",
+        )
         for name in list(headers):
             if draw(st.integers(0, 10), label=f"drop {name}") == 0:
                 del headers[name]
@@ -192,9 +312,18 @@ def deliveries(draw: st.DrawFn) -> tuple[bytes, dict[str, str]]:
 
 @pytest.fixture
 async def fuzz_client(store, aiohttp_client):
-    receiver = Receiver(store=store, router=make_router(), secret=SECRET, max_body_bytes=64 * 1024, max_attempts=3,
-                        debounce_seconds=5, app_id=APP_ID, app_slug=SLUG, metrics=Metrics(),
-                        guard=Guard(reviews_per_day=50, manual_per_pr_hour=5))  # fmt: skip
+    receiver = Receiver(
+        store=store,
+        router=make_router(),
+        secret=SECRET,
+        max_body_bytes=64 * 1024,
+        max_attempts=3,
+        debounce_seconds=5,
+        app_id=APP_ID,
+        app_slug=SLUG,
+        metrics=Metrics(),
+        guard=Guard(reviews_per_day=50, manual_per_pr_hour=5),
+    )
     return await aiohttp_client(make_app(receiver))
 
 
@@ -214,8 +343,12 @@ async def test_no_delivery_makes_the_server_answer_5xx(fuzz_client, delivery: tu
 
 async def deliver(client, event: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     body = json.dumps(payload).encode()
-    headers = {"Content-Type": "application/json", "X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4()),
-               "X-Hub-Signature-256": sign(body)}  # fmt: skip
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body),
+    }
     async with client.post(WEBHOOK_PATH, data=body, headers=headers) as resp:
         return resp.status, await resp.json()
 
@@ -232,19 +365,23 @@ def _with(payload: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 async def test_an_installation_whose_account_is_not_an_object_is_still_tracked(fuzz_client) -> None:
     # Was a 500: the account's login was read with .get() on whatever the account was.
-    status, answer = await deliver(fuzz_client, "installation", _with(installation_payload("created"),
-                                                                      "installation.account", "octo"))  # fmt: skip
+    status, answer = await deliver(
+        fuzz_client, "installation", _with(installation_payload("created"), "installation.account", "octo")
+    )
     assert status < 300 and answer["outcome"] == "installation"
     removed = _with(repositories_payload("removed"), "repositories_removed", True)
     status, answer = await deliver(fuzz_client, "installation_repositories", removed)
     assert status < 300 and answer["outcome"] == "cancelled"
 
 
-@pytest.mark.parametrize(("event", "payload"), [
-    ("check_run", _with(rerun_payload("check_run"), "check_run.pull_requests", '[{"number": 1}]')),
-    ("check_suite", _with(rerun_payload("check_suite"), "check_suite.pull_requests", [7])),
-    ("pull_request", _with(pr_payload(head=sha(2)), "pull_request.base", "main")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("event", "payload"),
+    [
+        ("check_run", _with(rerun_payload("check_run"), "check_run.pull_requests", '[{"number": 1}]')),
+        ("check_suite", _with(rerun_payload("check_suite"), "check_suite.pull_requests", [7])),
+        ("pull_request", _with(pr_payload(head=sha(2)), "pull_request.base", "main")),
+    ],
+)
 async def test_a_field_of_an_unforeseen_type_is_400_not_500(fuzz_client, caplog, event, payload) -> None:
     # Was a 500 (decide_rerun and decide_pull_request call .get() on these fields): the receiver answers 400 for any
     # field type a decision does not foresee, and logs the traceback as a bug to fix in the decision.
@@ -253,13 +390,16 @@ async def test_a_field_of_an_unforeseen_type_is_400_not_500(fuzz_client, caplog,
     assert any(r.levelname == "ERROR" and r.exc_info for r in caplog.records)
 
 
-@pytest.mark.parametrize(("path", "value"), [
-    ("repository.id", 2**63),  # SQLite: OverflowError, a 500; PostgreSQL: a 503, as if the database were down
-    ("pull_request.number", 2**64 - 1),
-    ("installation.id", 2**63),
-    ("pull_request.head.sha", "abc\x00def"),  # PostgreSQL refuses NUL in text: was a 503
-    ("repository.full_name", "octo/\x00widgets"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("repository.id", 2**63),  # SQLite: OverflowError, a 500; PostgreSQL: a 503, as if the database were down
+        ("pull_request.number", 2**64 - 1),
+        ("installation.id", 2**63),
+        ("pull_request.head.sha", "abc\x00def"),  # PostgreSQL refuses NUL in text: was a 503
+        ("repository.full_name", "octo/\x00widgets"),
+    ],
+)
 async def test_values_no_store_can_hold_are_400_not_5xx(fuzz_client, path: str, value: Any) -> None:
     status, answer = await deliver(fuzz_client, "pull_request", _with(pr_payload(head=sha(2)), path, value))
     assert status == 400 and "cannot be stored" in answer["error"]

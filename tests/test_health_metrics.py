@@ -27,8 +27,9 @@ from tests.helpers import SECRET, encode, eventually, pr_payload, sha, webhook_h
 
 
 def receiver(store, metrics: Metrics | None = None) -> Receiver:
-    return Receiver(store=store, router=make_router(), secret=SECRET, max_body_bytes=1 << 20, max_attempts=5,
-                    metrics=metrics)  # fmt: skip
+    return Receiver(
+        store=store, router=make_router(), secret=SECRET, max_body_bytes=1 << 20, max_attempts=5, metrics=metrics
+    )
 
 
 async def admit(store, *, pr: int, now: float) -> int:
@@ -113,8 +114,17 @@ async def test_readyz_waits_for_the_dispatcher_when_this_process_runs_workers(ai
     async def runner(ctx: JobContext) -> str:
         return "done"
 
-    d = Dispatcher(sqlite_store, runner, owner="w", concurrency=1, lease_seconds=5, renew_interval=1,
-                   scan_interval=0.05, retry_policy=RetryPolicy(), clock=time.time)  # fmt: skip
+    d = Dispatcher(
+        sqlite_store,
+        runner,
+        owner="w",
+        concurrency=1,
+        lease_seconds=5,
+        renew_interval=1,
+        scan_interval=0.05,
+        retry_policy=RetryPolicy(),
+        clock=time.time,
+    )
     probes = Probes(sqlite_store, workers_running=lambda: d.running)
     client = await aiohttp_client(make_app(receiver(sqlite_store), probes))
     assert await readyz(client) == (503, {"status": "unavailable", "reason": "dispatcher is not running"})
@@ -250,8 +260,18 @@ async def test_the_review_duration_counts_interrupted_runs_apart(sqlite_store):
         await asyncio.Event().wait()
         return "never"
 
-    d = Dispatcher(sqlite_store, hangs, owner="w", concurrency=1, lease_seconds=5, renew_interval=1,
-                   scan_interval=0.05, retry_policy=RetryPolicy(), clock=time.time, metrics=metrics)  # fmt: skip
+    d = Dispatcher(
+        sqlite_store,
+        hangs,
+        owner="w",
+        concurrency=1,
+        lease_seconds=5,
+        renew_interval=1,
+        scan_interval=0.05,
+        retry_policy=RetryPolicy(),
+        clock=time.time,
+        metrics=metrics,
+    )
     await admit(sqlite_store, pr=1, now=time.time())
     d.start()
     await asyncio.wait_for(started.wait(), 10)

@@ -150,10 +150,21 @@ def test_a_form_feed_does_not_shift_the_numbers_below_it() -> None:
 def _history_cases() -> Iterator[Case]:
     try:
         log = subprocess.run(
-            ["git", "-C", str(ROOT), "log", "-p", "--full-index", "--no-renames", "--no-color", "--format=commit %H",
-             f"-n{HISTORY_COMMITS}"],
-            capture_output=True, check=True,
-        ).stdout.decode("utf-8", errors="surrogateescape")  # fmt: skip
+            [
+                "git",
+                "-C",
+                str(ROOT),
+                "log",
+                "-p",
+                "--full-index",
+                "--no-renames",
+                "--no-color",
+                "--format=commit %H",
+                f"-n{HISTORY_COMMITS}",
+            ],
+            capture_output=True,
+            check=True,
+        ).stdout.decode("utf-8", errors="surrogateescape")
     except (subprocess.CalledProcessError, FileNotFoundError):
         return
     files: list[tuple[str, str, str, str]] = []  # path, old blob, new blob, git diff text
@@ -174,8 +185,12 @@ def _read_blobs(shas: set[str]) -> dict[str, str]:
     """Blob texts by sha (the zero sha is the empty side of an added or deleted file)."""
     zero = "0" * 40
     wanted = sorted(shas - {zero})
-    proc = subprocess.run(["git", "-C", str(ROOT), "cat-file", "--batch"], input="\n".join(wanted).encode() + b"\n",
-                          capture_output=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "--batch"],
+        input="\n".join(wanted).encode() + b"\n",
+        capture_output=True,
+        check=True,
+    )
     out, blobs, pos = proc.stdout, {zero: ""}, 0
     for sha in wanted:
         header_end = out.index(b"\n", pos)

@@ -46,8 +46,14 @@ async def test_a_review_logs_json_lines_with_its_context_and_no_secret(tmp_path,
     text = log_stream.getvalue()
     lines = [json.loads(line) for line in text.splitlines()]  # every line is one JSON object
     assert all({"ts", "level", "logger", "msg"} <= line.keys() for line in lines)
-    expected = {"delivery": "delivery-7f3a", "job_id": job_id, "repo": REPO, "pr": 1, "head_sha": pull.head_sha,
-                "attempt": 1}  # fmt: skip
+    expected = {
+        "delivery": "delivery-7f3a",
+        "job_id": job_id,
+        "repo": REPO,
+        "pr": 1,
+        "head_sha": pull.head_sha,
+        "attempt": 1,
+    }
 
     def of_job(line: dict) -> dict:
         return {k: line.get(k) for k in JOB_FIELDS}

@@ -46,8 +46,10 @@ def test_make_marker_rejects_malformed_input(job_id: Any, sha: str) -> None:
         (None, []),
         ("", []),
         ("no marker here", []),
-        (f"<!-- reviewer-app:review job=1 sha={SHA} --> <!-- reviewer-app:review job=2 sha={OTHER_SHA} -->",
-         [Marker(1, SHA), Marker(2, OTHER_SHA)]),
+        (
+            f"<!-- reviewer-app:review job=1 sha={SHA} --> <!-- reviewer-app:review job=2 sha={OTHER_SHA} -->",
+            [Marker(1, SHA), Marker(2, OTHER_SHA)],
+        ),
         (f"<!--reviewer-app:review   job=7\nsha={SHA.upper()}-->", [Marker(7, SHA)]),
         (f"<!-- reviewer-app:review job=x sha={SHA} -->", []),
         (f"<!-- reviewer-app:review job=1 sha={SHA[:-1]} -->", []),
@@ -69,15 +71,15 @@ MARKED = f"Looks good.\n\n{make_marker(5, SHA)}"
     ("reviews", "found_id"),
     [
         ([review(1, BOT, MARKED)], 1),
-        ([review(1, "Reviewer-App[BOT]", MARKED)], 1),                 # logins compare case-insensitively
-        ([review(1, "mallory", MARKED)], None),                        # a contributor's copy is ignored
+        ([review(1, "Reviewer-App[BOT]", MARKED)], 1),  # logins compare case-insensitively
+        ([review(1, "mallory", MARKED)], None),  # a contributor's copy is ignored
         ([review(1, "mallory", MARKED), review(2, BOT, MARKED)], 2),
-        ([review(1, "reviewer-app", MARKED)], None),                   # not the bot account
-        ([review(1, BOT, f"x {make_marker(6, SHA)}")], None),          # another job
-        ([review(1, BOT, f"x {make_marker(5, OTHER_SHA)}")], None),    # another head
+        ([review(1, "reviewer-app", MARKED)], None),  # not the bot account
+        ([review(1, BOT, f"x {make_marker(6, SHA)}")], None),  # another job
+        ([review(1, BOT, f"x {make_marker(5, OTHER_SHA)}")], None),  # another head
         ([review(1, BOT, "no marker")], None),
         ([review(1, BOT, None)], None),
-        ([review(1, None, MARKED)], None),                             # deleted ("ghost") user
+        ([review(1, None, MARKED)], None),  # deleted ("ghost") user
         ([], None),
     ],
 )

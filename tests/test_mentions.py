@@ -65,11 +65,49 @@ def test_neutralising_twice_changes_nothing() -> None:
 
 
 # Text built from the pieces mentions are made of, and from anything at all.
-_PIECES = st.sampled_from([
-    "@", "&#64;", "&#064;", "&#x40;", "&#X0040;", "&commat;", "&COMMAT;", "&#64", "&commat", "&", "#", ";", "64",
-    "x40", "commat", "octocat", "my-org/everyone", "_", "__", "*", "**", "~", "\\", "`", "[", "](https://x)", "<b>",
-    "</b>", "<", ">", " ", "\n", "a", "1", "-", "/", ".", ZWSP, "&amp;",
-])  # fmt: skip
+_PIECES = st.sampled_from(
+    [
+        "@",
+        "&#64;",
+        "&#064;",
+        "&#x40;",
+        "&#X0040;",
+        "&commat;",
+        "&COMMAT;",
+        "&#64",
+        "&commat",
+        "&",
+        "#",
+        ";",
+        "64",
+        "x40",
+        "commat",
+        "octocat",
+        "my-org/everyone",
+        "_",
+        "__",
+        "*",
+        "**",
+        "~",
+        "\\",
+        "`",
+        "[",
+        "](https://x)",
+        "<b>",
+        "</b>",
+        "<",
+        ">",
+        " ",
+        "\n",
+        "a",
+        "1",
+        "-",
+        "/",
+        ".",
+        ZWSP,
+        "&amp;",
+    ]
+)
 _TEXT = st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=40).map("".join)
 _FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 

@@ -30,8 +30,9 @@ async def sqlite_backlog(path: Path) -> dict[str, int]:
     async def admit(pr: int, head: int = 1) -> int:
         nonlocal n
         n += 1
-        result = await store.admit(Delivery(f"m-{n}", "pull_request", "opened"), Enqueue(spec(pr=pr, head=head)),
-                                   now=NOW, max_attempts=3)  # fmt: skip
+        result = await store.admit(
+            Delivery(f"m-{n}", "pull_request", "opened"), Enqueue(spec(pr=pr, head=head)), now=NOW, max_attempts=3
+        )
         assert result.job_id is not None
         return result.job_id
 
@@ -78,11 +79,13 @@ async def test_the_backlog_moves_and_keeps_its_ids_history_and_dedup(
         assert (attempt.outcome, attempt.error, attempt.finished_at) == ("lease_expired", MOVED_WHILE_RUNNING, LATER)
         assert [a.outcome for a in await pg.attempts_of(ids["queued"])] == ["retry"]
         # A redelivery of a webhook SQLite already admitted is still a duplicate; new jobs get fresh ids.
-        again = await pg.admit(Delivery("m-1", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER,
-                               max_attempts=3)  # fmt: skip
+        again = await pg.admit(
+            Delivery("m-1", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER, max_attempts=3
+        )
         assert again.outcome == "duplicate-delivery" and again.job_id == ids["queued"]
-        fresh = await pg.admit(Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER,
-                               max_attempts=3)  # fmt: skip
+        fresh = await pg.admit(
+            Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER, max_attempts=3
+        )
         assert fresh.job_id is not None and fresh.job_id > max(ids.values())
         leases = await pg.claim(owner="pg", limit=10, now=LATER, lease_seconds=60)
         by_job = {le.job_id: le.attempt for le in leases}
@@ -97,8 +100,9 @@ async def test_the_backlog_moves_and_keeps_its_ids_history_and_dedup(
 async def test_all_copies_finished_jobs_and_their_supersession(tmp_path: Path, pg_schema: tuple[str, str]) -> None:
     dsn, schema = pg_schema
     ids = await sqlite_backlog(tmp_path / "reviewer.db")
-    report = await migrate_store(f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=LATER,
-                                 include_all=True)  # fmt: skip
+    report = await migrate_store(
+        f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=LATER, include_all=True
+    )
     assert report.rows["jobs"] == len(ids)
     pg = await open_target(dsn, schema)
     try:
@@ -120,12 +124,17 @@ async def test_ids_of_finished_jobs_left_behind_are_never_handed_out_again(
     sqlite = SqliteStore(str(path))
     await sqlite.open()
     try:
-        newest = await sqlite.admit(Delivery("m-last", "pull_request", "opened"), Enqueue(spec(pr=7)), now=NOW,
-                                    max_attempts=3)  # fmt: skip
+        newest = await sqlite.admit(
+            Delivery("m-last", "pull_request", "opened"), Enqueue(spec(pr=7)), now=NOW, max_attempts=3
+        )
         leases = {le.job_id: le for le in await sqlite.claim(owner="old", limit=10, now=NOW, lease_seconds=60)}
         assert await sqlite.complete_if_lease_held(leases[newest.job_id], now=NOW, outcome="reviewed")
-        await sqlite.admit(Delivery("m-help", "issue_comment", "created"),
-                           Reply("help", (Effect("comment", 7, "o/r", 7, "help text"),)), now=NOW, max_attempts=3)  # fmt: skip
+        await sqlite.admit(
+            Delivery("m-help", "issue_comment", "created"),
+            Reply("help", (Effect("comment", 7, "o/r", 7, "help text"),)),
+            now=NOW,
+            max_attempts=3,
+        )
         [effect] = await sqlite.pending_effects()
         await sqlite.mark_effect(effect["id"], now=NOW, error=None, done=True)
     finally:
@@ -135,11 +144,16 @@ async def test_ids_of_finished_jobs_left_behind_are_never_handed_out_again(
     pg = await open_target(dsn, schema)
     try:
         assert await pg.get_job(newest.job_id) is None  # not copied
-        fresh = await pg.admit(Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER,
-                               max_attempts=3)  # fmt: skip
+        fresh = await pg.admit(
+            Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER, max_attempts=3
+        )
         assert fresh.job_id is not None and fresh.job_id > newest.job_id
-        await pg.admit(Delivery("new-help", "issue_comment", "created"),
-                       Reply("help", (Effect("comment", 7, "o/r", 9, "help text"),)), now=LATER, max_attempts=3)  # fmt: skip
+        await pg.admit(
+            Delivery("new-help", "issue_comment", "created"),
+            Reply("help", (Effect("comment", 7, "o/r", 9, "help text"),)),
+            now=LATER,
+            max_attempts=3,
+        )
         [new_effect] = await pg.pending_effects()
         assert new_effect["id"] > effect["id"]
     finally:
@@ -160,8 +174,9 @@ async def test_the_target_sequence_is_never_moved_back(tmp_path: Path, pg_schema
     await migrate_store(f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=LATER)
     pg = await open_target(dsn, schema)
     try:
-        fresh = await pg.admit(Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER,
-                               max_attempts=3)  # fmt: skip
+        fresh = await pg.admit(
+            Delivery("new", "pull_request", "opened"), Enqueue(spec(pr=9)), now=LATER, max_attempts=3
+        )
         assert fresh.job_id == 5001
     finally:
         await pg.close()
@@ -186,8 +201,16 @@ def test_the_command_copies_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
     schema = asyncio.run(create_schema(dsn))
     try:
         asyncio.run(sqlite_backlog(tmp_path / "reviewer.db"))
-        argv = ["migrate-store", "--from", f"sqlite:///{tmp_path / 'reviewer.db'}", "--to", dsn, "--schema", schema,
-                "--force"]  # fmt: skip
+        argv = [
+            "migrate-store",
+            "--from",
+            f"sqlite:///{tmp_path / 'reviewer.db'}",
+            "--to",
+            dsn,
+            "--schema",
+            schema,
+            "--force",
+        ]
         assert main(argv) == 0
         out = capsys.readouterr().out
         assert "copied 5 job(s)" in out and "7 deliveries" in out
@@ -211,8 +234,9 @@ async def test_a_pruned_newest_job_id_is_never_handed_out_again_by_sqlite_nor_af
     sqlite = SqliteStore(str(path))
     await sqlite.open()
     try:
-        gone = await sqlite.admit(Delivery("p-1", "pull_request", "opened"), Enqueue(spec(pr=1)), now=NOW,
-                                  max_attempts=3)  # fmt: skip
+        gone = await sqlite.admit(
+            Delivery("p-1", "pull_request", "opened"), Enqueue(spec(pr=1)), now=NOW, max_attempts=3
+        )
     finally:
         await sqlite.close()
     with sqlite3.connect(path) as conn:
@@ -220,8 +244,9 @@ async def test_a_pruned_newest_job_id_is_never_handed_out_again_by_sqlite_nor_af
     sqlite = SqliteStore(str(path))
     await sqlite.open()
     try:
-        after = await sqlite.admit(Delivery("p-2", "pull_request", "opened"), Enqueue(spec(pr=2)), now=NOW,
-                                   max_attempts=3)  # fmt: skip
+        after = await sqlite.admit(
+            Delivery("p-2", "pull_request", "opened"), Enqueue(spec(pr=2)), now=NOW, max_attempts=3
+        )
         assert after.job_id is not None and gone.job_id is not None and after.job_id > gone.job_id
     finally:
         await sqlite.close()
@@ -230,8 +255,9 @@ async def test_a_pruned_newest_job_id_is_never_handed_out_again_by_sqlite_nor_af
     await migrate_store(f"sqlite:///{path}", dsn, schema=schema, now=LATER)
     pg = await open_target(dsn, schema)
     try:
-        fresh = await pg.admit(Delivery("p-3", "pull_request", "opened"), Enqueue(spec(pr=3)), now=LATER,
-                               max_attempts=3)  # fmt: skip
+        fresh = await pg.admit(
+            Delivery("p-3", "pull_request", "opened"), Enqueue(spec(pr=3)), now=LATER, max_attempts=3
+        )
         assert fresh.job_id is not None and fresh.job_id > after.job_id
     finally:
         await pg.close()

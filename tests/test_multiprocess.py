@@ -90,7 +90,9 @@ def plan(rng: random.Random) -> list[list[Step]]:
 
 def app_env(url: str, fakes: FakesThread, github: FakeGitHub) -> dict[str, str]:
     return fakes_env(
-        url, fakes, github,
+        url,
+        fakes,
+        github,
         REVIEWER_LEASE_SECONDS="2",
         REVIEWER_SCAN_SECONDS="0.2",
         REVIEWER_CHECK_SYNC_SECONDS="0.5",
@@ -104,7 +106,7 @@ def app_env(url: str, fakes: FakesThread, github: FakeGitHub) -> dict[str, str]:
         REVIEWER_RECOVERY_SECONDS="0",
         REVIEWER_MAX_REVIEWS_PER_DAY="100000",
         REVIEWER_DB_POOL_SIZE="4",
-    )  # fmt: skip
+    )
 
 
 def start_all(procs: list[ServeProcess]) -> None:
@@ -171,8 +173,9 @@ def test_two_receivers_three_workers_one_killed_review_everything_once(database:
     assert len(posts) == POSTS
     jobs = {r["id"]: r for r in query(url, "SELECT id, pr_number, head_sha, state, review_id FROM jobs")}
     attempts: dict[int, list[Any]] = defaultdict(list)
-    for a in query(url, "SELECT job_id, attempt, lease_owner, started_at, finished_at, outcome FROM attempts"
-                        " ORDER BY job_id, id"):  # fmt: skip
+    for a in query(
+        url, "SELECT job_id, attempt, lease_owner, started_at, finished_at, outcome FROM attempts ORDER BY job_id, id"
+    ):
         attempts[a["job_id"]].append(a)
 
     # Admission: every post was accepted after a commit; one job per revision, whichever receiver and however often.
@@ -273,9 +276,15 @@ def post_everything(
             fakes.call(github.advance_head, REPO, n, head)  # GitHub's state moves before it sends the webhook
             heads[n].append(head)
         head = heads[n][-1]
-        payload = pr_payload(action="opened" if step.kind == "open" else "synchronize", number=n, head=head,
-                             repo_id=github.repos[REPO].id, repo=REPO, installation_id=github.repos[REPO].installation_id,
-                             updated_at=f"2026-12-01T10:{len(heads[n]):02d}:00Z")  # fmt: skip
+        payload = pr_payload(
+            action="opened" if step.kind == "open" else "synchronize",
+            number=n,
+            head=head,
+            repo_id=github.repos[REPO].id,
+            repo=REPO,
+            installation_id=github.repos[REPO].installation_id,
+            updated_at=f"2026-12-01T10:{len(heads[n]):02d}:00Z",
+        )
         delivery = f"d-{n}-{len(heads[n])}"
         bodies[delivery] = encode(payload)
         targets = [0, 1] if step.pair else [(n + k) % 2]
@@ -343,12 +352,20 @@ def post_everything(
 def test_a_worker_without_a_port_runs_jobs_a_receiver_admits_and_stops_on_sigterm(tmp_path: Path) -> None:
     """`reviewer-app worker` (no --port) beside `serve --no-worker` on one SQLite file: it opens no port at all."""
     db = str(tmp_path / "reviewer.db")
-    env = {"DATABASE_URL": f"sqlite:///{db}", "GITHUB_WEBHOOK_SECRET": SECRET, "REVIEWER_RUNNER": "noop",
-           "REVIEWER_SCAN_SECONDS": "0.2"}  # fmt: skip
+    env = {
+        "DATABASE_URL": f"sqlite:///{db}",
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "REVIEWER_RUNNER": "noop",
+        "REVIEWER_SCAN_SECONDS": "0.2",
+    }
     receiver = ServeProcess(env, tmp_path / "receiver.log", args=("--no-worker",)).start()
     # The worker gets PORT in its environment like every process here, and must ignore it.
-    worker = ServeProcess({k: v for k, v in env.items() if k != "GITHUB_WEBHOOK_SECRET"}, tmp_path / "worker.log",
-                          command="worker", health=False).start()  # fmt: skip
+    worker = ServeProcess(
+        {k: v for k, v in env.items() if k != "GITHUB_WEBHOOK_SECRET"},
+        tmp_path / "worker.log",
+        command="worker",
+        health=False,
+    ).start()
     try:
         body = encode(pr_payload(head=sha(1)))
         status, answer = receiver.post("/api/github/webhooks", body, webhook_headers(body))
@@ -373,9 +390,17 @@ def test_a_worker_without_a_port_runs_jobs_a_receiver_admits_and_stops_on_sigter
 
 def test_a_worker_with_nothing_to_run_exits_with_status_2(tmp_path: Path) -> None:
     """No GitHub App and the review runner: a worker would idle forever; it says why and exits instead."""
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'reviewer.db'}", "REVIEWER_ENV_FILE": str(tmp_path / ".env"),
-           "PATH": "/usr/bin:/bin"}  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "reviewer_app.cli", "worker", "--port", str(free_port())], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'reviewer.db'}",
+        "REVIEWER_ENV_FILE": str(tmp_path / ".env"),
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", "worker", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "nothing to run" in done.stderr

@@ -15,8 +15,9 @@ from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import eventually
 
 
-def push_payload(h: Harness, pull: Any, *, before: str | None, updated_at: str = "2026-12-01T10:00:00Z",
-                 action: str = "synchronize") -> dict[str, Any]:  # fmt: skip
+def push_payload(
+    h: Harness, pull: Any, *, before: str | None, updated_at: str = "2026-12-01T10:00:00Z", action: str = "synchronize"
+) -> dict[str, Any]:
     payload = h.pr_payload(pull, action)
     payload["pull_request"]["updated_at"] = updated_at
     if before is not None:
@@ -42,8 +43,9 @@ async def quiet(h: Harness, timeout: float = 20) -> None:
 
     async def settled() -> bool:
         jobs = await h.store.list_jobs(limit=1000)
-        return all(j.state not in (JobState.QUEUED, JobState.RUNNING) and j.check_run_status == "completed"
-                   for j in jobs)  # fmt: skip
+        return all(
+            j.state not in (JobState.QUEUED, JobState.RUNNING) and j.check_run_status == "completed" for j in jobs
+        )
 
     await eventually(settled, timeout=timeout)
 
@@ -287,12 +289,19 @@ async def test_a_repository_added_back_is_swept(tmp_path) -> None:
         await pause_queue(h)
         pull, first = await h.open_pr()
         repo = h.github.repos[REPO]
-        payload = {"installation": {"id": h.installation_id, "account": {"login": "octo-org"}},
-                   "repositories_removed": [{"id": repo.id, "full_name": REPO}], "repositories_added": []}  # fmt: skip
+        payload = {
+            "installation": {"id": h.installation_id, "account": {"login": "octo-org"}},
+            "repositories_removed": [{"id": repo.id, "full_name": REPO}],
+            "repositories_added": [],
+        }
         removed = await h.deliver("installation_repositories", {**payload, "action": "removed"})
         assert removed["cancelled"] == [first]
-        added = {**payload, "action": "added", "repositories_added": payload["repositories_removed"],
-                 "repositories_removed": []}  # fmt: skip
+        added = {
+            **payload,
+            "action": "added",
+            "repositories_added": payload["repositories_removed"],
+            "repositories_removed": [],
+        }
         assert (await h.deliver("installation_repositories", added))["outcome"] == "installation"
         await resume_queue(h)
         await eventually(lambda: _async(len(bot_reviews(h)) == 1), timeout=15)
@@ -358,11 +367,15 @@ async def test_a_stale_draft_skip_does_not_hide_the_head_from_the_sweep(tmp_path
         repo = h.github.repos[REPO]
         entry = [{"id": repo.id, "full_name": REPO}]
         base = {"installation": {"id": h.installation_id, "account": {"login": "octo-org"}}}
-        removed = await h.deliver("installation_repositories", {**base, "action": "removed", "repositories_added": [],
-                                                                "repositories_removed": entry})  # fmt: skip
+        removed = await h.deliver(
+            "installation_repositories",
+            {**base, "action": "removed", "repositories_added": [], "repositories_removed": entry},
+        )
         assert removed["cancelled"] == [ready["job_id"]]
-        await h.deliver("installation_repositories", {**base, "action": "added", "repositories_added": entry,
-                                                      "repositories_removed": []})  # fmt: skip
+        await h.deliver(
+            "installation_repositories",
+            {**base, "action": "added", "repositories_added": entry, "repositories_removed": []},
+        )
         await resume_queue(h)
         assert await recovery(h).sweep_once() == 1
         await quiet(h)

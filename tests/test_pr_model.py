@@ -144,8 +144,11 @@ class PRWorkMachine(RuleBasedStateMachine):
 
     def _post(self, sent: Sent) -> dict[str, Any]:
         async def go() -> dict[str, Any]:
-            resp = await self.h.client.post("/api/github/webhooks", data=sent.body,
-                                            headers=webhook_headers(sent.body, event=sent.event, delivery=sent.delivery))  # fmt: skip
+            resp = await self.h.client.post(
+                "/api/github/webhooks",
+                data=sent.body,
+                headers=webhook_headers(sent.body, event=sent.event, delivery=sent.delivery),
+            )
             assert resp.status in (200, 202), (resp.status, await resp.text())
             return await resp.json()
 
@@ -305,15 +308,21 @@ class PRWorkMachine(RuleBasedStateMachine):
     @rule()
     def repository_removed_and_added(self) -> None:
         repo = self.gh.repos[REPO]
-        payload = {"installation": {"id": self.h.installation_id, "account": {"login": "octo-org"}},
-                   "repository_selection": "selected"}  # fmt: skip
+        payload = {
+            "installation": {"id": self.h.installation_id, "account": {"login": "octo-org"}},
+            "repository_selection": "selected",
+        }
         entry = [{"id": repo.id, "full_name": repo.full_name, "name": "widgets", "private": False}]
         self.lifecycle_events = True
         self._episode_ends(*self.prs.values())
-        self.send("installation_repositories", {**payload, "action": "removed", "repositories_removed": entry,
-                                                "repositories_added": []})  # fmt: skip
-        self.send("installation_repositories", {**payload, "action": "added", "repositories_added": entry,
-                                                "repositories_removed": []})  # fmt: skip
+        self.send(
+            "installation_repositories",
+            {**payload, "action": "removed", "repositories_removed": entry, "repositories_added": []},
+        )
+        self.send(
+            "installation_repositories",
+            {**payload, "action": "added", "repositories_added": entry, "repositories_removed": []},
+        )
 
     # -- faults ---------------------------------------------------------------------------------------------------
 
@@ -333,8 +342,12 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.sent.append(sent)
         self._post(sent)
 
-    @rule(where=st.sampled_from([r"/pulls/\d+/reviews$", r"/check-runs$", r"/check-runs/\d+$", r"/comments$",
-                                 r"/reactions$"]), mode=st.sampled_from(["drop", "502"]))  # fmt: skip
+    @rule(
+        where=st.sampled_from(
+            [r"/pulls/\d+/reviews$", r"/check-runs$", r"/check-runs/\d+$", r"/comments$", r"/reactions$"]
+        ),
+        mode=st.sampled_from(["drop", "502"]),
+    )
     def lose_a_response(self, where: str, mode: str) -> None:
         self.attempt_faults += 1
         method = "PATCH" if where.endswith(r"\d+$") and "check-runs" in where else "POST"
@@ -398,8 +411,11 @@ class PRWorkMachine(RuleBasedStateMachine):
         await self._check_invariant()
 
     async def _deliver(self, sent: Sent) -> None:
-        resp = await self.h.client.post("/api/github/webhooks", data=sent.body,
-                                        headers=webhook_headers(sent.body, event=sent.event, delivery=sent.delivery))  # fmt: skip
+        resp = await self.h.client.post(
+            "/api/github/webhooks",
+            data=sent.body,
+            headers=webhook_headers(sent.body, event=sent.event, delivery=sent.delivery),
+        )
         assert resp.status in (200, 202), await resp.text()
 
     async def _quiet(self) -> None:
@@ -411,8 +427,12 @@ class PRWorkMachine(RuleBasedStateMachine):
             jobs = await store.list_jobs(limit=10000)
             active = self.installation_active
             # A requested review cancelled before it read a head never had a check run to sync.
-            busy = [j for j in jobs if j.state in (JobState.QUEUED, JobState.RUNNING)
-                    or (active and j.head_sha and j.check_run_status != "completed")]  # fmt: skip
+            busy = [
+                j
+                for j in jobs
+                if j.state in (JobState.QUEUED, JobState.RUNNING)
+                or (active and j.head_sha and j.check_run_status != "completed")
+            ]
             effects = await store.pending_effects() if active else []
             if not busy and not effects:
                 return
@@ -423,9 +443,13 @@ class PRWorkMachine(RuleBasedStateMachine):
 
     async def _check_invariant(self) -> None:
         jobs = await self.h.store.list_jobs(limit=10000)
-        COVERAGE.update(sequences=1, jobs=len(jobs), requests=len(self.requests),
-                        reviews=sum(len(self._bot_reviews(n)) for n in self.prs),
-                        deliveries=self._n)  # fmt: skip
+        COVERAGE.update(
+            sequences=1,
+            jobs=len(jobs),
+            requests=len(self.requests),
+            reviews=sum(len(self._bot_reviews(n)) for n in self.prs),
+            deliveries=self._n,
+        )
         by_id = {j.id: j for j in jobs}
         for pr in self.prs.values():
             reviews = self._bot_reviews(pr.number)
@@ -436,8 +460,10 @@ class PRWorkMachine(RuleBasedStateMachine):
                 answered = [j for j in marked if j in by_id and by_id[j].trigger == req.trigger]
                 assert len(answered) <= 1, (req, answered)
                 if pr.open and self.installation_active and req.episode == pr.episode:
-                    assert len(answered) == 1, (req, [(j.id, j.state, j.outcome) for j in jobs
-                                                      if j.trigger == req.trigger])  # fmt: skip
+                    assert len(answered) == 1, (
+                        req,
+                        [(j.id, j.state, j.outcome) for j in jobs if j.trigger == req.trigger],
+                    )
             if not (pr.open and self.installation_active):
                 continue
             runs = [r for h in dict.fromkeys(pr.heads) for r in self.gh.check_runs_for(REPO, h)]
@@ -453,13 +479,22 @@ class PRWorkMachine(RuleBasedStateMachine):
             explained = (pr.draft and "draft" in reasons) or (pr.paused_on_head and "paused" in reasons)
             # Bounded retries end in a visible failure: acceptable only when the sequence injected enough faults to
             # use up a job's attempts (REVIEWER_MAX_ATTEMPTS, 5), and only for a job that did use them up.
-            exhausted = [j for j in jobs if j.pr_number == pr.number and j.head_sha == pr.head
-                         and j.state == JobState.FAILED and j.attempts >= j.max_attempts]  # fmt: skip
+            exhausted = [
+                j
+                for j in jobs
+                if j.pr_number == pr.number
+                and j.head_sha == pr.head
+                and j.state == JobState.FAILED
+                and j.attempts >= j.max_attempts
+            ]
             if exhausted and self.attempt_faults >= exhausted[0].max_attempts and "attempt" in reasons:
                 COVERAGE.update(exhausted=1)
                 explained = True
-            assert explained, (pr, reasons, [(j.id, j.head_sha[:7], j.trigger, j.state, j.outcome)
-                                                  for j in jobs if j.pr_number == pr.number])  # fmt: skip
+            assert explained, (
+                pr,
+                reasons,
+                [(j.id, j.head_sha[:7], j.trigger, j.state, j.outcome) for j in jobs if j.pr_number == pr.number],
+            )
 
 
 class PostgresPRWorkMachine(PRWorkMachine):
@@ -468,12 +503,18 @@ class PostgresPRWorkMachine(PRWorkMachine):
 
 def _settings() -> settings:
     profile = PROFILES[PROFILE]
-    return settings(max_examples=profile["max_examples"], stateful_step_count=profile["stateful_step_count"],
-                    deadline=None, derandomize=PROFILE == "ci" or os.environ.get("CI") == "true",
-                    suppress_health_check=list(HealthCheck), print_blob=True,
-                    # REVIEWER_MODEL_NO_SHRINK=1: report the first failing sequence as found (a quick look).
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate] if os.environ.get("REVIEWER_MODEL_NO_SHRINK")
-                    else list(Phase))  # fmt: skip
+    return settings(
+        max_examples=profile["max_examples"],
+        stateful_step_count=profile["stateful_step_count"],
+        deadline=None,
+        derandomize=PROFILE == "ci" or os.environ.get("CI") == "true",
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+        # REVIEWER_MODEL_NO_SHRINK=1: report the first failing sequence as found (a quick look).
+        phases=[Phase.explicit, Phase.reuse, Phase.generate]
+        if os.environ.get("REVIEWER_MODEL_NO_SHRINK")
+        else list(Phase),
+    )
 
 
 @pytest.mark.parametrize("machine", [PRWorkMachine, PostgresPRWorkMachine], ids=["sqlite", "postgres"])

@@ -27,8 +27,15 @@ def request(head: str = "", trigger: str = "manual:5") -> Enqueue:
     return Enqueue(spec, supersede_older_heads=False, automatic=False)
 
 
-def auto(id: int, head: str, *, at: float | None = None, before: str | None = None, state: str = "queued",
-         trigger: str = "auto") -> PendingJob:  # fmt: skip
+def auto(
+    id: int,
+    head: str,
+    *,
+    at: float | None = None,
+    before: str | None = None,
+    state: str = "queued",
+    trigger: str = "auto",
+) -> PendingJob:
     return PendingJob(id, head, trigger, state, at, before)
 
 
@@ -93,7 +100,11 @@ def test_a_request_follows_even_when_the_push_is_a_duplicate_or_paused() -> None
     assert plan_enqueue(push(B, before=A), facts).follow == (2,)
     paused = plan_enqueue(push(B, before=A), PRFacts(paused=True, pending=(manual(2, A),)))
     assert (paused.outcome, paused.insert_state, paused.insert_outcome, paused.follow) == (
-        "skipped", "cancelled", PAUSED_SKIP, (2,))  # fmt: skip
+        "skipped",
+        "cancelled",
+        PAUSED_SKIP,
+        (2,),
+    )
 
 
 def test_a_request_follows_a_push_of_unknown_order_but_not_one_known_older() -> None:
@@ -120,8 +131,13 @@ def test_a_refusal_is_recorded_as_a_cancelled_job() -> None:
 
 
 def test_ready_for_review_replaces_a_waiting_draft_job_of_any_head_not_known_newer() -> None:
-    facts = PRFacts(pending=(auto(1, A, trigger="draft"), auto(2, B, trigger="draft", state="running"),
-                             auto(3, C, trigger="draft", at=200.0)))  # fmt: skip
+    facts = PRFacts(
+        pending=(
+            auto(1, A, trigger="draft"),
+            auto(2, B, trigger="draft", state="running"),
+            auto(3, C, trigger="draft", at=200.0),
+        )
+    )
     plan = plan_enqueue(push(B, at=100.0), facts)
     # 1: waiting draft job, order unknown: replaced. 2: running draft of this very head: left to finish.
     # 3: a draft job of a head known newer: stays.

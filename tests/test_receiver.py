@@ -23,8 +23,14 @@ from tests.helpers import SECRET, encode, eventually, pr_payload, sha, webhook_h
 
 
 def receiver(store, *, secret: str | None = SECRET, max_body: int = 1024 * 1024, on_admitted=None) -> Receiver:
-    return Receiver(store=store, router=make_router(), secret=secret, max_body_bytes=max_body, max_attempts=5,
-                    on_admitted=on_admitted)  # fmt: skip
+    return Receiver(
+        store=store,
+        router=make_router(),
+        secret=secret,
+        max_body_bytes=max_body,
+        max_attempts=5,
+        on_admitted=on_admitted,
+    )
 
 
 @pytest.fixture
@@ -226,16 +232,26 @@ async def test_three_pushes_while_slots_are_busy_only_newest_runs(aiohttp_client
         await release.wait()
         return "reviewed"
 
-    d = Dispatcher(sqlite_store, runner, owner="w", concurrency=1, lease_seconds=5, renew_interval=1,
-                   scan_interval=0.05, retry_policy=RetryPolicy(), clock=time.time)  # fmt: skip
+    d = Dispatcher(
+        sqlite_store,
+        runner,
+        owner="w",
+        concurrency=1,
+        lease_seconds=5,
+        renew_interval=1,
+        scan_interval=0.05,
+        retry_policy=RetryPolicy(),
+        clock=time.time,
+    )
     client = await aiohttp_client(make_app(receiver(sqlite_store, on_admitted=lambda r: d.wake())))
     d.start()
     _, busy = await post(client, pr_payload(number=99, head=sha("busy")))
     await eventually(lambda: asyncio.sleep(0, bool(ran)))
     bodies = []
     for i, minute in zip(range(1, 4), ("01", "02", "03"), strict=True):
-        _, b = await post(client, pr_payload(action="synchronize", head=sha(i),
-                                             updated_at=f"2026-12-01T10:{minute}:00Z"))  # fmt: skip
+        _, b = await post(
+            client, pr_payload(action="synchronize", head=sha(i), updated_at=f"2026-12-01T10:{minute}:00Z")
+        )
         bodies.append(b)
     release.set()
     await eventually(lambda: _state(sqlite_store, bodies[2]["job_id"], JobState.SUCCEEDED))

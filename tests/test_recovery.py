@@ -34,8 +34,17 @@ def recovery(h: Harness, *, owner: str = "host-a", window_days: float = 3.0) -> 
     """A Recovery wired like the service's (the harness keeps the service's own duty switched off)."""
     assert h.svc.github is not None and h.svc.dispatcher is not None
     dispatcher = h.svc.dispatcher
-    return Recovery(h.svc.github, h.store, owner=owner, clock=time.time, recovery_interval=0, sweep_interval=0,
-                    window_days=window_days, max_attempts=5, on_admitted=lambda _r: dispatcher.wake())  # fmt: skip
+    return Recovery(
+        h.svc.github,
+        h.store,
+        owner=owner,
+        clock=time.time,
+        recovery_interval=0,
+        sweep_interval=0,
+        window_days=window_days,
+        max_attempts=5,
+        on_admitted=lambda _r: dispatcher.wake(),
+    )
 
 
 async def all_reviewed(h: Harness, numbers: list[int]) -> None:
@@ -62,22 +71,33 @@ def attempt(guid: str, status_code: int, *, id: int, status: str | None = None) 
     return {"id": id, "guid": guid, "status_code": status_code, "status": status or ("OK" if ok else "Failed")}
 
 
-@pytest.mark.parametrize("code,status,failed", [
-    (200, "OK", False), (202, "OK", False), (500, "Failed", True), (503, "Invalid HTTP Response: 503", True),
-    (0, "Timed out", True), (200, "failed", True), (None, "timed out", True), (404, "Not Found", True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "code,status,failed",
+    [
+        (200, "OK", False),
+        (202, "OK", False),
+        (500, "Failed", True),
+        (503, "Invalid HTTP Response: 503", True),
+        (0, "Timed out", True),
+        (200, "failed", True),
+        (None, "timed out", True),
+        (404, "Not Found", True),
+    ],
+)
 def test_which_attempts_failed(code: int | None, status: str, failed: bool) -> None:
     assert attempt_failed({"status_code": code, "status": status}) is failed
 
 
 def test_failed_deliveries_are_grouped_by_guid_and_settled_by_any_success() -> None:
     attempts = [
-        attempt("a", 500, id=1), attempt("a", 0, id=5, status="Timed out"),  # failed twice: newest attempt kept
-        attempt("b", 502, id=2), attempt("b", 200, id=6),  # a redelivery succeeded
+        attempt("a", 500, id=1),
+        attempt("a", 0, id=5, status="Timed out"),  # failed twice: newest attempt kept
+        attempt("b", 502, id=2),
+        attempt("b", 200, id=6),  # a redelivery succeeded
         attempt("c", 200, id=3),
         attempt("d", 503, id=4),
         {"id": 7, "status_code": 500},  # no guid: nothing to key on
-    ]  # fmt: skip
+    ]
     failed = failed_deliveries(attempts)
     assert sorted(failed) == ["a", "d"] and failed["a"]["id"] == 5
 
@@ -86,12 +106,15 @@ def test_only_the_bots_own_review_of_the_head_counts() -> None:
     head, other = sha("head"), sha("other")
     marker = make_marker(7, head)
     assert reviewed_by_bot([{"user": {"login": BOT}, "body": marker, "commit_id": other}], bot_login=BOT, head_sha=head)
-    assert reviewed_by_bot([{"user": {"login": "Reviewer-App[bot]"}, "body": "", "commit_id": head}], bot_login=BOT,
-                           head_sha=head)  # fmt: skip
-    assert not reviewed_by_bot([{"user": {"login": "mallory"}, "body": marker, "commit_id": head}], bot_login=BOT,
-                               head_sha=head)  # fmt: skip
-    assert not reviewed_by_bot([{"user": {"login": BOT}, "body": make_marker(7, other), "commit_id": other}],
-                               bot_login=BOT, head_sha=head)  # fmt: skip
+    assert reviewed_by_bot(
+        [{"user": {"login": "Reviewer-App[bot]"}, "body": "", "commit_id": head}], bot_login=BOT, head_sha=head
+    )
+    assert not reviewed_by_bot(
+        [{"user": {"login": "mallory"}, "body": marker, "commit_id": head}], bot_login=BOT, head_sha=head
+    )
+    assert not reviewed_by_bot(
+        [{"user": {"login": BOT}, "body": make_marker(7, other), "commit_id": other}], bot_login=BOT, head_sha=head
+    )
 
 
 # ------------------------------------------------------------------------------------- the store's part
@@ -298,8 +321,12 @@ async def test_the_sweep_admits_through_the_webhook_path(tmp_path) -> None:
         # The same head delivered later by a webhook is a duplicate revision; the sweep's delivery id is recorded.
         answer = await h.deliver("pull_request", h.pr_payload(pull))
         assert answer["outcome"] == "duplicate-revision"
-        again = await h.store.admit(Delivery(sweep_delivery_id(repo_id, 1, pull.head_sha), "pull_request", "sweep"),
-                                    Ignore("probe"), now=time.time(), max_attempts=5)  # fmt: skip
+        again = await h.store.admit(
+            Delivery(sweep_delivery_id(repo_id, 1, pull.head_sha), "pull_request", "sweep"),
+            Ignore("probe"),
+            now=time.time(),
+            max_attempts=5,
+        )
         assert again.outcome == "duplicate-delivery"
 
 
@@ -333,8 +360,14 @@ async def test_the_sweep_skips_paused_prs_suspended_installations_and_prs_older_
 def test_settings_have_their_defaults_and_zero_disables() -> None:
     cfg = load_config({"GITHUB_WEBHOOK_SECRET": "s"})
     assert (cfg.recovery_seconds, cfg.sweep_seconds, cfg.delivery_window_days) == (600.0, 3600.0, 3.0)
-    off = load_config({"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_RECOVERY_SECONDS": "0", "REVIEWER_SWEEP_SECONDS": "0",
-                       "REVIEWER_DELIVERY_WINDOW_DAYS": "7"})  # fmt: skip
+    off = load_config(
+        {
+            "GITHUB_WEBHOOK_SECRET": "s",
+            "REVIEWER_RECOVERY_SECONDS": "0",
+            "REVIEWER_SWEEP_SECONDS": "0",
+            "REVIEWER_DELIVERY_WINDOW_DAYS": "7",
+        }
+    )
     assert (off.recovery_seconds, off.sweep_seconds, off.delivery_window_days) == (0.0, 0.0, 7.0)
     with pytest.raises(ConfigError, match="REVIEWER_DELIVERY_WINDOW_DAYS=7 is longer than REVIEWER_RETENTION_DAYS=5"):
         load_config(

@@ -23,10 +23,18 @@ def test_no_file_means_defaults() -> None:
 
 
 def test_a_valid_file() -> None:
-    cfg = parse("auto: false\nignore: ['docs/**', '*.snap']\ninstructions: Focus on security.\nlanguage: German\n"
-                "max_input_tokens: 20000\nmax_parts: 2\n")  # fmt: skip
+    cfg = parse(
+        "auto: false\nignore: ['docs/**', '*.snap']\ninstructions: Focus on security.\nlanguage: German\n"
+        "max_input_tokens: 20000\nmax_parts: 2\n"
+    )
     assert (cfg.auto, cfg.ignore, cfg.instructions, cfg.language, cfg.max_input_tokens, cfg.max_parts) == (
-        False, ("docs/**", "*.snap"), "Focus on security.", "German", 20000, 2)
+        False,
+        ("docs/**", "*.snap"),
+        "Focus on security.",
+        "German",
+        20000,
+        2,
+    )
     assert cfg.errors == ()
 
 
@@ -230,5 +238,7 @@ def test_nits_and_conclusions() -> None:
     assert (default.nits, default.conclusions) == ("off", {"critical": "neutral"})
     bad = parse("nits: yes\nconclusions:\n  critical: block\n")
     assert (bad.nits, bad.conclusions) == ("off", {"critical": "neutral"})
-    assert bad.errors == ("nits must be fold or off",
-                          "conclusions must map critical, warning, suggestion or nit to success, neutral or failure")  # fmt: skip
+    assert bad.errors == (
+        "nits must be fold or off",
+        "conclusions must map critical, warning, suggestion or nit to success, neutral or failure",
+    )

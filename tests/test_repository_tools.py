@@ -22,9 +22,19 @@ UTIL = "\n".join(f"def helper_{i}(x):\n    return x + {i}" for i in range(300)) 
 
 @pytest.mark.parametrize(
     "path",
-    ["../secrets.txt", "src/../../etc/passwd", "/etc/passwd", "src/a\x00b", "src/x.py?ref=main", "src/x#frag",
-     "%2e%2e/secrets", "src\\..\\x", "", 42],
-)  # fmt: skip
+    [
+        "../secrets.txt",
+        "src/../../etc/passwd",
+        "/etc/passwd",
+        "src/a\x00b",
+        "src/x.py?ref=main",
+        "src/x#frag",
+        "%2e%2e/secrets",
+        "src\\..\\x",
+        "",
+        42,
+    ],
+)
 def test_paths_outside_the_head_tree_are_refused(path: Any) -> None:
     with pytest.raises(PathRefused):
         confine(path)

@@ -78,8 +78,10 @@ async def test_comment_outside_the_diff_moves_into_the_body_and_the_review_is_ac
 
 
 async def test_a_diff_larger_than_the_budget_names_what_it_skipped_and_no_request_exceeds_it(tmp_path) -> None:
-    big = [added_file(f"src/mod{i}.py", [f"x{i}_{j} = {j}  # some padding text to make lines longer" for j in range(120)])
-           for i in range(6)]  # fmt: skip
+    big = [
+        added_file(f"src/mod{i}.py", [f"x{i}_{j} = {j}  # some padding text to make lines longer" for j in range(120)])
+        for i in range(6)
+    ]
     async with harness(tmp_path, REVIEWER_MAX_INPUT_TOKENS="6000", REVIEWER_MAX_PARTS="2") as h:
         pull, job_id = await h.open_pr(files=big)
         job = await h.wait_state(job_id, JobState.SUCCEEDED)
@@ -148,9 +150,15 @@ async def test_malformed_answers_fail_the_job_after_a_bounded_number_of_calls(tm
 async def test_token_usage_is_stored_per_attempt(tmp_path) -> None:
     async with harness(tmp_path) as h:
         h.anthropic.script_overloaded()
-        h.anthropic.script_tool_answer({"summary": "ok", "comments": []},
-                                       usage={"input_tokens": 1200, "output_tokens": 80,
-                                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": 900})  # fmt: skip
+        h.anthropic.script_tool_answer(
+            {"summary": "ok", "comments": []},
+            usage={
+                "input_tokens": 1200,
+                "output_tokens": 80,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 900,
+            },
+        )
         pull, job_id = await h.open_pr()
         await h.wait_state(job_id, JobState.SUCCEEDED)
         first, second = await h.store.attempts_of(job_id)
@@ -197,12 +205,24 @@ async def test_cost_per_repository_is_answerable(tmp_path) -> None:
     from reviewer_app.admin import render_usage
 
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": "ok", "comments": []},
-                                       usage={"input_tokens": 1000, "output_tokens": 50,
-                                              "cache_creation_input_tokens": 10, "cache_read_input_tokens": 0})  # fmt: skip
-        h.anthropic.script_tool_answer({"summary": "ok", "comments": []},
-                                       usage={"input_tokens": 2000, "output_tokens": 70,
-                                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": 10})  # fmt: skip
+        h.anthropic.script_tool_answer(
+            {"summary": "ok", "comments": []},
+            usage={
+                "input_tokens": 1000,
+                "output_tokens": 50,
+                "cache_creation_input_tokens": 10,
+                "cache_read_input_tokens": 0,
+            },
+        )
+        h.anthropic.script_tool_answer(
+            {"summary": "ok", "comments": []},
+            usage={
+                "input_tokens": 2000,
+                "output_tokens": 70,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 10,
+            },
+        )
         _, a = await h.open_pr(number=1)
         _, b = await h.open_pr(number=2)
         await h.wait_state(a, JobState.SUCCEEDED)

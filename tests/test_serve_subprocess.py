@@ -55,7 +55,9 @@ def test_kill_9_mid_job_then_restart_finishes_the_job(tmp_path) -> None:
     try:
         wait_until(lambda: job_row(db, job_id)["state"] == "succeeded")
         with sqlite3.connect(db) as conn:
-            outcomes = [r[0] for r in conn.execute("SELECT outcome FROM attempts WHERE job_id = ? ORDER BY id", (job_id,))]
+            outcomes = [
+                r[0] for r in conn.execute("SELECT outcome FROM attempts WHERE job_id = ? ORDER BY id", (job_id,))
+            ]
         assert outcomes == ["lease_expired", "succeeded"]
         # And the restarted process keeps admitting and answering.
         body = encode(pr_payload(number=2, head=sha(2)))
@@ -94,8 +96,13 @@ def test_refuses_to_start_without_a_webhook_secret(tmp_path) -> None:
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "reviewer_app.cli", "serve"], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db",
-                                 "GITHUB_APP_ID": "42"}, cwd=tmp_path, timeout=30)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", "serve"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db", "GITHUB_APP_ID": "42"},
+        cwd=tmp_path,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "GITHUB_WEBHOOK_SECRET is not set" in result.stderr and "Traceback" not in result.stderr

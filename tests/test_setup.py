@@ -46,8 +46,13 @@ from tests.serve_process import ServeProcess
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "the-setup-token"
 PUBLIC_URL = "https://reviewer.example.com"
-EXPECTED_PERMISSIONS = {"pull_requests": "write", "checks": "write", "contents": "read", "issues": "write",
-                        "metadata": "read"}  # fmt: skip
+EXPECTED_PERMISSIONS = {
+    "pull_requests": "write",
+    "checks": "write",
+    "contents": "read",
+    "issues": "write",
+    "metadata": "read",
+}
 EXPECTED_EVENTS = ["pull_request", "issue_comment", "check_run", "check_suite"]
 GITHUB_CREDENTIALS = ("GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_PATH", "GITHUB_WEBHOOK_SECRET")
 
@@ -56,24 +61,38 @@ GITHUB_CREDENTIALS = ("GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY
 
 
 def test_env_file_syntax() -> None:
-    text = "\n".join([
-        "# a comment", "", "PLAIN=value # trailing comment", "export EXPORTED=yes", "EMPTY=",
-        "SINGLE='kept as is \\n # not a comment'", 'DOUBLE="line one\\nline \\"two\\" \\\\ $"',
-        "SPACED = padded  ",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "# a comment",
+            "",
+            "PLAIN=value # trailing comment",
+            "export EXPORTED=yes",
+            "EMPTY=",
+            "SINGLE='kept as is \\n # not a comment'",
+            'DOUBLE="line one\\nline \\"two\\" \\\\ $"',
+            "SPACED = padded  ",
+        ]
+    )
     assert parse_env(text) == {
-        "PLAIN": "value", "EXPORTED": "yes", "EMPTY": "", "SINGLE": "kept as is \\n # not a comment",
-        "DOUBLE": 'line one\nline "two" \\ $', "SPACED": "padded",
-    }  # fmt: skip
+        "PLAIN": "value",
+        "EXPORTED": "yes",
+        "EMPTY": "",
+        "SINGLE": "kept as is \\n # not a comment",
+        "DOUBLE": 'line one\nline "two" \\ $',
+        "SPACED": "padded",
+    }
 
 
-@pytest.mark.parametrize("line,fragment", [
-    ("no equals sign", "line 2: expected NAME=value"),
-    ("1BAD=x", "line 2: expected NAME=value"),
-    ('OPEN="never closed', "line 2: unterminated double quote"),
-    ("OPEN='never closed", "line 2: unterminated single quote"),
-    ('TAIL="x" y', "line 2: text after the closing quote"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "line,fragment",
+    [
+        ("no equals sign", "line 2: expected NAME=value"),
+        ("1BAD=x", "line 2: expected NAME=value"),
+        ('OPEN="never closed', "line 2: unterminated double quote"),
+        ("OPEN='never closed", "line 2: unterminated single quote"),
+        ('TAIL="x" y', "line 2: text after the closing quote"),
+    ],
+)
 def test_env_file_errors_name_the_line(line: str, fragment: str) -> None:
     with pytest.raises(EnvFileError, match=re.escape(fragment)):
         parse_env(f"OK=1\n{line}\n", source="x.env")
@@ -86,8 +105,12 @@ def test_update_env_file_is_0600_keeps_other_lines_and_round_trips_a_pem(tmp_pat
     pem = test_key_pair().private_pem
     update_env_file(path, {"GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": pem, "GITHUB_WEBHOOK_SECRET": 'a"b$c\\d'})
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert read_env_file(path) == {"ANTHROPIC_API_KEY": "sk-ant-kept", "GITHUB_APP_ID": "42",
-                                   "GITHUB_PRIVATE_KEY": pem, "GITHUB_WEBHOOK_SECRET": 'a"b$c\\d'}  # fmt: skip
+    assert read_env_file(path) == {
+        "ANTHROPIC_API_KEY": "sk-ant-kept",
+        "GITHUB_APP_ID": "42",
+        "GITHUB_PRIVATE_KEY": pem,
+        "GITHUB_WEBHOOK_SECRET": 'a"b$c\\d',
+    }
     text = path.read_text()
     assert text.startswith("# mine\n") and text.count("GITHUB_APP_ID") == 1
     assert len(text.splitlines()) == 5  # the PEM takes one line, its newlines escaped
@@ -121,8 +144,9 @@ def test_no_app_at_all_is_setup_mode_but_a_partial_app_still_fails(tmp_path: Pat
     with pytest.raises(ConfigError, match="GITHUB_WEBHOOK_SECRET is not set"):
         load_config({**db, "GITHUB_APP_ID": "42"}, allow_setup=True)
     with pytest.raises(ConfigError, match="GITHUB_APP_ID is not"):
-        load_config({**db, "GITHUB_WEBHOOK_SECRET": "s", "GITHUB_PRIVATE_KEY": test_key_pair().private_pem},
-                    allow_setup=True)  # fmt: skip
+        load_config(
+            {**db, "GITHUB_WEBHOOK_SECRET": "s", "GITHUB_PRIVATE_KEY": test_key_pair().private_pem}, allow_setup=True
+        )
     assert not load_config({**db, "GITHUB_WEBHOOK_SECRET": "s"}, allow_setup=True).needs_setup
     assert not load_config({**db, "REVIEWER_INSECURE_NO_SIGNATURE": "1"}, allow_setup=True).needs_setup
 
@@ -166,39 +190,47 @@ def test_build_manifest_points_every_url_at_this_server() -> None:
         build_manifest(load_manifest(), public_url=PUBLIC_URL, name="x" * 35)
 
 
-@pytest.mark.parametrize("url", [
-    "http://reviewer.example.com",
-    "http://10.0.0.5:8080",
-    "http://192.168.1.20",
-    "http://[::ffff:10.0.0.1]",
-    "http://[fe80::1]",
-    "http://localhost.evil.example",
-    "http://127.0.0.1.nip.io",
-    "http://0.0.0.0:8080",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://reviewer.example.com",
+        "http://10.0.0.5:8080",
+        "http://192.168.1.20",
+        "http://[::ffff:10.0.0.1]",
+        "http://[fe80::1]",
+        "http://localhost.evil.example",
+        "http://127.0.0.1.nip.io",
+        "http://0.0.0.0:8080",
+    ],
+)
 def test_a_plain_http_public_url_is_refused_and_says_why(url: str) -> None:
     with pytest.raises(SetupError, match=r"must start with https://.*anyone on the way can read them"):
         build_manifest(load_manifest(), public_url=url)
 
 
-@pytest.mark.parametrize("url", [
-    "https://reviewer.example.com",
-    "https://10.0.0.5:8443",
-    "http://localhost:8080",
-    "http://LOCALHOST",
-    "http://127.0.0.1",
-    "http://127.45.6.7:9000",
-    "http://[::1]:8080",
-    "http://[::ffff:127.0.0.1]:8080",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://reviewer.example.com",
+        "https://10.0.0.5:8443",
+        "http://localhost:8080",
+        "http://LOCALHOST",
+        "http://127.0.0.1",
+        "http://127.45.6.7:9000",
+        "http://[::1]:8080",
+        "http://[::ffff:127.0.0.1]:8080",
+    ],
+)
 def test_https_or_a_loopback_host_is_accepted(url: str) -> None:
     assert build_manifest(load_manifest(), public_url=url)["redirect_url"] == f"{url}/setup/callback"
 
 
 def test_registration_urls() -> None:
     assert registration_url("https://github.com/", state="s1") == "https://github.com/settings/apps/new?state=s1"
-    assert (registration_url("https://ghe.example.com", state="s", organization="acme-inc")
-            == "https://ghe.example.com/organizations/acme-inc/settings/apps/new?state=s")  # fmt: skip
+    assert (
+        registration_url("https://ghe.example.com", state="s", organization="acme-inc")
+        == "https://ghe.example.com/organizations/acme-inc/settings/apps/new?state=s"
+    )
     for bad in ("acme/../evil", "-acme", "a" * 40, "acme?x=1"):
         with pytest.raises(SetupError):
             registration_url("https://github.com", state="s", organization=bad)
@@ -219,15 +251,33 @@ def test_states_are_single_use_and_expire() -> None:
 
 def test_parse_conversion_checks_the_answer_and_hides_secrets() -> None:
     pem = test_key_pair().private_pem
-    good = {"id": 7, "slug": "rev", "name": "Rev", "html_url": "https://github.com/apps/rev", "pem": pem,
-            "webhook_secret": "whsec", "client_id": "Iv1.x", "client_secret": "csec"}  # fmt: skip
+    good = {
+        "id": 7,
+        "slug": "rev",
+        "name": "Rev",
+        "html_url": "https://github.com/apps/rev",
+        "pem": pem,
+        "webhook_secret": "whsec",
+        "client_id": "Iv1.x",
+        "client_secret": "csec",
+    }
     reg = parse_conversion(good)
     assert reg.install_url == "https://github.com/apps/rev/installations/new"
     assert "whsec" not in repr(reg) and "csec" not in repr(reg) and "PRIVATE" not in repr(reg)
-    assert reg.env_values() == {"GITHUB_APP_ID": "7", "GITHUB_PRIVATE_KEY": pem, "GITHUB_WEBHOOK_SECRET": "whsec",
-                                "GITHUB_CLIENT_ID": "Iv1.x", "GITHUB_CLIENT_SECRET": "csec"}  # fmt: skip
-    for broken in ({**good, "id": "7"}, {**good, "pem": "not a key"}, {**good, "webhook_secret": ""},
-                   {**good, "html_url": "javascript:alert(1)"}, []):  # fmt: skip
+    assert reg.env_values() == {
+        "GITHUB_APP_ID": "7",
+        "GITHUB_PRIVATE_KEY": pem,
+        "GITHUB_WEBHOOK_SECRET": "whsec",
+        "GITHUB_CLIENT_ID": "Iv1.x",
+        "GITHUB_CLIENT_SECRET": "csec",
+    }
+    for broken in (
+        {**good, "id": "7"},
+        {**good, "pem": "not a key"},
+        {**good, "webhook_secret": ""},
+        {**good, "html_url": "javascript:alert(1)"},
+        [],
+    ):
         with pytest.raises(SetupError):
             parse_conversion(broken)
 
@@ -275,10 +325,17 @@ class Setup:
 async def setup_page(tmp_path: Path, fake: FakeGitHub | None = None, **env: str) -> AsyncIterator[Setup]:
     fake = fake or FakeGitHub()
     async with running(fake) as url:
-        cfg = load_config({"DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db", "GITHUB_URL": url,
-                           "GITHUB_API_URL": url, "REVIEWER_ENV_FILE": str(tmp_path / ".env"),
-                           "ANTHROPIC_API_KEY": "sk-ant-test-key", **env},
-                          allow_setup=True)  # fmt: skip
+        cfg = load_config(
+            {
+                "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",
+                "GITHUB_URL": url,
+                "GITHUB_API_URL": url,
+                "REVIEWER_ENV_FILE": str(tmp_path / ".env"),
+                "ANTHROPIC_API_KEY": "sk-ant-test-key",
+                **env,
+            },
+            allow_setup=True,
+        )
         registered: list[AppRegistration] = []
         flow = SetupFlow(cfg, TOKEN, on_configured=registered.append)
         client = TestClient(TestServer(make_setup_app(flow)))
@@ -397,8 +454,9 @@ async def test_a_valid_callback_saves_the_app_and_the_app_then_answers_webhooks(
         await client.start_server()
         try:
             body = encode(pr_payload())
-            resp = await client.post("/api/github/webhooks", data=body,
-                                     headers=webhook_headers(body, secret=s.fake.webhook_secret))  # fmt: skip
+            resp = await client.post(
+                "/api/github/webhooks", data=body, headers=webhook_headers(body, secret=s.fake.webhook_secret)
+            )
             assert resp.status == 202, await resp.text()
             resp = await client.post("/api/github/webhooks", data=body, headers=webhook_headers(body))
             assert resp.status == 401  # the old test secret means nothing to this App
@@ -479,8 +537,9 @@ def wait_for(cond: Any, what: str, timeout: float = 30.0) -> Any:
         time.sleep(0.05)
 
 
-def http(method: str, url: str, data: dict[str, str] | bytes | None = None,
-         headers: dict[str, str] | None = None) -> tuple[int, str]:  # fmt: skip
+def http(
+    method: str, url: str, data: dict[str, str] | bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
     body = urllib.parse.urlencode(data).encode() if isinstance(data, dict) else data
     req = urllib.request.Request(url, data=body, headers=headers or {}, method=method)
     try:
@@ -497,10 +556,16 @@ def test_serve_without_an_app_registers_one_and_switches_in_place(tmp_path: Path
     env_file = tmp_path / ".env"
     with FakeGitHubThread(fake) as thread:
         github_url = thread.base_url
-        env = {"DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db", "GITHUB_URL": github_url,
-               "GITHUB_API_URL": github_url, "REVIEWER_ENV_FILE": str(env_file), "ANTHROPIC_API_KEY": "sk-ant-test",
-               "REVIEWER_DEBOUNCE_SECONDS": "60",
-               **dict.fromkeys(GITHUB_CREDENTIALS, ""), "REVIEWER_INSECURE_NO_SIGNATURE": ""}  # fmt: skip
+        env = {
+            "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",
+            "GITHUB_URL": github_url,
+            "GITHUB_API_URL": github_url,
+            "REVIEWER_ENV_FILE": str(env_file),
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "REVIEWER_DEBOUNCE_SECONDS": "60",
+            **dict.fromkeys(GITHUB_CREDENTIALS, ""),
+            "REVIEWER_INSECURE_NO_SIGNATURE": "",
+        }
         proc = ServeProcess(env, tmp_path / "serve.log").start(timeout=60)
         try:
             token = wait_for(lambda: re.search(r"Setup token: (\S+)", proc.log_path.read_text()), "token in log")[1]
@@ -522,12 +587,19 @@ def test_serve_without_an_app_registers_one_and_switches_in_place(tmp_path: Path
 
             # The same process now answers webhooks signed with the new secret, without a restart.
             body = encode(pr_payload())
-            wait_for(lambda: http("POST", proc.url + "/api/github/webhooks", body,
-                                  webhook_headers(body, secret=secret))[0] == 202, "webhook accepted")  # fmt: skip
+            wait_for(
+                lambda: (
+                    http("POST", proc.url + "/api/github/webhooks", body, webhook_headers(body, secret=secret))[0]
+                    == 202
+                ),
+                "webhook accepted",
+            )
             assert http("GET", proc.url + "/")[0] == 200 and http("GET", proc.url + "/setup/callback")[0] == 404
             # ...and authenticates as the new App with the new key (it learns its own slug at start).
-            wait_for(lambda: any(r.auth == "jwt" and r.status == 200 for r in fake.requests_matching("GET", "^/app$")),
-                     "GET /app with the new key")  # fmt: skip
+            wait_for(
+                lambda: any(r.auth == "jwt" and r.status == 200 for r in fake.requests_matching("GET", "^/app$")),
+                "GET /app with the new key",
+            )
             assert proc.terminate() == 0
         finally:
             proc.kill()

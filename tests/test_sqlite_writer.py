@@ -36,8 +36,9 @@ async def test_concurrent_admissions_share_transactions_and_each_gets_its_own_an
     store = CountingCommits(str(tmp_path / "w.db"))
     await store.open()
     try:
-        results = await asyncio.gather(*(store.admit(d, e, now=time.time(), max_attempts=3)
-                                         for d, e in map(enqueue, range(200))))  # fmt: skip
+        results = await asyncio.gather(
+            *(store.admit(d, e, now=time.time(), max_attempts=3) for d, e in map(enqueue, range(200)))
+        )
         assert [r.outcome for r in results] == ["enqueued"] * 200
         assert len({r.job_id for r in results}) == 200
         assert sum(store.transactions) == 200

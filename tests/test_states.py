@@ -8,16 +8,30 @@ import pytest
 
 from reviewer_app.core.states import TERMINAL, TRANSITIONS, IllegalTransition, JobEvent, JobState, transition
 
-Q, R, S, F, X, C = (JobState.QUEUED, JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED,
-                    JobState.SUPERSEDED, JobState.CANCELLED)  # fmt: skip
+Q, R, S, F, X, C = (
+    JobState.QUEUED,
+    JobState.RUNNING,
+    JobState.SUCCEEDED,
+    JobState.FAILED,
+    JobState.SUPERSEDED,
+    JobState.CANCELLED,
+)
 E = JobEvent
 
 EXPECTED = {
-    (Q, E.CLAIM): R, (Q, E.SUPERSEDE): X, (Q, E.CANCEL): C,
-    (R, E.SUCCEED): S, (R, E.RETRY): Q, (R, E.DEFER): Q, (R, E.FAIL): F, (R, E.EXPIRE): Q,
-    (R, E.SUPERSEDE): X, (R, E.CANCEL): C,
-    (F, E.RETRY_BY_OPERATOR): Q, (C, E.RETRY_BY_OPERATOR): Q,
-}  # fmt: skip
+    (Q, E.CLAIM): R,
+    (Q, E.SUPERSEDE): X,
+    (Q, E.CANCEL): C,
+    (R, E.SUCCEED): S,
+    (R, E.RETRY): Q,
+    (R, E.DEFER): Q,
+    (R, E.FAIL): F,
+    (R, E.EXPIRE): Q,
+    (R, E.SUPERSEDE): X,
+    (R, E.CANCEL): C,
+    (F, E.RETRY_BY_OPERATOR): Q,
+    (C, E.RETRY_BY_OPERATOR): Q,
+}
 
 
 @pytest.mark.parametrize("state,event", list(itertools.product(JobState, JobEvent)))

@@ -12,11 +12,27 @@ from tests.helpers import sha
 NOW = 1_800_000_000.0
 
 
-def spec(pr: int = 1, head: int | str = 1, *, trigger: str = "auto", priority: int = 10, delay: float = 0,
-         event_at: float | None = None) -> JobSpec:  # fmt: skip
+def spec(
+    pr: int = 1,
+    head: int | str = 1,
+    *,
+    trigger: str = "auto",
+    priority: int = 10,
+    delay: float = 0,
+    event_at: float | None = None,
+) -> JobSpec:
     details = {} if event_at is None else {"event_at": event_at}
-    return JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=pr, head_sha=sha(head),
-                   trigger=trigger, priority=priority, delay_seconds=delay, details=details)  # fmt: skip
+    return JobSpec(
+        repo_id=1,
+        repo_full_name="o/r",
+        installation_id=7,
+        pr_number=pr,
+        head_sha=sha(head),
+        trigger=trigger,
+        priority=priority,
+        delay_seconds=delay,
+        details=details,
+    )
 
 
 _n = 0

@@ -60,7 +60,9 @@ async def test_effects_wait_in_the_outbox_until_marked_sent(store) -> None:
     await admit(store, manual(n=42))
     pending = await store.pending_effects()
     assert [(e["kind"], e["target"], e["content"], e["attempts"]) for e in pending] == [
-        ("comment", 1, "help text", 0), ("reaction", 42, "+1", 0)]  # fmt: skip
+        ("comment", 1, "help text", 0),
+        ("reaction", 42, "+1", 0),
+    ]
     await store.mark_effect(pending[0]["id"], now=NOW, error="502 from GitHub", done=False)
     await store.mark_effect(pending[1]["id"], now=NOW, error=None, done=True)
     [left] = await store.pending_effects()
@@ -151,8 +153,9 @@ async def test_check_run_sync_sees_each_phase_once(store) -> None:
     r = await admit(store, Enqueue(spec()))
     [job] = await store.jobs_needing_check_sync()
     assert job.id == r.job_id
-    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555,
-                                                  key="queued:0")  # fmt: skip
+    assert await store.set_check_run_if_unchanged(
+        r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555, key="queued:0"
+    )
     assert await store.jobs_needing_check_sync() == []
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
     # A running job's check run is its worker's to update: the sync leaves it alone.
@@ -171,20 +174,24 @@ async def test_a_check_run_record_made_from_a_stale_read_changes_nothing(store) 
     # Meanwhile an operator retries the job and its worker opens the check run.
     assert await store.retry_job(r.job_id, now=NOW + 1)
     [lease] = await store.claim(owner="w", limit=1, now=NOW + 1, lease_seconds=30)
-    assert await store.save_progress_if_lease_held(lease, now=NOW + 1, check_run_id=555,
-                                                   check_run_status="in_progress:1")  # fmt: skip
+    assert await store.save_progress_if_lease_held(
+        lease, now=NOW + 1, check_run_id=555, check_run_status="in_progress:1"
+    )
     # The stale pass would record "completed" for a run GitHub shows in progress: no pass would ever close it.
-    assert not await store.set_check_run_if_unchanged(r.job_id, state=seen.state, attempts=seen.attempts,
-                                                      check_run_id=None, key="completed")  # fmt: skip
+    assert not await store.set_check_run_if_unchanged(
+        r.job_id, state=seen.state, attempts=seen.attempts, check_run_id=None, key="completed"
+    )
     job = await store.get_job(r.job_id)
     assert (job.check_run_id, job.check_run_status) == (555, "in_progress:1")
     # Nor is another run than the job's one recorded, even for the job's current phase.
-    assert not await store.set_check_run_if_unchanged(r.job_id, state=JobState.RUNNING, attempts=1,
-                                                      check_run_id=556, key="in_progress:1")  # fmt: skip
+    assert not await store.set_check_run_if_unchanged(
+        r.job_id, state=JobState.RUNNING, attempts=1, check_run_id=556, key="in_progress:1"
+    )
     # A record made from a read that is still current is kept.
     assert await store.complete_if_lease_held(lease, now=NOW + 2, outcome="reviewed")
-    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.SUCCEEDED, attempts=1, check_run_id=555,
-                                                  key="completed")  # fmt: skip
+    assert await store.set_check_run_if_unchanged(
+        r.job_id, state=JobState.SUCCEEDED, attempts=1, check_run_id=555, key="completed"
+    )
     job = await store.get_job(r.job_id)
     assert (job.check_run_id, job.check_run_status) == (555, "completed")
     assert await store.jobs_needing_check_sync() == []
@@ -196,8 +203,9 @@ async def test_a_forgotten_check_run_status_is_synced_again_and_the_run_kept(sto
     await store.forget_check_run_status(r.job_id, check_run_id=555)
     [job] = await store.jobs_needing_check_sync()
     assert (job.id, job.check_run_id, job.check_run_status) == (r.job_id, 555, None)
-    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555,
-                                                  key="queued:0")  # fmt: skip
+    assert await store.set_check_run_if_unchanged(
+        r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=555, key="queued:0"
+    )
     assert await store.jobs_needing_check_sync() == []
     await store.forget_check_run_status(r.job_id, check_run_id=556)  # a job keeps its one run
     [job] = await store.jobs_needing_check_sync()
@@ -229,9 +237,18 @@ async def test_prune_removes_old_finished_jobs_and_deliveries_only(store) -> Non
 
 
 async def test_prune_removes_old_effects_the_outbox_finished_with_only(store) -> None:
-    await admit(store, Reply("help", (Effect("comment", 7, "o/r", 1, "sent long ago"),
-                                      Effect("comment", 7, "o/r", 2, "still failing"),
-                                      Effect("comment", 7, "o/r", 3, "sent recently"))), now=NOW)  # fmt: skip
+    await admit(
+        store,
+        Reply(
+            "help",
+            (
+                Effect("comment", 7, "o/r", 1, "sent long ago"),
+                Effect("comment", 7, "o/r", 2, "still failing"),
+                Effect("comment", 7, "o/r", 3, "sent recently"),
+            ),
+        ),
+        now=NOW,
+    )
     sent_old, failing, sent_recently = await store.pending_effects()
     await store.mark_effect(sent_old["id"], now=NOW + 10, error=None, done=True)
     await store.mark_effect(failing["id"], now=NOW + 10, error="502 from GitHub", done=False)
@@ -249,8 +266,15 @@ async def test_usage_adds_up_per_repository_and_model_in_plain_integers(store) -
         assert await store.record_usage_if_lease_held(lease, Usage("claude-x", 100, 20, 5, 7))
         assert await store.complete_if_lease_held(lease, now=NOW, outcome="done")
     [row] = await store.usage_by_repo(since=NOW - 1)
-    assert row == {"repo": "o/r", "model": "claude-x", "jobs": 2, "input_tokens": 200, "output_tokens": 40,
-                   "cache_creation_tokens": 10, "cache_read_tokens": 14}  # fmt: skip
+    assert row == {
+        "repo": "o/r",
+        "model": "claude-x",
+        "jobs": 2,
+        "input_tokens": 200,
+        "output_tokens": 40,
+        "cache_creation_tokens": 10,
+        "cache_read_tokens": 14,
+    }
     assert all(type(v) is int for k, v in row.items() if k not in ("repo", "model"))
     assert await store.usage_by_repo(since=NOW + 1) == []
 
@@ -262,8 +286,9 @@ async def test_one_creator_of_a_check_run_at_a_time(store) -> None:
     assert not await claim(r.job_id, owner="host-b", now=NOW + 1, seconds=60)  # host-a is creating it
     assert await claim(r.job_id, owner="host-a", now=NOW + 2, seconds=60)  # its own retry may go on
     assert await claim(r.job_id, owner="host-b", now=NOW + 63, seconds=60)  # host-a went quiet: taken over
-    assert await store.set_check_run_if_unchanged(r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=777,
-                                                  key="queued:0")  # fmt: skip
+    assert await store.set_check_run_if_unchanged(
+        r.job_id, state=JobState.QUEUED, attempts=0, check_run_id=777, key="queued:0"
+    )
     assert not await claim(r.job_id, owner="host-b", now=NOW + 64, seconds=60)  # it exists: nobody creates
     assert not await claim(r.job_id, owner="host-c", now=NOW + 999, seconds=60)
 

@@ -86,8 +86,9 @@ async def counting(pg_schema: tuple[str, str]) -> AsyncIterator[CountingAdmissio
 async def test_concurrent_admissions_share_transactions_and_each_gets_its_own_answer(
     counting: CountingAdmissions,
 ) -> None:
-    results = await asyncio.gather(*(counting.admit(d, e, now=time.time(), max_attempts=3)
-                                     for d, e in map(enqueue, range(200))))  # fmt: skip
+    results = await asyncio.gather(
+        *(counting.admit(d, e, now=time.time(), max_attempts=3) for d, e in map(enqueue, range(200)))
+    )
     assert [r.outcome for r in results] == ["enqueued"] * 200
     assert len({r.job_id for r in results}) == 200
     assert sum(counting.transactions) == 200
@@ -150,9 +151,11 @@ async def test_heads_of_one_pull_request_admitted_together_apply_in_arrival_orde
     ]
     other = JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=2, head_sha=sha(9))
     results = await asyncio.gather(
-        *(store.admit(Delivery(f"h-{i}", "pull_request", "synchronize"), Enqueue(sp), now=time.time(), max_attempts=3)
-          for i, sp in enumerate([*heads, other]))
-    )  # fmt: skip
+        *(
+            store.admit(Delivery(f"h-{i}", "pull_request", "synchronize"), Enqueue(sp), now=time.time(), max_attempts=3)
+            for i, sp in enumerate([*heads, other])
+        )
+    )
     assert [r.outcome for r in results] == ["enqueued"] * 4
     queued = {j.head_sha for j in await store.list_jobs(states=["queued"])}
     assert queued == {sha(3), sha(9)}  # each newer head superseded the one admitted before it

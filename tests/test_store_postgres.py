@@ -86,9 +86,12 @@ async def test_ten_claimers_with_their_own_pools_never_double_claim(hosts: Store
     for pr in range(60):
         await admin.admit(delivery(pr), Enqueue(spec(pr=pr)), now=NOW, max_attempts=3)
     rounds = await asyncio.gather(
-        *(c.claim(owner=f"host{i}-slot{j}", limit=2, now=NOW, lease_seconds=30) for i, c in enumerate(claimers)
-          for j in range(4))
-    )  # fmt: skip
+        *(
+            c.claim(owner=f"host{i}-slot{j}", limit=2, now=NOW, lease_seconds=30)
+            for i, c in enumerate(claimers)
+            for j in range(4)
+        )
+    )
     ids = [lease.job_id for leases in rounds for lease in leases]
     assert len(ids) == len(set(ids)) == 60
     tokens = {lease.token for leases in rounds for lease in leases}
@@ -101,9 +104,12 @@ async def test_ten_claimers_with_their_own_pools_never_double_claim(hosts: Store
 async def test_concurrent_deliveries_of_one_revision_make_one_job(hosts: Stores) -> None:
     stores = await hosts.open(6, min_size=1, max_size=2)
     results = await asyncio.gather(
-        *(s.admit(delivery(f"rev-{i}-{k}"), Enqueue(spec(head=7)), now=NOW, max_attempts=3)
-          for i, s in enumerate(stores) for k in range(3))
-    )  # fmt: skip
+        *(
+            s.admit(delivery(f"rev-{i}-{k}"), Enqueue(spec(head=7)), now=NOW, max_attempts=3)
+            for i, s in enumerate(stores)
+            for k in range(3)
+        )
+    )
     outcomes = sorted(r.outcome for r in results)
     assert outcomes == ["duplicate-revision"] * 17 + ["enqueued"]
     assert len({r.job_id for r in results}) == 1
@@ -122,9 +128,11 @@ async def test_one_delivery_redelivered_to_every_host_at_once_is_admitted_once(h
 async def test_concurrent_heads_of_one_pr_leave_exactly_one_pending(hosts: Stores) -> None:
     stores = await hosts.open(5, min_size=1, max_size=2)
     results = await asyncio.gather(
-        *(s.admit(delivery(f"head-{h}"), Enqueue(spec(pr=3, head=h)), now=NOW, max_attempts=3)
-          for h, s in enumerate(stores * 2))
-    )  # fmt: skip
+        *(
+            s.admit(delivery(f"head-{h}"), Enqueue(spec(pr=3, head=h)), now=NOW, max_attempts=3)
+            for h, s in enumerate(stores * 2)
+        )
+    )
     assert all(r.outcome == "enqueued" for r in results)
     jobs = await stores[0].list_jobs(pr_number=3)
     assert [j.state for j in jobs].count(JobState.QUEUED) == 1
@@ -139,8 +147,9 @@ async def test_uninstall_racing_admissions_leaves_nothing_pending(hosts: Stores)
         s.admit(delivery(f"inst-{pr}"), Enqueue(spec(pr=pr)), now=NOW, max_attempts=3)
         for pr, s in enumerate(stores * 5)
     ]
-    await asyncio.gather(*admissions[:10], stores[0].admit(delivery("uninstall"), gone, now=NOW, max_attempts=3),
-                         *admissions[10:])  # fmt: skip
+    await asyncio.gather(
+        *admissions[:10], stores[0].admit(delivery("uninstall"), gone, now=NOW, max_attempts=3), *admissions[10:]
+    )
     assert [j.id for j in await stores[1].list_jobs(states=["queued", "running"])] == []
 
 

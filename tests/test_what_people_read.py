@@ -31,11 +31,21 @@ def patch_between(old: list[str], new: list[str], context: int = 1) -> str:
 
 async def test_severity_shows_inline_and_in_the_body_most_severe_first_with_links(tmp_path) -> None:
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": "Watch the error paths.", "comments": [
-            {"path": "src/widget.py", "line": 2, "severity": "suggestion", "body": "Name the constant."},
-            {"path": "src/widget.py", "line": 4, "severity": "critical", "body": "f2 returns the wrong value."},
-            {"path": "src/widget.py", "line": 6, "severity": "warning", "body": "f3 ignores errors.\n\nDetails."},
-        ]})  # fmt: skip
+        h.anthropic.script_tool_answer(
+            {
+                "summary": "Watch the error paths.",
+                "comments": [
+                    {"path": "src/widget.py", "line": 2, "severity": "suggestion", "body": "Name the constant."},
+                    {"path": "src/widget.py", "line": 4, "severity": "critical", "body": "f2 returns the wrong value."},
+                    {
+                        "path": "src/widget.py",
+                        "line": 6,
+                        "severity": "warning",
+                        "body": "f3 ignores errors.\n\nDetails.",
+                    },
+                ],
+            }
+        )
         pull, job_id = await h.open_pr()
         await h.wait_state(job_id, JobState.SUCCEEDED)
         comments = {c["line"]: c["body"] for c in h.github.review_comments_for(REPO, 1)}
@@ -54,9 +64,13 @@ async def test_severity_shows_inline_and_in_the_body_most_severe_first_with_link
 
 
 async def test_nits_are_folded_when_the_repository_wants_them_and_not_shown_otherwise(tmp_path) -> None:
-    answer = {"summary": "Fine.", "comments": [
-        {"path": "src/widget.py", "line": 4, "severity": "nit", "body": "Trailing comma."},
-        {"path": "src/widget.py", "line": 6, "severity": "warning", "body": "f3 ignores errors."}]}  # fmt: skip
+    answer = {
+        "summary": "Fine.",
+        "comments": [
+            {"path": "src/widget.py", "line": 4, "severity": "nit", "body": "Trailing comma."},
+            {"path": "src/widget.py", "line": 6, "severity": "warning", "body": "f3 ignores errors."},
+        ],
+    }
     async with harness(tmp_path) as h:
         h.github.set_file(REPO, ".github/reviewer.yml", "nits: fold\n")
         h.anthropic.script_tool_answer(answer)
@@ -80,10 +94,14 @@ async def test_nits_are_folded_when_the_repository_wants_them_and_not_shown_othe
 
 
 async def test_the_check_run_concludes_by_the_repositorys_rule(tmp_path) -> None:
-    critical = {"summary": "Risky.", "comments": [
-        {"path": "src/widget.py", "line": 4, "severity": "critical", "body": "Data loss."}]}  # fmt: skip
-    warning = {"summary": "Mostly fine.", "comments": [
-        {"path": "src/widget.py", "line": 4, "severity": "warning", "body": "Fragile."}]}  # fmt: skip
+    critical = {
+        "summary": "Risky.",
+        "comments": [{"path": "src/widget.py", "line": 4, "severity": "critical", "body": "Data loss."}],
+    }
+    warning = {
+        "summary": "Mostly fine.",
+        "comments": [{"path": "src/widget.py", "line": 4, "severity": "warning", "body": "Fragile."}],
+    }
     for name, config, answer, conclusion in [
         ("default-critical", None, critical, "neutral"),
         ("default-warning", None, warning, "success"),
@@ -102,8 +120,10 @@ async def test_the_check_run_concludes_by_the_repositorys_rule(tmp_path) -> None
 
 
 async def test_a_review_made_in_parts_has_one_summary(tmp_path) -> None:
-    big = [added_file(f"src/mod{i}.py", [f"x{i}_{j} = {j}  # padding to make the lines longer" for j in range(100)])
-           for i in range(3)]  # fmt: skip
+    big = [
+        added_file(f"src/mod{i}.py", [f"x{i}_{j} = {j}  # padding to make the lines longer" for j in range(100)])
+        for i in range(3)
+    ]
     async with harness(tmp_path, REVIEWER_MAX_INPUT_TOKENS="5500", REVIEWER_MAX_PARTS="3") as h:
         for i in range(3):
             h.anthropic.script_tool_answer({"summary": f"Risk {i}: check the padding of mod{i}.", "comments": []})
@@ -114,8 +134,10 @@ async def test_a_review_made_in_parts_has_one_summary(tmp_path) -> None:
         assert all("Your summary is joined with theirs into one" in user_text(r) for r in requests)
         [review] = h.reviews()
         first = review["body"].split("\n\n", 1)[0]
-        assert first == "Risk 0: check the padding of mod0. Risk 1: check the padding of mod1. " \
-                        "Risk 2: check the padding of mod2."  # fmt: skip
+        assert (
+            first == "Risk 0: check the padding of mod0. Risk 1: check the padding of mod1. "
+            "Risk 2: check the padding of mod2."
+        )
         assert "Part" not in review["body"]
 
 
@@ -142,10 +164,21 @@ async def test_removed_lines_get_comments_on_the_left_and_off_diff_ones_a_permal
     new = [*old[:3], "line four, checked elsewhere", *old[4:]]  # line 4 replaced
     changed = pull_file("src/app.py", patch_between(old, new))
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": "Check the removal.", "comments": [
-            {"path": "src/app.py", "line": 4, "side": "LEFT", "severity": "critical", "body": "This check is gone."},
-            {"path": "src/app.py", "line": 631, "severity": "warning", "body": "The caller still expects it."},
-        ]})  # fmt: skip
+        h.anthropic.script_tool_answer(
+            {
+                "summary": "Check the removal.",
+                "comments": [
+                    {
+                        "path": "src/app.py",
+                        "line": 4,
+                        "side": "LEFT",
+                        "severity": "critical",
+                        "body": "This check is gone.",
+                    },
+                    {"path": "src/app.py", "line": 631, "severity": "warning", "body": "The caller still expects it."},
+                ],
+            }
+        )
         pull, job_id = await h.open_pr(files=[changed])
         await h.wait_state(job_id, JobState.SUCCEEDED)
         [comment] = h.github.review_comments_for(REPO, 1)  # the fake refuses what GitHub refuses
@@ -161,12 +194,17 @@ async def test_removed_lines_get_comments_on_the_left_and_off_diff_ones_a_permal
 async def test_the_check_run_shows_summary_top_findings_the_reviews_link_and_counts_every_finding(tmp_path) -> None:
     lock = pull_file("package-lock.json", '@@ -1,2 +1,2 @@\n {\n-  "v": 1\n+  "v": 2')
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": "The retry loop can spin forever.", "comments": [
-            {"path": "src/widget.py", "line": 2, "severity": "warning", "body": "No timeout."},
-            {"path": "src/widget.py", "line": 4, "severity": "critical", "body": "Infinite loop."},
-            {"path": "src/widget.py", "line": 6, "severity": "suggestion", "body": "Extract a helper."},
-            {"path": "src/widget.py", "line": 400, "severity": "warning", "body": "Caller breaks."},
-        ]})  # fmt: skip
+        h.anthropic.script_tool_answer(
+            {
+                "summary": "The retry loop can spin forever.",
+                "comments": [
+                    {"path": "src/widget.py", "line": 2, "severity": "warning", "body": "No timeout."},
+                    {"path": "src/widget.py", "line": 4, "severity": "critical", "body": "Infinite loop."},
+                    {"path": "src/widget.py", "line": 6, "severity": "suggestion", "body": "Extract a helper."},
+                    {"path": "src/widget.py", "line": 400, "severity": "warning", "body": "Caller breaks."},
+                ],
+            }
+        )
         pull, job_id = await h.open_pr(files=[SOURCE, lock])
         await h.wait_check_synced(job_id)
         [review] = h.reviews()
@@ -212,11 +250,20 @@ async def test_committable_suggestions_apply_to_the_head_file_exactly_and_the_re
         21: (6, "crosses = 'two hunks'"),  # not one hunk
         19: (None, "value_19 = 'nineteen'\n"),  # a trailing newline is a line end, not an extra line
     }
-    comments = [{"path": "src/values.py", "line": line, "severity": "suggestion", "body": f"Fix {line}.",
-                 "suggestion": text, **({"start_line": start} if start else {})}
-                for line, (start, text) in fixes.items()]  # fmt: skip
-    comments.append({"path": "src/values.py", "line": 300, "severity": "warning", "body": "Off the diff.",
-                     "suggestion": "x = 1"})  # fmt: skip
+    comments = [
+        {
+            "path": "src/values.py",
+            "line": line,
+            "severity": "suggestion",
+            "body": f"Fix {line}.",
+            "suggestion": text,
+            **({"start_line": start} if start else {}),
+        }
+        for line, (start, text) in fixes.items()
+    ]
+    comments.append(
+        {"path": "src/values.py", "line": 300, "severity": "warning", "body": "Off the diff.", "suggestion": "x = 1"}
+    )
     async with harness(tmp_path) as h:
         h.anthropic.script_tool_answer({"summary": "Types are mixed.", "comments": comments})
         pull, job_id = await h.open_pr(files=[changed])
@@ -259,10 +306,15 @@ async def test_markdown_survives_githubs_rendering(tmp_path) -> None:
         "```python\nx: Optional[Path] = None  # @bob in code\n```"
     )
     async with harness(tmp_path) as h:
-        h.anthropic.script_tool_answer({"summary": f"Summary with <details> left open @carol {forged}", "comments": [
-            {"path": "src/widget.py", "line": 4, "severity": "warning", "body": text},
-            {"path": "src/widget.py", "line": 400, "severity": "warning", "body": text},
-        ]})  # fmt: skip
+        h.anthropic.script_tool_answer(
+            {
+                "summary": f"Summary with <details> left open @carol {forged}",
+                "comments": [
+                    {"path": "src/widget.py", "line": 4, "severity": "warning", "body": text},
+                    {"path": "src/widget.py", "line": 400, "severity": "warning", "body": text},
+                ],
+            }
+        )
         pull, job_id = await h.open_pr()
         await h.wait_state(job_id, JobState.SUCCEEDED)
         [review] = h.reviews()

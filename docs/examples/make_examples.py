@@ -55,7 +55,7 @@ ANSWER = [
         "The loop no longer stops: `retries` is never checked, so an unreachable host spins forever.",
         severity="critical",
         suggestion="    while attempt < retries:",
-    ),  # fmt: skip
+    ),
     ModelComment(
         "src/client.py",
         16,
@@ -63,24 +63,27 @@ ANSWER = [
         "against a host that is already struggling.",
         side="LEFT",
         severity="warning",
-    ),  # fmt: skip
+    ),
     ModelComment(
         "src/client.py",
         13,
         "`timeout=None` waits forever on a stalled socket; pass the client's timeout.",
         severity="warning",
         suggestion="            return session.get(url, timeout=self.timeout)",
-    ),  # fmt: skip
+    ),
     ModelComment(
         "src/jobs.py",
         88,
         "`sync_all()` relies on `fetch()` returning `None` after the last retry; with the "
         "unbounded loop that branch is dead.",
         severity="suggestion",
-    ),  # fmt: skip
+    ),
 ]
-NOT_COVERED = [*((f"legacy/old_{i}.py", "deleted") for i in range(6)), ("poetry.lock", "lock file"),
-               ("src/_version.py", "generated (its header says so)")]  # fmt: skip
+NOT_COVERED = [
+    *((f"legacy/old_{i}.py", "deleted") for i in range(6)),
+    ("poetry.lock", "lock file"),
+    ("src/_version.py", "generated (its header says so)"),
+]
 SUMMARY = (
     "The retry loop in `fetch()` lost its bound and its back-off: the main risk is a worker that never "
     "returns on a dead host. Check the callers in `src/jobs.py` that count on `None` after the last retry."
@@ -131,15 +134,34 @@ def page(title: str, inner: str) -> str:
 def main() -> None:
     diffs = {"src/client.py": parse_patch("src/client.py", PATCH)}
     anchored = anchor(ANSWER, diffs)
-    counts = ReviewCounts(files_reviewed=2, inline=len(anchored.inline), moved=len(anchored.moved),
-                          not_covered=len(NOT_COVERED), critical=1, warning=2, suggestion=1)  # fmt: skip
+    counts = ReviewCounts(
+        files_reviewed=2,
+        inline=len(anchored.inline),
+        moved=len(anchored.moved),
+        not_covered=len(NOT_COVERED),
+        critical=1,
+        warning=2,
+        suggestion=1,
+    )
     links = Links(PR, SHA)
-    body = render_review_body(summary=SUMMARY, inline=anchored.inline, moved_comments=anchored.moved, nits=[],
-                              not_covered=NOT_COVERED, incremental_note=None, marker=make_marker(1234, SHA),
-                              counts=counts, links=links)  # fmt: skip
+    body = render_review_body(
+        summary=SUMMARY,
+        inline=anchored.inline,
+        moved_comments=anchored.moved,
+        nits=[],
+        not_covered=NOT_COVERED,
+        incremental_note=None,
+        marker=make_marker(1234, SHA),
+        counts=counts,
+        links=links,
+    )
     comments = [inline_comment(c) for c in anchored.inline]
-    report = {"summary": SUMMARY, "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
-              "review_url": f"{PR}#pullrequestreview-2468", "not_reviewed": not_reviewed_line(group_by_reason(NOT_COVERED))}  # fmt: skip
+    report = {
+        "summary": SUMMARY,
+        "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
+        "review_url": f"{PR}#pullrequestreview-2468",
+        "not_reviewed": not_reviewed_line(group_by_reason(NOT_COVERED)),
+    }
     title, summary = check_reviewed(counts, head_sha=SHA, report=report)
     conclusion = conclusion_for(counts)
 
@@ -148,14 +170,20 @@ def main() -> None:
         f'{"–" + str(c["line"]) if c.get("start_line") else ""} ({c["side"]})</div><div class="md">{md(str(c["body"]))}</div></div>'
         for c in comments
     )
-    review_html = page("Example review", (
-        '<div class="box"><div class="head"><b>reviewer-app</b> bot reviewed</div>'
-        f'<div class="md">{md(body)}</div></div>{threads}'
-    ))  # fmt: skip
-    check_html = page("Example check run", (
-        f'<div class="box"><div class="head"><b>reviewer-app</b> · <span class="pill">{conclusion}</span></div>'
-        f'<div class="md"><h2>{title}</h2>{md(summary)}</div></div>'
-    ))  # fmt: skip
+    review_html = page(
+        "Example review",
+        (
+            '<div class="box"><div class="head"><b>reviewer-app</b> bot reviewed</div>'
+            f'<div class="md">{md(body)}</div></div>{threads}'
+        ),
+    )
+    check_html = page(
+        "Example check run",
+        (
+            f'<div class="box"><div class="head"><b>reviewer-app</b> · <span class="pill">{conclusion}</span></div>'
+            f'<div class="md"><h2>{title}</h2>{md(summary)}</div></div>'
+        ),
+    )
     (HERE / "review.md").write_text(body + "\n\n" + "\n\n---\n\n".join(str(c["body"]) for c in comments) + "\n")
     for name, text in (("review", review_html), ("check-run", check_html)):
         (HERE / f"{name}.html").write_text(text)
@@ -167,9 +195,21 @@ def shoot(source: Path, target: Path, height: int) -> None:
     if browser is None:
         print(f"no Chromium: wrote {source.name} only")
         return
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--screenshot={target}", f"--window-size=910,{height}", source.as_uri()],
-                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={target}",
+            f"--window-size=910,{height}",
+            source.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     print(f"wrote {target.name}")
 
 

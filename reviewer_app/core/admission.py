@@ -208,8 +208,19 @@ _EVENT_OBJECTS: dict[str, tuple[str, ...]] = {
     "installation_repositories": ("installation", "repositories_added", "repositories_removed"),
 }
 # `repository` belongs to every repository event and to no installation event.
-_FOREIGN_OBJECTS = frozenset({"pull_request", "issue", "comment", "check_run", "check_suite", "review", "repository",
-                              "repositories_added", "repositories_removed"})  # fmt: skip
+_FOREIGN_OBJECTS = frozenset(
+    {
+        "pull_request",
+        "issue",
+        "comment",
+        "check_run",
+        "check_suite",
+        "review",
+        "repository",
+        "repositories_added",
+        "repositories_removed",
+    }
+)
 
 
 def require_shape(event: str, payload: dict[str, Any]) -> None:
@@ -326,17 +337,31 @@ def _decide_retarget(payload: dict[str, Any], *, guard: Guard | None, delivery_i
     if not isinstance(decision, Enqueue):
         return decision
     base_sha = decision.job.details.get("base_sha")
-    spec = replace(decision.job, trigger=f"{TRIGGER_RETARGET}{delivery_id or base_sha}",
-                   details={**decision.job.details, "action": "edited", "full": True})  # fmt: skip
+    spec = replace(
+        decision.job,
+        trigger=f"{TRIGGER_RETARGET}{delivery_id or base_sha}",
+        details={**decision.job.details, "action": "edited", "full": True},
+    )
     return replace(decision, job=spec, supersede_older_heads=False)
 
 
-def decide_observed_head(installation_id: int, repo_id: int | None, repo_full_name: str | None,
-                         pull: dict[str, Any], *, action: str, guard: Guard | None = None) -> Decision:  # fmt: skip
+def decide_observed_head(
+    installation_id: int,
+    repo_id: int | None,
+    repo_full_name: str | None,
+    pull: dict[str, Any],
+    *,
+    action: str,
+    guard: Guard | None = None,
+) -> Decision:
     """The decision for an open pull request's head as the app read it from GitHub (the sweep, or a worker that
     found the head moved on): the one an ``opened`` webhook would get, ordered by the PR's ``updated_at``."""
-    payload = {"action": "opened", "pull_request": dict(pull), "installation": {"id": installation_id},
-               "repository": {"id": repo_id, "full_name": repo_full_name}}  # fmt: skip
+    payload = {
+        "action": "opened",
+        "pull_request": dict(pull),
+        "installation": {"id": installation_id},
+        "repository": {"id": repo_id, "full_name": repo_full_name},
+    }
     decision = decide_pull_request("opened", payload, guard=guard)
     if isinstance(decision, Enqueue):
         decision.job.details["action"] = action
@@ -389,8 +414,12 @@ def decide_comment(
     def say(text: str) -> Effect:
         return Effect("comment", inst, repo, number, text)
 
-    if not may_command(author_association=str(comment.get("author_association") or ""), user_type=user.get("type"),
-                       login=login, bot_login=bot_login):  # fmt: skip
+    if not may_command(
+        author_association=str(comment.get("author_association") or ""),
+        user_type=user.get("type"),
+        login=login,
+        bot_login=bot_login,
+    ):
         return Reply(f"{login} may not run review commands (needs write access)", (react("-1"),))
     if command.verb in ("help", "unknown"):
         # Only our own text is posted, never the comment's (it could carry mentions and links), and at most once
@@ -405,8 +434,15 @@ def decide_comment(
         # permission, then applies the change (and reacts) or refuses it (-1). Never in the request.
         verify = Effect(command.verb, inst, repo, comment_id, pause_request(repo_id, number, login))
         return Reply(f"{command.verb} awaits the permission check of {login}", (verify,))
-    refused = (Guard(reviews_per_day=guard.reviews_per_day, manual_per_pr_hour=guard.manual_per_pr_hour,
-                     refusal_effects=(react("-1"),)) if guard else None)  # fmt: skip
+    refused = (
+        Guard(
+            reviews_per_day=guard.reviews_per_day,
+            manual_per_pr_hour=guard.manual_per_pr_hour,
+            refusal_effects=(react("-1"),),
+        )
+        if guard
+        else None
+    )
     # The association says little about write access (MEMBER: any member of the owning organisation, COLLABORATOR:
     # read access is enough), so the worker asks GitHub for the requester's permission before a review is paid
     # for, and reacts then. Only the repository's owner is taken at its word.
@@ -419,9 +455,13 @@ def decide_comment(
         head_sha="",  # a comment does not name the head: the worker reviews the head it finds
         trigger=f"manual:{comment_id}",
         priority=PRIORITY_MANUAL,
-        details={"full": command.verb == "full", "requested_by": login, "comment_id": comment_id,
-                 **({"verify_permission": True} if verify else {})},
-    )  # fmt: skip
+        details={
+            "full": command.verb == "full",
+            "requested_by": login,
+            "comment_id": comment_id,
+            **({"verify_permission": True} if verify else {}),
+        },
+    )
     accepted = () if verify else (react("+1"),)
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=accepted)
 
@@ -439,8 +479,16 @@ def rerun_job_id(payload: dict[str, Any]) -> int | None:
 _JOB_EXTERNAL_ID = re.compile(r"reviewer-app-job-([1-9][0-9]{0,17})")
 
 
-def decide_rerun(event: str, action: str, payload: dict[str, Any], *, app_id: int | None, delivery_id: str,
-                 job_pull: tuple[int, int] | None = None, guard: Guard | None = None) -> Decision:  # fmt: skip
+def decide_rerun(
+    event: str,
+    action: str,
+    payload: dict[str, Any],
+    *,
+    app_id: int | None,
+    delivery_id: str,
+    job_pull: tuple[int, int] | None = None,
+    guard: Guard | None = None,
+) -> Decision:
     """``check_run`` / ``check_suite`` rerequested for this app's own check: a new review of that head.
 
     Each click is its own request, keyed on its delivery: GitHub keeps one suite per app and commit (and a check

@@ -57,8 +57,9 @@ def anchor(
             suggestion = None if comment.suggestion is None else _suggestion(comment, diffs[comment.path])
             start = comment.start_line if suggestion is not None and (comment.start_line or 0) < comment.line else None
             fallback = comment.suggestion if suggestion is None else None
-            inline.append(InlineComment(comment.path, comment.line, body, comment.side, comment.rank, start,
-                                        suggestion, fallback))  # fmt: skip
+            inline.append(
+                InlineComment(comment.path, comment.line, body, comment.side, comment.rank, start, suggestion, fallback)
+            )
         else:
             moved.append(comment)
     return AnchorResult(tuple(inline), tuple(moved))

@@ -30,8 +30,16 @@ HELP_TEXT = """\
 
 You can also address the app by name: `@{slug} review`, `@{slug} pause`, ..."""
 
-_WORDS = {"": "review", "review": "review", "full": "full", "pause": "pause", "resume": "resume", "help": "help",
-          "stop": "pause", "start": "resume"}  # fmt: skip
+_WORDS = {
+    "": "review",
+    "review": "review",
+    "full": "full",
+    "pause": "pause",
+    "resume": "resume",
+    "help": "help",
+    "stop": "pause",
+    "start": "resume",
+}
 
 
 @dataclass(frozen=True)

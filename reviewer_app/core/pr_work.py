@@ -120,11 +120,17 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
             and order(spec.head_sha, before, event_at, p) >= 0
         )
     if facts.live_revision_job is not None:
-        return Plan("duplicate-revision", "revision already admitted", follow=follow,
-                    duplicate_of=facts.live_revision_job)  # fmt: skip
+        return Plan(
+            "duplicate-revision", "revision already admitted", follow=follow, duplicate_of=facts.live_revision_job
+        )
     if automatic and facts.paused:
-        return Plan("skipped", "automatic reviews are paused on this pull request", insert_state="cancelled",
-                    insert_outcome=PAUSED_SKIP, follow=follow)  # fmt: skip
+        return Plan(
+            "skipped",
+            "automatic reviews are paused on this pull request",
+            insert_state="cancelled",
+            insert_outcome=PAUSED_SKIP,
+            follow=follow,
+        )
     if facts.refusal is not None:
         return Plan("refused", facts.refusal, insert_state="cancelled", insert_outcome=f"refused: {facts.refusal}")
     if not (spec.head_sha and decision.supersede_older_heads):
@@ -153,7 +159,12 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
         elif rank < 0 and newer is None:
             newer = p
     if newer is not None and not supersede:
-        return Plan("superseded", f"a newer head {newer.head_sha} is already queued (job {newer.id})",
-                    insert_state="superseded", insert_outcome=f"superseded by job {newer.id} for newer head "
-                    f"{newer.head_sha}", superseded_by=newer.id, follow=())  # fmt: skip
+        return Plan(
+            "superseded",
+            f"a newer head {newer.head_sha} is already queued (job {newer.id})",
+            insert_state="superseded",
+            insert_outcome=f"superseded by job {newer.id} for newer head {newer.head_sha}",
+            superseded_by=newer.id,
+            follow=(),
+        )
     return Plan("enqueued", insert_state="queued", supersede=tuple(supersede), follow=follow)

@@ -65,4 +65,3 @@ class InlineComment:
     start_line: int | None = None
     suggestion: str | None = None
     fallback: str | None = None
-

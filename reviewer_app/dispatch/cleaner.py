@@ -37,6 +37,7 @@ class Cleaner:
                 break
         if removed:
             self.pruned_total += removed
-            log.info("pruned %d finished job(s) and deliveries older than %.1f days", removed,
-                     self.retention_seconds / DAY)  # fmt: skip
+            log.info(
+                "pruned %d finished job(s) and deliveries older than %.1f days", removed, self.retention_seconds / DAY
+            )
         return removed

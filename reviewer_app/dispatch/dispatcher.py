@@ -183,8 +183,14 @@ class Dispatcher:
                 return
             ctx = JobContext(job=job, lease=lease, store=self.store, clock=self.clock, metrics=self.metrics)
             # This task and the runner's tasks log with the job's context from here on.
-            bind_log_context(delivery=job.details.get("delivery_id"), job_id=job.id, repo=job.repo_full_name,
-                             pr=job.pr_number, head_sha=job.head_sha, attempt=lease.attempt)  # fmt: skip
+            bind_log_context(
+                delivery=job.details.get("delivery_id"),
+                job_id=job.id,
+                repo=job.repo_full_name,
+                pr=job.pr_number,
+                head_sha=job.head_sha,
+                attempt=lease.attempt,
+            )
             log.info("job %s attempt %s started", job.id, lease.attempt)
             self._observe_queue_wait(job, lease)
             # The runner runs in this task. A lost lease (the renewer), the job timeout (the watchdog) and shutdown
@@ -215,8 +221,9 @@ class Dispatcher:
             else:
                 await self._succeed(ctx, outcome)
         except StoreUnavailable as exc:
-            log.error("job %s: could not record the outcome (%s); the lease will expire and be rescued",
-                      lease.job_id, exc)  # fmt: skip
+            log.error(
+                "job %s: could not record the outcome (%s); the lease will expire and be rescued", lease.job_id, exc
+            )
         finally:
             self._free_slot(lease)
             self.tasks.pop(lease.token, None)
@@ -311,16 +318,21 @@ class Dispatcher:
                 self._arm_watchdog(r)  # the first job not yet due; those before it were stopped
                 return
             if r.stopped_for is None:
-                log.warning("job %s attempt %s: runner timed out after %g s; stopping it", r.ctx.job.id,
-                            r.ctx.attempt, self.job_timeout)  # fmt: skip
+                log.warning(
+                    "job %s attempt %s: runner timed out after %g s; stopping it",
+                    r.ctx.job.id,
+                    r.ctx.attempt,
+                    self.job_timeout,
+                )
                 r.stopped_for = "timeout"
                 r.task.cancel()
         # Nothing left to watch; the next job to start arms the timer again.
 
     def _refused(self, ctx: JobContext, what: str) -> None:
         self.stale_writes_refused += 1
-        log.warning("job %s attempt %s: %s; the write was refused (a newer attempt owns the job)",
-                    ctx.job.id, ctx.attempt, what)  # fmt: skip
+        log.warning(
+            "job %s attempt %s: %s; the write was refused (a newer attempt owns the job)", ctx.job.id, ctx.attempt, what
+        )
 
     async def _succeed(self, ctx: JobContext, outcome: str) -> None:
         if not await self.store.complete_if_lease_held(ctx.lease, now=self.clock(), outcome=outcome, usage=None):
@@ -357,12 +369,17 @@ class Dispatcher:
                 self._refused(ctx, "failure")
             return
         ok = await self.store.retry_if_lease_held(
-            ctx.lease, now=now, at=decision.at, error=decision.reason, counts_attempt=decision.counts_attempt,
+            ctx.lease,
+            now=now,
+            at=decision.at,
+            error=decision.reason,
+            counts_attempt=decision.counts_attempt,
             usage=None,
-        )  # fmt: skip
+        )
         if ok:
-            log.info("job %s attempt %s: %s; next try in %.1f s", ctx.job.id, ctx.attempt, decision.reason,
-                     decision.at - now)  # fmt: skip
+            log.info(
+                "job %s attempt %s: %s; next try in %.1f s", ctx.job.id, ctx.attempt, decision.reason, decision.at - now
+            )
             self._wake.set()  # the loop's next wake-up time may now be this retry's
         else:
             self._refused(ctx, "retry")
@@ -370,7 +387,10 @@ class Dispatcher:
     async def _hand_back(self, ctx: JobContext) -> None:
         with contextlib.suppress(StoreUnavailable):
             await self.store.retry_if_lease_held(
-                ctx.lease, now=self.clock(), at=self.clock(), error="interrupted by shutdown", counts_attempt=False,
+                ctx.lease,
+                now=self.clock(),
+                at=self.clock(),
+                error="interrupted by shutdown",
+                counts_attempt=False,
                 usage=None,
-            )  # fmt: skip
-
+            )

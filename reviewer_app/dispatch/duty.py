@@ -99,8 +99,14 @@ class PeriodicDuty:
         """One pass; None when another host holds the duty right now."""
         if self.store is None or self.owner is None:
             return await self.one_pass()
-        return await run_under_duty_lease(self.store, f"duty:{self.name}", self.one_pass, owner=self.owner,
-                                          clock=self.clock, seconds=self.lease_seconds)  # fmt: skip
+        return await run_under_duty_lease(
+            self.store,
+            f"duty:{self.name}",
+            self.one_pass,
+            owner=self.owner,
+            clock=self.clock,
+            seconds=self.lease_seconds,
+        )
 
     async def run(self) -> None:
         while True:

@@ -87,11 +87,18 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
     key = check_key(job)
     if job.state == JobState.QUEUED:
         if job.attempts == 0:
-            return CheckView(key, "queued", "Waiting for a review slot",
-                             "The review is queued and starts as soon as a worker slot is free.")  # fmt: skip
-        return CheckView(key, "queued", f"Retrying after attempt {job.attempts}",
-                         f"Attempt {job.attempts} did not finish: {job.last_error or 'unknown error'}. "
-                         "It will be tried again.")  # fmt: skip
+            return CheckView(
+                key,
+                "queued",
+                "Waiting for a review slot",
+                "The review is queued and starts as soon as a worker slot is free.",
+            )
+        return CheckView(
+            key,
+            "queued",
+            f"Retrying after attempt {job.attempts}",
+            f"Attempt {job.attempts} did not finish: {job.last_error or 'unknown error'}. It will be tried again.",
+        )
     if job.state == JobState.RUNNING:
         return CheckView(key, "in_progress", "Reviewing", f"Claude is reviewing commit {job.head_sha}.")
     if job.state == JobState.SUCCEEDED:
@@ -118,14 +125,20 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         return CheckView(key, "completed", "Already reviewed", f"No new review: {reason}.", "success")
     if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
         reason = (job.outcome or "")[len("refused: ") :]
-        return CheckView(key, "completed", "Review skipped: budget limit reached",
-                         f"No review was run: the {reason}. The limits are set by the operator "
-                         "(REVIEWER_MAX_REVIEWS_PER_DAY, REVIEWER_MAX_MANUAL_PER_PR_HOUR).", "neutral")  # fmt: skip
+        return CheckView(
+            key,
+            "completed",
+            "Review skipped: budget limit reached",
+            f"No review was run: the {reason}. The limits are set by the operator "
+            "(REVIEWER_MAX_REVIEWS_PER_DAY, REVIEWER_MAX_MANUAL_PER_PR_HOUR).",
+            "neutral",
+        )
     if job.state == JobState.CANCELLED:
         title, summary = check_cancelled(job.outcome or "the review was cancelled")
         return CheckView(key, "completed", title, summary, "cancelled")
-    title, summary = check_failed(job.attempts, job.last_error or "unknown error",
-                                  retry_hint="A maintainer can re-run this check to try again.")  # fmt: skip
+    title, summary = check_failed(
+        job.attempts, job.last_error or "unknown error", retry_hint="A maintainer can re-run this check to try again."
+    )
     return CheckView(key, "completed", title, summary, "neutral")
 
 
@@ -142,9 +155,16 @@ class CheckRuns:
     newer one, so the key is cleared and the sync shows the job's phase again: a check run ends in the state its
     job ended in."""
 
-    def __init__(self, github: GitHubClient, store: Store, *, name: str = CHECK_NAME,
-                 details_url: Callable[[Job], str | None] | None = None, owner: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self,
+        github: GitHubClient,
+        store: Store,
+        *,
+        name: str = CHECK_NAME,
+        details_url: Callable[[Job], str | None] | None = None,
+        owner: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.github = github
         self.store = store
         self.name = name
@@ -163,8 +183,9 @@ class CheckRuns:
         if job.check_run_id is not None:
             return job.check_run_id, False
         assert job.installation_id is not None
-        if not await self.store.claim_check_run_creation(job.id, owner=self.owner, now=self.clock(),
-                                                         seconds=CREATION_CLAIM_SECONDS):  # fmt: skip
+        if not await self.store.claim_check_run_creation(
+            job.id, owner=self.owner, now=self.clock(), seconds=CREATION_CLAIM_SECONDS
+        ):
             # Another process holds the claim, or has recorded the run since ``job`` was read (a worker reads its
             # job when it claims it): look again.
             current = await self.store.get_job(job.id)
@@ -182,9 +203,15 @@ class CheckRuns:
             if run.get("external_id") == external_id(job.id) and not reopens:
                 return int(run["id"]), False
         created = await self.github.create_check_run(
-            job.installation_id, job.repo_full_name, name=self.name, head_sha=job.head_sha, status=view.status,
-            external_id=external_id(job.id), output=view.output(), conclusion=view.conclusion,
-        )  # fmt: skip
+            job.installation_id,
+            job.repo_full_name,
+            name=self.name,
+            head_sha=job.head_sha,
+            status=view.status,
+            external_id=external_id(job.id),
+            output=view.output(),
+            conclusion=view.conclusion,
+        )
         return int(created["id"]), True
 
     async def show(self, job: Job, view: CheckView) -> bool:
@@ -193,8 +220,9 @@ class CheckRuns:
         the run (its creator records it and shows the job's phase then)."""
 
         async def if_unchanged(run_id: int, key: str) -> bool:
-            return await self.store.set_check_run_if_unchanged(job.id, state=job.state, attempts=job.attempts,
-                                                               check_run_id=run_id, key=key)  # fmt: skip
+            return await self.store.set_check_run_if_unchanged(
+                job.id, state=job.state, attempts=job.attempts, check_run_id=run_id, key=key
+            )
 
         run_id, recorded = await self._show(job, view, if_unchanged)
         return run_id is None or recorded
@@ -248,8 +276,9 @@ class CheckRuns:
                     return
                 if await self._sync(job):
                     return
-            log.info("job %s: changed during each of %d updates of its check run; a later pass shows it", job_id,
-                     SYNC_ROUNDS)  # fmt: skip
+            log.info(
+                "job %s: changed during each of %d updates of its check run; a later pass shows it", job_id, SYNC_ROUNDS
+            )
 
     async def _sync(self, job: Job) -> bool:
         """Bring the job's check run to the job's phase as read; False when the job changed meanwhile."""
@@ -276,8 +305,9 @@ class CheckRuns:
         """A run somebody created for the job without recording it (its answer was lost, or it died right after):
         found by ``external_id`` and recorded, so the job's end is shown on it rather than leaving it queued."""
         assert job.installation_id is not None
-        runs = await self.github.list_check_runs_for_ref(job.installation_id, job.repo_full_name, job.head_sha,
-                                                         check_name=self.name)  # fmt: skip
+        runs = await self.github.list_check_runs_for_ref(
+            job.installation_id, job.repo_full_name, job.head_sha, check_name=self.name
+        )
         run = next((r for r in runs if r.get("external_id") == external_id(job.id)), None)
         if run is None:
             return None
@@ -286,8 +316,9 @@ class CheckRuns:
 
     async def _record_unshown(self, job: Job, key: str) -> bool:
         """Record ``key`` with no check run, only if the job still has none (and is as read)."""
-        return await self.store.set_check_run_if_unchanged(job.id, state=job.state, attempts=job.attempts,
-                                                           check_run_id=None, key=key)  # fmt: skip
+        return await self.store.set_check_run_if_unchanged(
+            job.id, state=job.state, attempts=job.attempts, check_run_id=None, key=key
+        )
 
     async def run_once(self, *, limit: int = 50) -> int:
         """One pass of the sync duty; returns how many jobs were brought up to date."""
@@ -304,8 +335,9 @@ class CheckRuns:
                 log.warning("job %s: check run waits for its installation: %s", job.id, exc.reason)
             except PermanentError as exc:
                 log.warning("job %s: check run cannot be updated: %s", job.id, exc.reason)
-                await self.store.set_check_run_if_unchanged(job.id, state=job.state, attempts=job.attempts,
-                                                            check_run_id=job.check_run_id, key=check_key(job))  # fmt: skip
+                await self.store.set_check_run_if_unchanged(
+                    job.id, state=job.state, attempts=job.attempts, check_run_id=job.check_run_id, key=check_key(job)
+                )
             except JobError as exc:
                 log.warning("job %s: check run update failed, will retry: %s", job.id, exc.reason)
         return done

@@ -36,8 +36,9 @@ class OutboxSender:
             try:
                 if e["kind"] == "reaction":
                     # GitHub keeps one reaction per content and user: sending it twice is harmless.
-                    await self.github.create_reaction(e["installation_id"], e["repo_full_name"], e["target"],
-                                                      e["content"])  # fmt: skip
+                    await self.github.create_reaction(
+                        e["installation_id"], e["repo_full_name"], e["target"], e["content"]
+                    )
                 elif e["kind"] in ("pause", "resume"):
                     await self._pause_if_permitted(e)
                 elif e["kind"] == "installation":
@@ -49,8 +50,14 @@ class OutboxSender:
                 break
             except JobError as exc:
                 give_up = isinstance(exc, PermanentError) or e["attempts"] + 1 >= MAX_ATTEMPTS
-                log.warning("outbox %s %s on %s failed%s: %s", e["kind"], e["id"], e["repo_full_name"],
-                            " (giving up)" if give_up else "", exc.reason)  # fmt: skip
+                log.warning(
+                    "outbox %s %s on %s failed%s: %s",
+                    e["kind"],
+                    e["id"],
+                    e["repo_full_name"],
+                    " (giving up)" if give_up else "",
+                    exc.reason,
+                )
                 await self.store.mark_effect(e["id"], now=self.clock(), error=exc.reason, done=give_up)
                 continue
             await self.store.mark_effect(e["id"], now=self.clock(), error=None, done=True)
@@ -71,8 +78,15 @@ class OutboxSender:
         allowed = permission in WRITE_PERMISSIONS
         if allowed:
             await self.store.set_setting(pause_key(repo_id, number), "1" if e["kind"] == "pause" else "0")
-        log.info("outbox: %s of %s#%s by %s (%s access) %s", e["kind"], repo, number, login, permission,
-                 "applied" if allowed else "refused")  # fmt: skip
+        log.info(
+            "outbox: %s of %s#%s by %s (%s access) %s",
+            e["kind"],
+            repo,
+            number,
+            login,
+            permission,
+            "applied" if allowed else "refused",
+        )
         try:
             await self.github.create_reaction(inst, repo, e["target"], "+1" if allowed else "-1")
         except PermanentError as exc:  # the comment was deleted meanwhile: the answer still stands
@@ -89,15 +103,20 @@ class OutboxSender:
         elif found.get("suspended_at"):
             reason = SUSPENDED
         else:
-            log.warning("installation %s: %s webhook not confirmed by GitHub (it is active); nothing cancelled", inst,
-                        e["content"])  # fmt: skip
+            log.warning(
+                "installation %s: %s webhook not confirmed by GitHub (it is active); nothing cancelled",
+                inst,
+                e["content"],
+            )
             return
         change = InstallationChange(inst, e["repo_full_name"], False, reason)
-        result = await self.store.admit(Delivery(f"confirmed:{e['id']}", "installation", e["content"]), change,
-                                        now=self.clock(), max_attempts=1)  # fmt: skip
+        result = await self.store.admit(
+            Delivery(f"confirmed:{e['id']}", "installation", e["content"]), change, now=self.clock(), max_attempts=1
+        )
         self.github.tokens.invalidate(inst)
-        log.info("installation %s: %s confirmed by GitHub; %d pending job(s) cancelled", inst, reason,
-                 len(result.cancelled))  # fmt: skip
+        log.info(
+            "installation %s: %s confirmed by GitHub; %d pending job(s) cancelled", inst, reason, len(result.cancelled)
+        )
 
     async def _reply_once(self, e: dict[str, Any]) -> None:
         """Post the reply with its marker, unless the app's bot already posted it.
@@ -113,8 +132,13 @@ class OutboxSender:
         comments = await self.github.list_issue_comments(inst, repo, number)
         posted = find_posted_reply(comments, bot_login=await self.github.bot_login(), marker=marker)
         if posted is not None:
-            log.info("outbox reply %s on %s#%s was posted already (comment %s); not posting it again", e["id"], repo,
-                     number, posted.get("id"))  # fmt: skip
+            log.info(
+                "outbox reply %s on %s#%s was posted already (comment %s); not posting it again",
+                e["id"],
+                repo,
+                number,
+                posted.get("id"),
+            )
             return
         body = e["content"] if answers else f"{e['content']}\n\n{marker}"
         await self.github.create_issue_comment(inst, repo, number, body)

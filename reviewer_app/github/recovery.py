@@ -113,11 +113,13 @@ def sweep_delivery_id(
     return key if not earlier_jobs else f"{key}:{earlier_jobs}"
 
 
-def sweep_decision(installation_id: int, repo: Mapping[str, Any], pull: Mapping[str, Any],
-                   *, guard: Guard | None) -> Decision:  # fmt: skip
+def sweep_decision(
+    installation_id: int, repo: Mapping[str, Any], pull: Mapping[str, Any], *, guard: Guard | None
+) -> Decision:
     """The admission decision for an open PR found by the sweep: the one an ``opened`` webhook would get."""
-    return decide_observed_head(installation_id, repo.get("id"), repo.get("full_name"), dict(pull), action="sweep",
-                                guard=guard)  # fmt: skip
+    return decide_observed_head(
+        installation_id, repo.get("id"), repo.get("full_name"), dict(pull), action="sweep", guard=guard
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the duty
@@ -185,8 +187,9 @@ class Recovery:
         for guid in sorted(todo, key=lambda g: int(failed[g]["id"])):
             attempt = failed[guid]
             now = self.clock()
-            if not await self.store.claim_redelivery(guid, int(attempt["id"]), owner=self.owner, now=now,
-                                                     stale_before=now - CLAIM_STALE_SECONDS):  # fmt: skip
+            if not await self.store.claim_redelivery(
+                guid, int(attempt["id"]), owner=self.owner, now=now, stale_before=now - CLAIM_STALE_SECONDS
+            ):
                 continue
             try:
                 await self.github.redeliver(int(attempt["id"]))
@@ -196,18 +199,31 @@ class Recovery:
                 break
             except PermanentError as exc:
                 await self.store.mark_redelivery_requested(guid, owner=self.owner, now=self.clock(), error=exc.reason)
-                log.warning("delivery %s (%s): GitHub refused a redelivery, not asking again: %s",
-                            guid, attempt.get("event"), exc.reason)  # fmt: skip
+                log.warning(
+                    "delivery %s (%s): GitHub refused a redelivery, not asking again: %s",
+                    guid,
+                    attempt.get("event"),
+                    exc.reason,
+                )
                 continue
             except JobError as exc:
                 await self.store.release_redelivery(guid, owner=self.owner, error=exc.reason)
-                log.warning("delivery %s (%s): redelivery request failed, next pass asks again: %s",
-                            guid, attempt.get("event"), exc.reason)  # fmt: skip
+                log.warning(
+                    "delivery %s (%s): redelivery request failed, next pass asks again: %s",
+                    guid,
+                    attempt.get("event"),
+                    exc.reason,
+                )
                 continue
             await self.store.mark_redelivery_requested(guid, owner=self.owner, now=self.clock(), error=None)
             requested += 1
-            log.info("asked GitHub to redeliver %s %s delivery %s (failed with %s)", attempt.get("event"),
-                     attempt.get("action") or "", guid, attempt.get("status_code"))  # fmt: skip
+            log.info(
+                "asked GitHub to redeliver %s %s delivery %s (failed with %s)",
+                attempt.get("event"),
+                attempt.get("action") or "",
+                guid,
+                attempt.get("status_code"),
+            )
         await self.store.forget_redeliveries(since)
         return requested
 
@@ -258,8 +274,9 @@ class Recovery:
                     log.warning("sweep: %s#%s skipped: %s", repo.get("full_name"), pull.get("number"), exc.reason)
         return admitted
 
-    async def _sweep_pull(self, inst: int, repo: Mapping[str, Any], pull: Mapping[str, Any], bot_login: str,
-                          *, installed_at: float | None) -> int:  # fmt: skip
+    async def _sweep_pull(
+        self, inst: int, repo: Mapping[str, Any], pull: Mapping[str, Any], bot_login: str, *, installed_at: float | None
+    ) -> int:
         head = str((pull.get("head") or {}).get("sha") or "")
         number, full_name = pull.get("number"), str(repo["full_name"])
         if not head or not isinstance(number, int):
@@ -270,8 +287,7 @@ class Recovery:
             return 0  # untouched since before the app was installed: no webhook was ever missed
         if head_is_handled(jobs, head, draft=pull.get("draft") is True):
             return 0
-        if reviewed_by_bot(await self.github.list_reviews(inst, full_name, number), bot_login=bot_login,
-                           head_sha=head):  # fmt: skip
+        if reviewed_by_bot(await self.github.list_reviews(inst, full_name, number), bot_login=bot_login, head_sha=head):
             return 0
         try:
             decision = sweep_decision(inst, repo, pull, guard=self.guard)
@@ -282,14 +298,20 @@ class Recovery:
             return 0
         spec = decision.job
         earlier = sum(1 for j in jobs if j.head_sha == head)
-        delivery = Delivery(sweep_delivery_id(spec.repo_id, number, head, spec.trigger, earlier), "pull_request",
-                            "sweep")  # fmt: skip
+        delivery = Delivery(
+            sweep_delivery_id(spec.repo_id, number, head, spec.trigger, earlier), "pull_request", "sweep"
+        )
         result = await self.store.admit(delivery, decision, now=self.clock(), max_attempts=self.max_attempts)
         if self.on_admitted is not None:
             self.on_admitted(result)
         if result.created:
-            log.info("sweep: admitted %s#%s at %s (job %s): no webhook had brought it", full_name, number,
-                     head[:12], result.job_id)  # fmt: skip
+            log.info(
+                "sweep: admitted %s#%s at %s (job %s): no webhook had brought it",
+                full_name,
+                number,
+                head[:12],
+                result.job_id,
+            )
         return 1 if result.created else 0
 
     # -- the loops ---------------------------------------------------------------------------------------
@@ -301,8 +323,15 @@ class Recovery:
                 "recovery": (self.redeliver_failed_once, self.recovery_interval),
                 "sweep": (self.sweep_once, self.sweep_interval),
             }[name]
-            self._duties[name] = PeriodicDuty(name, one_pass, interval=interval, clock=self.clock, store=self.store,
-                                              owner=self.owner, busy_retry=BUSY_RETRY_SECONDS)  # fmt: skip
+            self._duties[name] = PeriodicDuty(
+                name,
+                one_pass,
+                interval=interval,
+                clock=self.clock,
+                store=self.store,
+                owner=self.owner,
+                busy_retry=BUSY_RETRY_SECONDS,
+            )
         return self._duties[name]
 
     def wake_sweep(self) -> None:
@@ -313,6 +342,9 @@ class Recovery:
 
     async def run(self) -> None:
         """Run each enabled duty at start and then every interval (an interval of 0 disables it)."""
-        enabled = [name for name, interval in (("recovery", self.recovery_interval), ("sweep", self.sweep_interval))
-                   if interval > 0]  # fmt: skip
+        enabled = [
+            name
+            for name, interval in (("recovery", self.recovery_interval), ("sweep", self.sweep_interval))
+            if interval > 0
+        ]
         await asyncio.gather(*(self.duty(name).run() for name in enabled))

@@ -62,10 +62,13 @@ class UsageMeter:
 
     def since(self, earlier: UsageMeter) -> UsageMeter:
         """What was spent after ``earlier`` (a copy of this meter taken then)."""
-        return UsageMeter(self.calls - earlier.calls, self.input_tokens - earlier.input_tokens,
-                          self.output_tokens - earlier.output_tokens,
-                          self.cache_creation_input_tokens - earlier.cache_creation_input_tokens,
-                          self.cache_read_input_tokens - earlier.cache_read_input_tokens)  # fmt: skip
+        return UsageMeter(
+            self.calls - earlier.calls,
+            self.input_tokens - earlier.input_tokens,
+            self.output_tokens - earlier.output_tokens,
+            self.cache_creation_input_tokens - earlier.cache_creation_input_tokens,
+            self.cache_read_input_tokens - earlier.cache_read_input_tokens,
+        )
 
     def add(self, usage: Any) -> None:
         self.input_tokens += usage.input_tokens or 0
@@ -175,8 +178,10 @@ class ClaudeReviewer:
         cached = "cache_control" in content[-1] if content else False
         history: list[dict[str, Any]] = []
         for turn in turns if tools is not None else ():
-            history += [{"role": "assistant", "content": turn["content"]},
-                        {"role": "user", "content": await tools.run(_tool_calls(turn["content"]))}]  # type: ignore[union-attr]  # fmt: skip
+            history += [
+                {"role": "assistant", "content": turn["content"]},
+                {"role": "user", "content": await tools.run(_tool_calls(turn["content"]))},
+            ]  # type: ignore[union-attr]
         used = len(history) // 2
         feedback: list[dict[str, Any]] = []
         tries = 1 + self._malformed_retries
@@ -198,10 +203,21 @@ class ClaudeReviewer:
                         await on_turn({"content": assistant, "usage": _usage_dict(response.usage)})
                     continue
                 problem = f"the limit of {tools.max_turns} tool turns is reached"
-                feedback = [{"role": "assistant", "content": assistant}, {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": c["id"], "is_error": True,
-                     "content": f"Not run: {problem}. Call {REVIEW_TOOL_NAME} now with your review."}
-                    for c in _tool_calls(assistant)]}]  # fmt: skip
+                feedback = [
+                    {"role": "assistant", "content": assistant},
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": c["id"],
+                                "is_error": True,
+                                "content": f"Not run: {problem}. Call {REVIEW_TOOL_NAME} now with your review.",
+                            }
+                            for c in _tool_calls(assistant)
+                        ],
+                    },
+                ]
                 err: str = problem
             else:
                 try:
@@ -213,9 +229,14 @@ class ClaudeReviewer:
                     log.info(
                         "review answered: model=%s calls=%d tool_turns=%d input=%d output=%d cache_write=%d "
                         "cache_read=%d",
-                        response.model, meter.calls, used, meter.input_tokens, meter.output_tokens,
-                        meter.cache_creation_input_tokens, meter.cache_read_input_tokens,
-                    )  # fmt: skip
+                        response.model,
+                        meter.calls,
+                        used,
+                        meter.input_tokens,
+                        meter.output_tokens,
+                        meter.cache_creation_input_tokens,
+                        meter.cache_read_input_tokens,
+                    )
                     return ModelAnswer(
                         summary=summary,
                         comments=comments,
@@ -226,8 +247,14 @@ class ClaudeReviewer:
                         cache_read_input_tokens=meter.cache_read_input_tokens,
                     )
             malformed += 1
-            log.warning("model answer malformed (try %d of %d, stop_reason=%s, request_id=%s): %s", malformed, tries,
-                        response.stop_reason, getattr(response, "_request_id", None), err)  # fmt: skip
+            log.warning(
+                "model answer malformed (try %d of %d, stop_reason=%s, request_id=%s): %s",
+                malformed,
+                tries,
+                response.stop_reason,
+                getattr(response, "_request_id", None),
+                err,
+            )
             if malformed >= tries:
                 raise PermanentError(f"model returned a malformed review {tries} times")
 
@@ -256,15 +283,19 @@ class ClaudeReviewer:
                 content[index] = {**content[index], "cache_control": EPHEMERAL}
         return content
 
-    async def _count(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
-                     messages: list[dict[str, Any]]) -> int:  # fmt: skip
+    async def _count(
+        self, system: list[dict[str, Any]], tools: list[dict[str, Any]], messages: list[dict[str, Any]]
+    ) -> int:
         """Input tokens of a prompt: the API's count where it offers one, else an over-estimate."""
         if self._counting:
             self.count_calls += 1
             try:
                 counted = await self._client.messages.count_tokens(
-                    model=self.model, system=system, tools=tools, messages=messages,  # type: ignore[arg-type]
-                )  # fmt: skip
+                    model=self.model,
+                    system=system,
+                    tools=tools,
+                    messages=messages,  # type: ignore[arg-type]
+                )
                 return int(counted.input_tokens)
             except (anthropic.NotFoundError, anthropic.PermissionDeniedError) as err:
                 log.info("token counting is not available (%s); estimating prompt sizes", _describe(err))
@@ -273,8 +304,14 @@ class ClaudeReviewer:
                 log.info("token counting failed (%s); estimating this prompt's size", type(err).__name__)
         return estimate_tokens(json.dumps([tools, system, messages]))
 
-    async def _call(self, system: list[dict[str, Any]], tools: list[dict[str, Any]], choice: dict[str, Any],
-                    messages: list[dict[str, Any]], meter: UsageMeter) -> Message:  # fmt: skip
+    async def _call(
+        self,
+        system: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        choice: dict[str, Any],
+        messages: list[dict[str, Any]],
+        meter: UsageMeter,
+    ) -> Message:
         meter.calls += 1
         self.calls_made += 1
         try:
@@ -392,8 +429,15 @@ def _parse_comment(i: int, raw: object) -> ModelComment:
         raise MalformedAnswer(f"{where}.start_line must be an integer >= 1")
     checked_side: Side = "LEFT" if side == "LEFT" else "RIGHT"
     # An unknown severity is kept as a warning (severity_of), not refused: the text is what matters.
-    return ModelComment(path=path, line=line, body=body.strip(), side=checked_side, severity=severity,
-                        suggestion=suggestion, start_line=start_line)  # fmt: skip
+    return ModelComment(
+        path=path,
+        line=line,
+        body=body.strip(),
+        side=checked_side,
+        severity=severity,
+        suggestion=suggestion,
+        start_line=start_line,
+    )
 
 
 def _feedback_turns(response: Message, problem: str) -> list[dict[str, Any]]:

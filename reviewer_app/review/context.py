@@ -36,13 +36,24 @@ _GRAMMARS: dict[str, tuple[str, str]] = {
     ".tsx": ("tree_sitter_typescript", "language_tsx"),
     ".go": ("tree_sitter_go", "language"),
 }
-_SCOPES = frozenset({
-    "function_definition", "class_definition", "decorated_definition",  # Python
-    "function_declaration", "generator_function_declaration", "method_definition", "class_declaration",
-    "abstract_class_declaration", "interface_declaration", "enum_declaration", "type_alias_declaration",
-    "internal_module",  # JavaScript, TypeScript (namespace)
-    "method_declaration", "type_declaration",  # Go
-})  # fmt: skip
+_SCOPES = frozenset(
+    {
+        "function_definition",
+        "class_definition",
+        "decorated_definition",  # Python
+        "function_declaration",
+        "generator_function_declaration",
+        "method_definition",
+        "class_declaration",
+        "abstract_class_declaration",
+        "interface_declaration",
+        "enum_declaration",
+        "type_alias_declaration",
+        "internal_module",  # JavaScript, TypeScript (namespace)
+        "method_declaration",
+        "type_declaration",  # Go
+    }
+)
 _ROOTS = frozenset({"module", "program", "source_file"})
 # A line that opens a block, for the indentation heuristic.
 _OPENER = re.compile(
@@ -75,8 +86,14 @@ def plan_context(diff: FileDiff, head_text: str, *, max_context_lines: int = MAX
         return ContextPlan((), "no context: the file at the head commit does not match the diff")
     if count <= WHOLE_FILE_LINES:
         windows = ((1, count),)
-        return ContextPlan(windows, f"the whole file is shown ({count} lines)", len(spans), len(spans), 0,
-                           _context_size(windows, spans))  # fmt: skip
+        return ContextPlan(
+            windows,
+            f"the whole file is shown ({count} lines)",
+            len(spans),
+            len(spans),
+            0,
+            _context_size(windows, spans),
+        )
     tree = _parse(diff.path, head_text)
     wide: list[list[tuple[int, int]]] = []  # per hunk: its widest windows
     narrow: list[list[tuple[int, int]]] = []
@@ -109,15 +126,28 @@ def plan_context(diff: FileDiff, head_text: str, *, max_context_lines: int = MAX
     size = _context_size(windows, spans)
     if size > max_context_lines:
         windows = _merge([[span] for span in spans])  # no room for context at all: the hunks only
-        return ContextPlan(windows, "no context: the code around the changes is longer than the context budget",
-                           len(spans), by_parser, by_indent, 0)  # fmt: skip
+        return ContextPlan(
+            windows,
+            "no context: the code around the changes is longer than the context budget",
+            len(spans),
+            by_parser,
+            by_indent,
+            0,
+        )
     how = "tree-sitter" if by_parser else "indentation" if by_indent else None
     found = by_parser + by_indent
-    note = (f"context: unchanged lines marked '.' show the enclosing function, method or class of {found} of "
+    note = (
+        (
+            f"context: unchanged lines marked '.' show the enclosing function, method or class of {found} of "
             f"{len(spans)} changes (found by {how}) and short gaps between changes; the rest of the file "
-            f"({count} lines) is not shown") if how else (
+            f"({count} lines) is not shown"
+        )
+        if how
+        else (
             f"context: a few unchanged lines around each change, marked '.'; no enclosing scope was found; the rest "
-            f"of the file ({count} lines) is not shown")  # fmt: skip
+            f"of the file ({count} lines) is not shown"
+        )
+    )
     return ContextPlan(windows, note, len(spans), by_parser, by_indent, size)
 
 

@@ -99,8 +99,9 @@ class ReviewPipeline:
     """The dispatcher's runner for review jobs. Every external write is recoverable:
     the model's answer is stored before publication, and publication reconciles against the marker first."""
 
-    def __init__(self, github: GitHubClient, claude: ClaudeReviewer, checks: CheckRuns,
-                 settings: ReviewSettings) -> None:  # fmt: skip
+    def __init__(
+        self, github: GitHubClient, claude: ClaudeReviewer, checks: CheckRuns, settings: ReviewSettings
+    ) -> None:
         self.github = github
         self.claude = claude
         self.checks = checks
@@ -138,8 +139,7 @@ class ReviewPipeline:
         # The base branch's settings: a pull request cannot rewrite its own review rules.
         base_ref = str((pr.get("base") or {}).get("ref") or "")
         text = await self.github.get_file_content(inst, repo, CONFIG_PATH, base_ref) if base_ref else None
-        rc = parse_repo_config(text, max_input_tokens=self.settings.max_input_tokens,
-                               max_parts=self.settings.max_parts)  # fmt: skip
+        rc = parse_repo_config(text, max_input_tokens=self.settings.max_input_tokens, max_parts=self.settings.max_parts)
         if job.trigger in AUTOMATIC_TRIGGERS:
             try:
                 await self._check_automatic(ctx, pr, rc)
@@ -179,27 +179,50 @@ class ReviewPipeline:
         severities = Counter(
             [*(c.severity for c in anchored.inline), *(c.rank for c in anchored.moved), *("nit" for _ in nits)]
         )
-        counts = ReviewCounts(files_reviewed=stored["files_reviewed"], inline=len(anchored.inline),
-                              moved=len(anchored.moved), not_covered=len(not_covered),
-                              **{s: severities[s] for s in SEVERITIES})  # fmt: skip
+        counts = ReviewCounts(
+            files_reviewed=stored["files_reviewed"],
+            inline=len(anchored.inline),
+            moved=len(anchored.moved),
+            not_covered=len(not_covered),
+            **{s: severities[s] for s in SEVERITIES},
+        )
         links = Links(str(pr.get("html_url") or f"https://github.com/{repo}/pull/{number}"), job.head_sha)
-        body = render_review_body(summary=summary, inline=anchored.inline, moved_comments=anchored.moved, nits=nits,
-                                  not_covered=not_covered, incremental_note=stored.get("incremental_note"),
-                                  marker=make_marker(job.id, job.head_sha), counts=counts, links=links)  # fmt: skip
+        body = render_review_body(
+            summary=summary,
+            inline=anchored.inline,
+            moved_comments=anchored.moved,
+            nits=nits,
+            not_covered=not_covered,
+            incremental_note=stored.get("incremental_note"),
+            marker=make_marker(job.id, job.head_sha),
+            counts=counts,
+            links=links,
+        )
 
         review_id = await self._publish_once(ctx, body, [inline_comment(c) for c in anchored.inline])
-        report = {"summary": publishable(summary, MAX_CHECK_SUMMARY_CHARS) if summary.strip() else "",
-                  "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
-                  "review_url": f"{links.pr_url}#pullrequestreview-{review_id}",
-                  "not_reviewed": not_reviewed_line(group_by_reason(not_covered)),
-                  "conclusion": conclusion_for(counts, rc.conclusions)}  # fmt: skip
+        report = {
+            "summary": publishable(summary, MAX_CHECK_SUMMARY_CHARS) if summary.strip() else "",
+            "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
+            "review_url": f"{links.pr_url}#pullrequestreview-{review_id}",
+            "not_reviewed": not_reviewed_line(group_by_reason(not_covered)),
+            "conclusion": conclusion_for(counts, rc.conclusions),
+        }
         # check_run_id is None while another host's sync is creating the run: that host records it.
-        await ctx.checkpoint(review_id=review_id, **({"check_run_id": check_run_id} if check_run_id else {}),
-                             details={**job.details, "counts": asdict(counts), "report": report,
-                                      "incremental": bool(stored.get("incremental_note")),
-                                      "config_errors": list(rc.errors)})  # fmt: skip
-        return (f"reviewed: {counts.findings} finding(s), {counts.inline} inline comment(s), {counts.moved} in the "
-                f"body, {counts.not_covered} file(s) not reviewed; review {review_id}")  # fmt: skip
+        await ctx.checkpoint(
+            review_id=review_id,
+            **({"check_run_id": check_run_id} if check_run_id else {}),
+            details={
+                **job.details,
+                "counts": asdict(counts),
+                "report": report,
+                "incremental": bool(stored.get("incremental_note")),
+                "config_errors": list(rc.errors),
+            },
+        )
+        return (
+            f"reviewed: {counts.findings} finding(s), {counts.inline} inline comment(s), {counts.moved} in the "
+            f"body, {counts.not_covered} file(s) not reviewed; review {review_id}"
+        )
 
     async def _check_requester(self, ctx: JobContext) -> None:
         """A requested review (`/review` by someone other than the repository's owner) runs only for people with
@@ -220,13 +243,16 @@ class ReviewPipeline:
         allowed = permission in WRITE_PERMISSIONS
         if isinstance(comment_id, int):
             try:
-                await self.github.create_reaction(job.installation_id, job.repo_full_name, comment_id,
-                                                  "+1" if allowed else "-1")  # fmt: skip
+                await self.github.create_reaction(
+                    job.installation_id, job.repo_full_name, comment_id, "+1" if allowed else "-1"
+                )
             except PermanentError as exc:  # the comment was deleted meanwhile: the answer still stands
                 log.info("job %s: no reaction on comment %s: %s", job.id, comment_id, exc.reason)
         if not allowed:
-            raise Cancelled(f"skipped: {login} may not request reviews here ({permission} access; reviews can be "
-                            "requested by people with write access)")  # fmt: skip
+            raise Cancelled(
+                f"skipped: {login} may not request reviews here ({permission} access; reviews can be "
+                "requested by people with write access)"
+            )
 
     async def _check_unanswered(self, ctx: JobContext) -> None:
         """A requested review that followed the pull request to a newer head ends here when an earlier job of the same
@@ -242,8 +268,15 @@ class ReviewPipeline:
         if review_id is None:
             bot = await self.github.bot_login()
             reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
-            review_id = next((int(r["id"]) for r in reviews if str((r.get("user") or {}).get("login")) == bot
-                              and any(m.job_id in earlier for m in parse_markers(r.get("body")))), None)  # fmt: skip
+            review_id = next(
+                (
+                    int(r["id"])
+                    for r in reviews
+                    if str((r.get("user") or {}).get("login")) == bot
+                    and any(m.job_id in earlier for m in parse_markers(r.get("body")))
+                ),
+                None,
+            )
         if review_id is not None:
             raise Cancelled(f"{COVERED_PREFIX}the request was answered by review {review_id} of an earlier commit")
 
@@ -253,39 +286,48 @@ class ReviewPipeline:
         then it decides again, on the pull request as it is now."""
         if await ctx.store.skip_if_unpoked(ctx.lease, pokes=ctx.job.pokes, now=ctx.clock(), outcome=reason):
             raise Settled(reason)
-        raise Deferred("an event for this head arrived while the review was being decided; deciding again",
-                       retry_at=ctx.clock())  # fmt: skip
+        raise Deferred(
+            "an event for this head arrived while the review was being decided; deciding again", retry_at=ctx.clock()
+        )
 
     async def _check_automatic(self, ctx: JobContext, pr: dict[str, Any], rc: RepoConfig) -> None:
         """Raise Cancelled (a visible skip) when the repository's settings or the pull request's state as it is now
         say this automatic review should not run. `/review` and Re-run are never skipped here."""
         job = ctx.job
         if not rc.auto:
-            raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask "
-                            "for one")  # fmt: skip
+            raise Cancelled(
+                f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask for one"
+            )
         is_draft = pr.get("draft") is True
         if is_draft and not rc.drafts:
-            raise Cancelled("skipped: draft pull request; it is reviewed when marked ready for review (or set "
-                            f"`drafts: true` in {CONFIG_PATH}, or comment /review)")  # fmt: skip
+            raise Cancelled(
+                "skipped: draft pull request; it is reviewed when marked ready for review (or set "
+                f"`drafts: true` in {CONFIG_PATH}, or comment /review)"
+            )
         if job.trigger == TRIGGER_DRAFT and not is_draft:
             # Marked ready since: its ready_for_review job (or the sweep, if that webhook went missing) reviews it.
-            raise Cancelled("skipped: the pull request is no longer a draft; its ready-for-review review covers "
-                            "this head")  # fmt: skip
+            raise Cancelled(
+                "skipped: the pull request is no longer a draft; its ready-for-review review covers this head"
+            )
         if job.trigger == TRIGGER_AUTO:
-            running = await ctx.store.list_jobs(states=[JobState.RUNNING.value], repo=job.repo_full_name,
-                                                pr_number=job.pr_number)  # fmt: skip
+            running = await ctx.store.list_jobs(
+                states=[JobState.RUNNING.value], repo=job.repo_full_name, pr_number=job.pr_number
+            )
             draft = next((j for j in running if j.trigger == TRIGGER_DRAFT and j.head_sha == job.head_sha), None)
             if draft is not None:
                 # Marked ready while its draft's review of this head runs: wait for it, then this job finds the
                 # head reviewed (or reviews it, if the draft's job was skipped). Never two reviews of one head.
-                raise Deferred(f"waiting for the draft's review of this head (job {draft.id}) to finish",
-                               retry_at=ctx.clock() + self.settings.wait_seconds)  # fmt: skip
+                raise Deferred(
+                    f"waiting for the draft's review of this head (job {draft.id}) to finish",
+                    retry_at=ctx.clock() + self.settings.wait_seconds,
+                )
         if await ctx.store.last_reviewed_head(job.repo_id, job.pr_number) == job.head_sha:
             # Reviewed as a draft (drafts: true), then marked ready at the same head: nothing new to review.
             # "covered", not "skipped": the check run (if one was opened) says success, so a later run on this head
             # does not hide the review's own check behind a grey "skipped".
-            raise Cancelled(f"{COVERED_PREFIX}commit {job.head_sha} was already reviewed; comment /review to "
-                            "review it again")  # fmt: skip
+            raise Cancelled(
+                f"{COVERED_PREFIX}commit {job.head_sha} was already reviewed; comment /review to review it again"
+            )
 
     async def _scope(self, ctx: JobContext, selection: Selection, ignore: tuple[str, ...]) -> Scope:
         """What the model reviews: the whole PR, or only what changed since the last reviewed head."""
@@ -300,19 +342,29 @@ class ReviewPipeline:
         comparison = await self.github.compare(job.installation_id, job.repo_full_name, last, job.head_sha)
         if comparison.get("status") != "ahead":
             # The reviewed commit is no longer in the branch's history (force-push): review everything again.
-            log.info("job %s: %s is not an ancestor of %s; reviewing the whole pull request", job.id, last[:12],
-                     job.head_sha[:12])  # fmt: skip
+            log.info(
+                "job %s: %s is not an ancestor of %s; reviewing the whole pull request",
+                job.id,
+                last[:12],
+                job.head_sha[:12],
+            )
             return full
         compared = comparison.get("files") or []
         if len(compared) >= MAX_COMPARE_FILES:
             # GitHub's compare lists at most 300 files and says nothing of the rest: an incremental review would
             # neither review nor list them. The pull request's own file list goes further.
-            log.info("job %s: the comparison since %s lists %d files, GitHub's limit; reviewing the whole pull request",
-                     job.id, last[:12], len(compared))  # fmt: skip
+            log.info(
+                "job %s: the comparison since %s lists %d files, GitHub's limit; reviewing the whole pull request",
+                job.id,
+                last[:12],
+                len(compared),
+            )
             return full
         changed = select_files(compared, ignore=ignore)
-        note = (f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
-                f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request.")  # fmt: skip
+        note = (
+            f"Incremental review: this covers only the changes since the last reviewed commit {last[:12]} "
+            f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request."
+        )
         return Scope(changed, note, base=last)
 
     async def _still_applies(self, ctx: JobContext, pr: dict[str, Any]) -> None:
@@ -336,8 +388,13 @@ class ReviewPipeline:
             return
         delivery = Delivery(f"handover:{job.id}:{head}", "pull_request", "handover")
         result = await ctx.store.admit(delivery, decision, now=ctx.clock(), max_attempts=job.max_attempts)
-        log.info("job %s: the pull request moved on to %s; handed over (%s, job %s)", job.id, head[:12],
-                 result.outcome, result.job_id)  # fmt: skip
+        log.info(
+            "job %s: the pull request moved on to %s; handed over (%s, job %s)",
+            job.id,
+            head[:12],
+            result.outcome,
+            result.job_id,
+        )
 
     async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> dict[str, Any]:
         job = ctx.job
@@ -355,33 +412,68 @@ class ReviewPipeline:
             return str((comparison.get("merge_base_commit") or {}).get("sha") or "") or None
 
         context_lines = self.settings.context_lines if rc.context else 0
-        prepared = await prepare(selection, reader=self.reader, installation_id=inst, repo=job.repo_full_name,
-                                 head_sha=job.head_sha, base_sha=base_sha, context_lines=context_lines)  # fmt: skip
+        prepared = await prepare(
+            selection,
+            reader=self.reader,
+            installation_id=inst,
+            repo=job.repo_full_name,
+            head_sha=job.head_sha,
+            base_sha=base_sha,
+            context_lines=context_lines,
+        )
 
-        def prompt(files: tuple[PromptFile, ...] = (), rows: tuple[OverviewRow, ...] = (),
-                   note: str | None = None, tools: RepositoryTools | None = None) -> PromptPR:  # fmt: skip
+        def prompt(
+            files: tuple[PromptFile, ...] = (),
+            rows: tuple[OverviewRow, ...] = (),
+            note: str | None = None,
+            tools: RepositoryTools | None = None,
+        ) -> PromptPR:
             return PromptPR(
-                repo=job.repo_full_name, number=job.pr_number, title=str(pr.get("title") or ""),
-                description=str(pr.get("body") or ""), head_sha=job.head_sha, files=files, changed_files=rows,
-                incremental_note=scope.note, part_note=note, extra_instructions=rc.instructions, language=rc.language,
-                tools_note=tools_note(tools.limits) if tools is not None else None, nits=rc.nits == "fold",
-            )  # fmt: skip
+                repo=job.repo_full_name,
+                number=job.pr_number,
+                title=str(pr.get("title") or ""),
+                description=str(pr.get("body") or ""),
+                head_sha=job.head_sha,
+                files=files,
+                changed_files=rows,
+                incremental_note=scope.note,
+                part_note=note,
+                extra_instructions=rc.instructions,
+                language=rc.language,
+                tools_note=tools_note(tools.limits) if tools is not None else None,
+                nits=rc.nits == "fold",
+            )
 
         # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
-        rows = tuple(OverviewRow(c.path, c.status, c.previous_path, c.additions, c.deletions, "x" * 120)
-                     for c in selection.changed)  # fmt: skip
-        shared = build_user_message(prompt(rows=rows, note=part_note(9, 9),
-                                           tools=self._tools(inst, job.repo_full_name, job.head_sha, rc)))  # fmt: skip
+        rows = tuple(
+            OverviewRow(c.path, c.status, c.previous_path, c.additions, c.deletions, "x" * 120)
+            for c in selection.changed
+        )
+        shared = build_user_message(
+            prompt(rows=rows, note=part_note(9, 9), tools=self._tools(inst, job.repo_full_name, job.head_sha, rc))
+        )
         overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(shared) + 1500  # + tool and answer framing
-        plan = plan_parts(prepared.diffs, max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
-                          fixed_overhead_tokens=overhead, estimate=estimate_tokens,
-                          max_parts=rc.max_parts or self.settings.max_parts, last=prepared.computed,
-                          render=lambda d: render_file(prepared.files[d.path]),
-                          fallback_render=lambda d: render_file(without_context(prepared.files[d.path])))  # fmt: skip
+        plan = plan_parts(
+            prepared.diffs,
+            max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
+            fixed_overhead_tokens=overhead,
+            estimate=estimate_tokens,
+            max_parts=rc.max_parts or self.settings.max_parts,
+            last=prepared.computed,
+            render=lambda d: render_file(prepared.files[d.path]),
+            fallback_render=lambda d: render_file(without_context(prepared.files[d.path])),
+        )
         stats = prepared.stats
-        log.info("job %s: context for %d of %d hunks (tree-sitter %d, indentation %d), %d lines; %d files unread",
-                 job.id, stats.by_parser + stats.by_indentation, stats.hunks, stats.by_parser, stats.by_indentation,
-                 stats.context_lines, stats.files_without)  # fmt: skip
+        log.info(
+            "job %s: context for %d of %d hunks (tree-sitter %d, indentation %d), %d lines; %d files unread",
+            job.id,
+            stats.by_parser + stats.by_indentation,
+            stats.hunks,
+            stats.by_parser,
+            stats.by_indentation,
+            stats.context_lines,
+            stats.files_without,
+        )
         rows = tuple(overview(selection.changed, plan, prepared))
         summaries: list[str] = []
         comments: list[ModelComment] = []
@@ -397,8 +489,10 @@ class ReviewPipeline:
             ctx.job = replace(ctx.job, details=details)
 
         for i, part in enumerate(plan.parts, start=1):
-            files = tuple(without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
-                          for f in part)  # fmt: skip
+            files = tuple(
+                without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
+                for f in part
+            )
             blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts)), tools))
             key = hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
             done = progress["parts"].get(key)
@@ -432,8 +526,16 @@ class ReviewPipeline:
             return None
         return RepositoryTools(self.github, installation_id, repo, head_sha, self.settings.tool_limits)
 
-    async def _ask_part(self, ctx: JobContext, blocks: list[str], shared: bool, tools: RepositoryTools | None,
-                        progress: dict[str, Any], key: str, save: Callable[[], Awaitable[None]]) -> dict[str, Any]:  # fmt: skip
+    async def _ask_part(
+        self,
+        ctx: JobContext,
+        blocks: list[str],
+        shared: bool,
+        tools: RepositoryTools | None,
+        progress: dict[str, Any],
+        key: str,
+        save: Callable[[], Awaitable[None]],
+    ) -> dict[str, Any]:
         """Ask the model about one part. Each tool turn is checkpointed with the job as it completes (a resumed
         attempt replays the stored turns instead of paying for them again), and so is a finished part of a large
         review. Every turn's tokens go to the usage ledger as soon as they are spent."""
@@ -444,11 +546,15 @@ class ReviewPipeline:
             spent = meter.since(recorded)
             recorded = replace(meter)
             if spent.calls or spent.input_tokens or spent.output_tokens:
-                await ctx.record_usage(Usage(
-                    model=self.claude.model, input_tokens=spent.input_tokens, output_tokens=spent.output_tokens,
-                    cache_creation_tokens=spent.cache_creation_input_tokens,
-                    cache_read_tokens=spent.cache_read_input_tokens,
-                ))  # fmt: skip
+                await ctx.record_usage(
+                    Usage(
+                        model=self.claude.model,
+                        input_tokens=spent.input_tokens,
+                        output_tokens=spent.output_tokens,
+                        cache_creation_tokens=spent.cache_creation_input_tokens,
+                        cache_read_tokens=spent.cache_read_input_tokens,
+                    )
+                )
 
         async def on_turn(turn: dict[str, Any]) -> None:
             await record()
@@ -458,9 +564,13 @@ class ReviewPipeline:
         try:
             # The first block (framing, description, file list) is the same in every part: cached once for all.
             answer: ModelAnswer = await self.claude.review(
-                blocks, meter=meter, shared_blocks=1 if shared else 0, tools=tools,
-                turns=progress["turns"].get(key, ()), on_turn=on_turn,
-            )  # fmt: skip
+                blocks,
+                meter=meter,
+                shared_blocks=1 if shared else 0,
+                tools=tools,
+                turns=progress["turns"].get(key, ()),
+                on_turn=on_turn,
+            )
         finally:
             # What was paid for is on record, even when the call failed or the process dies next.
             await record()
@@ -490,9 +600,16 @@ class ReviewPipeline:
 
         async def post_and_record() -> int:
             try:
-                review = await self.github.create_review(inst, repo, number, commit_id=job.head_sha, body=body,
-                                                         event="COMMENT", comments=comments,
-                                                         before_send=lambda: self._confirm(ctx))  # fmt: skip
+                review = await self.github.create_review(
+                    inst,
+                    repo,
+                    number,
+                    commit_id=job.head_sha,
+                    body=body,
+                    event="COMMENT",
+                    comments=comments,
+                    before_send=lambda: self._confirm(ctx),
+                )
                 review_id = int(review["id"])
             except JobError:
                 # The answer was lost (a timeout, a 502 after the write): the review may be there all the same.
@@ -530,8 +647,10 @@ def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:
     if not rc.auto:
         raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask for one")
     if pr.get("draft") is True and not rc.drafts:
-        raise Cancelled("skipped: draft pull request; it is reviewed when marked ready for review (or set "
-                        f"`drafts: true` in {CONFIG_PATH}, or comment /review)")  # fmt: skip
+        raise Cancelled(
+            "skipped: draft pull request; it is reviewed when marked ready for review (or set "
+            f"`drafts: true` in {CONFIG_PATH}, or comment /review)"
+        )
 
 
 def _unlisted_files(pr: dict[str, Any], listed: int) -> str | None:
@@ -540,6 +659,8 @@ def _unlisted_files(pr: dict[str, Any], listed: int) -> str | None:
     changed = pr.get("changed_files")
     if not isinstance(changed, int) or isinstance(changed, bool) or changed <= listed:
         return None
-    return (f"**Not reviewed: {changed - listed} of the {changed} changed files.** GitHub lists at most "
-            f"{MAX_PULL_FILES:,} files of a pull request, so the others were neither seen nor reviewed. Split the pull "
-            "request to have them reviewed.")  # fmt: skip
+    return (
+        f"**Not reviewed: {changed - listed} of the {changed} changed files.** GitHub lists at most "
+        f"{MAX_PULL_FILES:,} files of a pull request, so the others were neither seen nor reviewed. Split the pull "
+        "request to have them reviewed."
+    )

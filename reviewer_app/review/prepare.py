@@ -93,16 +93,24 @@ async def prepare(
         if reason:
             prepared.skipped.append(SkippedFile(skipped.path, reason))
             continue
-        prepared.files[recovered.path] = _with_context(_prompt_file(recovered, entry), new_text, context_lines,
-                                                       prepared.stats, NOTE_COMPUTED)  # fmt: skip
+        prepared.files[recovered.path] = _with_context(
+            _prompt_file(recovered, entry), new_text, context_lines, prepared.stats, NOTE_COMPUTED
+        )
         prepared.computed.add(recovered.path)
     if context_lines > 0:
         await _read_context(prepared, changed, reader, installation_id, repo, head_sha, context_lines)
     return prepared
 
 
-async def _read_context(prepared: Prepared, changed: dict[str, ChangedFile], reader: ContentReader,
-                        installation_id: int, repo: str, head_sha: str, context_lines: int) -> None:  # fmt: skip
+async def _read_context(
+    prepared: Prepared,
+    changed: dict[str, ChangedFile],
+    reader: ContentReader,
+    installation_id: int,
+    repo: str,
+    head_sha: str,
+    context_lines: int,
+) -> None:
     """Each changed file read at the head commit (cached by blob SHA, a few at a time) and its windows planned."""
     paths = [p for p, f in prepared.files.items() if p not in prepared.computed and f.status in _WITH_CONTEXT]
     gate = asyncio.Semaphore(CONCURRENT_READS)
@@ -110,8 +118,9 @@ async def _read_context(prepared: Prepared, changed: dict[str, ChangedFile], rea
     async def read(path: str) -> tuple[str | None, str | None]:
         entry = changed.get(path)
         async with gate:
-            return await reader.try_read(installation_id, repo, path, head_sha,
-                                         blob_sha=entry.blob_sha if entry else None)  # fmt: skip
+            return await reader.try_read(
+                installation_id, repo, path, head_sha, blob_sha=entry.blob_sha if entry else None
+            )
 
     texts = await asyncio.gather(*(read(p) for p in paths))
     for path, (text, why) in zip(paths, texts, strict=True):
@@ -128,8 +137,9 @@ async def _read_context(prepared: Prepared, changed: dict[str, ChangedFile], rea
         prepared.files[path] = _with_context(file, text, context_lines, prepared.stats)
 
 
-def _with_context(file: PromptFile, text: str, context_lines: int, stats: ContextStats,
-                  lead: str | None = None) -> PromptFile:  # fmt: skip
+def _with_context(
+    file: PromptFile, text: str, context_lines: int, stats: ContextStats, lead: str | None = None
+) -> PromptFile:
     if context_lines <= 0:
         return replace(file, context_note=lead)
     plan = plan_context(file.diff, text, max_context_lines=context_lines)
@@ -155,8 +165,9 @@ def _prompt_file(diff: FileDiff, entry: ChangedFile | None) -> PromptFile:
     return PromptFile(diff.path, diff, status=status, previous_path=previous, collapsed=collapsed)
 
 
-async def _recover(reader: ContentReader, installation_id: int, repo: str, entry: ChangedFile, base: str | None,
-                   head: str) -> tuple[FileDiff | None, str, str]:  # fmt: skip
+async def _recover(
+    reader: ContentReader, installation_id: int, repo: str, entry: ChangedFile, base: str | None, head: str
+) -> tuple[FileDiff | None, str, str]:
     """The file's diff from its contents at both commits and its head text, or None and why not."""
     if base is None:
         return None, "", "the commit it starts from is not known"
@@ -195,7 +206,9 @@ def part_note(index: int, count: int) -> str | None:
     """The trusted note of a part of a large review: which files this request shows."""
     if count < 2:
         return None
-    return (f"This is part {index} of {count} of a large pull request: review only the files shown in <files> "
-            f"(those listed as in part {index}); the other parts are reviewed in other requests. Your summary is "
-            "joined with theirs into one: give only the risks in the files of this part, with no introduction and "
-            "nothing about the pull request as a whole.")  # fmt: skip
+    return (
+        f"This is part {index} of {count} of a large pull request: review only the files shown in <files> "
+        f"(those listed as in part {index}); the other parts are reviewed in other requests. Your summary is "
+        "joined with theirs into one: give only the risks in the files of this part, with no introduction and "
+        "nothing about the pull request as a whole."
+    )

@@ -350,8 +350,10 @@ def _overview(rows: Sequence[OverviewRow]) -> str:
     if not rows:
         return "(no files)"
     if len(rows) > MAX_OVERVIEW_ROWS:
-        rank = sorted(range(len(rows)), key=lambda i: (rows[i].where.startswith("not reviewed"),
-                                                      rows[i].status not in ("removed", "renamed"), i))  # fmt: skip
+        rank = sorted(
+            range(len(rows)),
+            key=lambda i: (rows[i].where.startswith("not reviewed"), rows[i].status not in ("removed", "renamed"), i),
+        )
         keep = set(rank[:MAX_OVERVIEW_ROWS])
         left = Counter(rows[i].where for i in rank[MAX_OVERVIEW_ROWS:])
         tail = "; ".join(f"{n} {where}" for where, n in left.most_common(5))

@@ -54,8 +54,9 @@ class ContentReader:
             raise NotText(path)
         return text
 
-    async def try_read(self, installation_id: int, repo: str, path: str, ref: str, *,
-                       blob_sha: str | None = None) -> tuple[str | None, str | None]:  # fmt: skip
+    async def try_read(
+        self, installation_id: int, repo: str, path: str, ref: str, *, blob_sha: str | None = None
+    ) -> tuple[str | None, str | None]:
         """``(text, None)``, or ``(None, why)`` when the file cannot be read as text."""
         try:
             text = await self.read(installation_id, repo, path, ref, blob_sha=blob_sha)
@@ -71,8 +72,9 @@ class ContentReader:
         return text, None
 
 
-def diff_from_contents(path: str, old: str, new: str, *, status: str = "modified",
-                       previous_path: str | None = None) -> FileDiff | None:  # fmt: skip
+def diff_from_contents(
+    path: str, old: str, new: str, *, status: str = "modified", previous_path: str | None = None
+) -> FileDiff | None:
     """The diff GitHub would have sent, computed from both texts (lines split on "\\n" only); None if equal."""
     a, b = old.split("\n") if old else [], new.split("\n") if new else []
     lines = list(difflib.unified_diff(a, b, lineterm="", n=DIFF_CONTEXT_LINES))[2:]  # without the ---/+++ lines

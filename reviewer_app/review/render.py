@@ -160,8 +160,9 @@ def render_review_body(
     return "\n\n".join(head + sections + foot)
 
 
-def top_findings(inline: Sequence[InlineComment], moved: Sequence[ModelComment], links: Links,
-                 limit: int | None = TOP_FINDINGS) -> list[Finding]:  # fmt: skip
+def top_findings(
+    inline: Sequence[InlineComment], moved: Sequence[ModelComment], links: Links, limit: int | None = TOP_FINDINGS
+) -> list[Finding]:
     """Findings (no nits: those are folded) most severe first, in the model's order within a severity."""
     found = [Finding(c.severity, _index_entry(c, links.of(c, inline=True))) for c in inline if c.severity != "nit"]
     found += [Finding(c.rank, _index_entry(c, links.of(c, inline=False))) for c in moved if c.rank != "nit"]

@@ -181,10 +181,27 @@ _MINIFIED_MEAN_CHARS = 250
 _TABLE_MIN_LINES = 400
 _TABLE_SHAPE_SHARE = 0.8
 # Languages whose indentation is syntax: a change of leading whitespace there is a real change.
-_INDENT_SENSITIVE = GitIgnoreSpec.from_lines([
-    "*.py", "*.pyi", "*.pyx", "*.yml", "*.yaml", "Makefile", "*.mk", "*.hs", "*.coffee", "*.nim", "*.pug",
-    "*.sass", "*.styl", "*.fs", "*.fsx", "*.haml", "*.slim",
-])  # fmt: skip
+_INDENT_SENSITIVE = GitIgnoreSpec.from_lines(
+    [
+        "*.py",
+        "*.pyi",
+        "*.pyx",
+        "*.yml",
+        "*.yaml",
+        "Makefile",
+        "*.mk",
+        "*.hs",
+        "*.coffee",
+        "*.nim",
+        "*.pug",
+        "*.sass",
+        "*.styl",
+        "*.fs",
+        "*.fsx",
+        "*.haml",
+        "*.slim",
+    ]
+)
 
 
 class SkippedFile(NamedTuple):
@@ -233,10 +250,16 @@ def select_files(files: Iterable[Mapping[str, Any]], *, ignore: Sequence[str] = 
     ignored = compile_ignore(ignore)
     selection = Selection()
     for file in files:
-        selection.changed.append(ChangedFile(
-            str(file["filename"]), str(file.get("status") or "modified"), file.get("previous_filename"),
-            int(file.get("additions") or 0), int(file.get("deletions") or 0), file.get("sha"),
-        ))  # fmt: skip
+        selection.changed.append(
+            ChangedFile(
+                str(file["filename"]),
+                str(file.get("status") or "modified"),
+                file.get("previous_filename"),
+                int(file.get("additions") or 0),
+                int(file.get("deletions") or 0),
+                file.get("sha"),
+            )
+        )
         outcome = _classify(file, ignored)
         if isinstance(outcome, FileDiff):
             selection.reviewed.append(outcome)

@@ -267,8 +267,9 @@ class Store(Protocol):
         another owner's claim is still running (False)."""
         ...
 
-    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
-                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
+    async def set_check_run_if_unchanged(
+        self, job_id: int, *, state: JobState, attempts: int, check_run_id: int | None, key: str
+    ) -> bool:
         """Record that the job's check run ``check_run_id`` (None: it has none) shows the phase ``key``, if the job is
         still in the ``state`` and ``attempts`` the writer read and has no other check run; False (nothing written)
         otherwise. A worker records its own check run with a lease-fenced progress write instead."""
@@ -307,8 +308,9 @@ class Store(Protocol):
         """Those of ``guids`` (X-GitHub-Delivery) neither admitted here nor already asked for again."""
         ...
 
-    async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
-                               stale_before: float) -> bool:  # fmt: skip
+    async def claim_redelivery(
+        self, guid: str, delivery_id: int, *, owner: str, now: float, stale_before: float
+    ) -> bool:
         """Claim the right to ask GitHub for ``guid`` once: False if it was admitted, asked for, or claimed
         by another owner since ``stale_before``."""
         ...

@@ -128,8 +128,9 @@ class DrivenStore(FencedFinishes, abc.ABC):
         params = (owner, now + seconds, job_id, now, owner)
         return await self._run(lambda: p.returns_row(s.CLAIM_CHECK_RUN_CREATION, params))
 
-    async def set_check_run_if_unchanged(self, job_id: int, *, state: JobState, attempts: int,
-                                         check_run_id: int | None, key: str) -> bool:  # fmt: skip
+    async def set_check_run_if_unchanged(
+        self, job_id: int, *, state: JobState, attempts: int, check_run_id: int | None, key: str
+    ) -> bool:
         params = (check_run_id, key, job_id, state.value, attempts, check_run_id)
         return await self._run(lambda: p.changes(s.SET_CHECK_RUN_IF_UNCHANGED, params)) == 1
 
@@ -177,8 +178,9 @@ class DrivenStore(FencedFinishes, abc.ABC):
             return set()
         return {r[0] for r in await self._rows(s.DELIVERIES_TO_RECOVER, (json.dumps(list(guids)),))}
 
-    async def claim_redelivery(self, guid: str, delivery_id: int, *, owner: str, now: float,
-                               stale_before: float) -> bool:  # fmt: skip
+    async def claim_redelivery(
+        self, guid: str, delivery_id: int, *, owner: str, now: float, stale_before: float
+    ) -> bool:
         return await self._run(
             lambda: p.claim_redelivery(guid, delivery_id, owner=owner, now=now, stale_before=stale_before)
         )

@@ -233,8 +233,12 @@ def add_command(sub: Any) -> None:
     )
     cmd.add_argument("--from", dest="source", required=True, metavar="sqlite:///PATH", help="the SQLite database")
     cmd.add_argument("--to", dest="target", required=True, metavar="postgresql://...", help="the PostgreSQL database")
-    cmd.add_argument("--all", dest="include_all", action="store_true",
-                     help="copy every job (succeeded and superseded too) and every outbox effect")  # fmt: skip
+    cmd.add_argument(
+        "--all",
+        dest="include_all",
+        action="store_true",
+        help="copy every job (succeeded and superseded too) and every outbox effect",
+    )
     cmd.add_argument("--schema", help="PostgreSQL schema to use (created if missing; default: the search_path)")
     cmd.add_argument("--force", action="store_true", help="copy even though a running job's lease has not expired")
 
@@ -243,9 +247,8 @@ def main(args: argparse.Namespace) -> int:
     """Run `migrate-store`; 0 on success, 1 with a one-line message when nothing was copied."""
     try:
         report = asyncio.run(
-            migrate_store(args.source, args.target, include_all=args.include_all, schema=args.schema,
-                          force=args.force)
-        )  # fmt: skip
+            migrate_store(args.source, args.target, include_all=args.include_all, schema=args.schema, force=args.force)
+        )
     except (MigrationError, ValueError) as exc:
         print(f"reviewer-app migrate-store: {exc}", file=sys.stderr)
         return 1

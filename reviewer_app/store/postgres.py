@@ -265,8 +265,9 @@ class PostgresStore(DrivenStore):
         self._admissions.append(_Admission(key, procedure, done))
         if len(self._admitters) < ADMISSION_LANES:
             # A clean context: the batch is nobody's delivery in the logs.
-            task = asyncio.create_task(self._flush_admissions(), name="postgres-admissions",
-                                       context=contextvars.Context())  # fmt: skip
+            task = asyncio.create_task(
+                self._flush_admissions(), name="postgres-admissions", context=contextvars.Context()
+            )
             self._admitters.add(task)
             task.add_done_callback(self._admitters.discard)
         return await done
@@ -351,8 +352,9 @@ class PostgresStore(DrivenStore):
         self._finishes.append((item, done))
         if self._finisher is None or self._finisher.done():
             # A clean context: the batch is nobody's job in the logs.
-            self._finisher = asyncio.create_task(self._flush_finishes(), name="postgres-finishes",
-                                                 context=contextvars.Context())  # fmt: skip
+            self._finisher = asyncio.create_task(
+                self._flush_finishes(), name="postgres-finishes", context=contextvars.Context()
+            )
         return await done
 
     async def _flush_finishes(self) -> None:

@@ -138,20 +138,53 @@ def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_at
     count_daily = bool(guard and guard.reviews_per_day and spec.installation_id is not None)
     count_manual = bool(guard and guard.manual_per_pr_hour and not decision.automatic)
     claim = (
-        delivery.delivery_id, delivery.event, delivery.action, now,
-        spec.installation_id, count_daily, spec.repo_id, spec.pr_number,
-    )  # fmt: skip
+        delivery.delivery_id,
+        delivery.event,
+        delivery.action,
+        now,
+        spec.installation_id,
+        count_daily,
+        spec.repo_id,
+        spec.pr_number,
+    )
     precheck = (
-        delivery.delivery_id, delivery.delivery_id, spec.installation_id, pause_key(spec.repo_id, spec.pr_number),
-        spec.revision_key, count_daily, spec.installation_id, now - 86400,
-        count_manual, spec.repo_id, spec.pr_number, now - 3600,
-        supersede, spec.repo_id, spec.pr_number,
-    )  # fmt: skip
+        delivery.delivery_id,
+        delivery.delivery_id,
+        spec.installation_id,
+        pause_key(spec.repo_id, spec.pr_number),
+        spec.revision_key,
+        count_daily,
+        spec.installation_id,
+        now - 86400,
+        count_manual,
+        spec.repo_id,
+        spec.pr_number,
+        now - 3600,
+        supersede,
+        spec.repo_id,
+        spec.pr_number,
+    )
     insert = (
-        spec.revision_key, spec.repo_id, spec.repo_full_name, spec.installation_id, spec.pr_number,
-        spec.head_sha, spec.trigger, spec.priority, "queued", orjson.dumps(spec.details).decode(), max_attempts,
-        now + spec.delay_seconds, spec.details.get("event_at"), now, now, None, None, spec.details.get("before"), None,
-    )  # fmt: skip
+        spec.revision_key,
+        spec.repo_id,
+        spec.repo_full_name,
+        spec.installation_id,
+        spec.pr_number,
+        spec.head_sha,
+        spec.trigger,
+        spec.priority,
+        "queued",
+        orjson.dumps(spec.details).decode(),
+        max_attempts,
+        now + spec.delay_seconds,
+        spec.details.get("event_at"),
+        now,
+        now,
+        None,
+        None,
+        spec.details.get("before"),
+        None,
+    )
     return PreparedEnqueue(claim, precheck, insert)
 
 
@@ -185,8 +218,9 @@ def admit(
             if seen is not None or claimed == 0:
                 return AdmitResult("duplicate-delivery", job_id=seen and seen[0], reason="delivery already seen")
         result = yield from _apply(decision, now=now)
-    yield Later(s.RECORD_DELIVERY, (delivery.delivery_id, delivery.event, delivery.action, now, result.outcome,
-                                    result.job_id))  # fmt: skip
+    yield Later(
+        s.RECORD_DELIVERY, (delivery.delivery_id, delivery.event, delivery.action, now, result.outcome, result.job_id)
+    )
     if result.created:
         yield Wake()
     return result
@@ -221,15 +255,21 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
         return AdmitResult(word, reason=f"automatic reviews {word} on this pull request")
     if isinstance(decision, InstallationChange):
         yield Row(s.LOCK_INSTALLATION_ADMISSION, (decision.installation_id,))
-        yield Count(s.UPSERT_INSTALLATION, (decision.installation_id, decision.account,
-                                            1 if decision.active else 0, decision.reason, now))  # fmt: skip
+        yield Count(
+            s.UPSERT_INSTALLATION,
+            (decision.installation_id, decision.account, 1 if decision.active else 0, decision.reason, now),
+        )
         cancelled: tuple[int, ...] = ()
         if not decision.active:
             why = cancel_reason(decision.reason).value
             rows = yield Rows(s.CANCEL_INSTALLATION_PENDING, (decision.reason, why, now, now, decision.installation_id))
             cancelled = tuple(r[0] for r in rows)
-        return AdmitResult("installation", cancelled=cancelled, reason=decision.reason,
-                           installation_gone=None if decision.active else decision.installation_id)  # fmt: skip
+        return AdmitResult(
+            "installation",
+            cancelled=cancelled,
+            reason=decision.reason,
+            installation_gone=None if decision.active else decision.installation_id,
+        )
     if isinstance(decision, ReposRemoved):
         yield Row(s.LOCK_INSTALLATION_ADMISSION, (decision.installation_id,))
         ids: list[int] = []
@@ -245,8 +285,9 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
 
 def insert_effects(effects: Sequence[Effect], now: float) -> Procedure[None]:
     if effects:
-        yield Many(s.INSERT_EFFECT,
-                   [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects])  # fmt: skip
+        yield Many(
+            s.INSERT_EFFECT, [(e.kind, e.installation_id, e.repo_full_name, e.target, e.content, now) for e in effects]
+        )
 
 
 def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[AdmitResult]:
@@ -269,12 +310,13 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
         manual_recent = (yield Row(s.REQUESTS_BY_SINCE, (spec.repo_id, spec.pr_number, now - 3600, requester)))[0]
     author_today = 0
     if limits_author(decision):
-        author_today = (yield Row(s.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400,
-                                                         spec.details["author"])))[0]  # fmt: skip
-    refusal = guard_refusal(decision, manual_recent=manual_recent, reviews_today=reviews_today,
-                            author_today=author_today)  # fmt: skip
-    plan = plan_enqueue(decision, PRFacts(paused=bool(paused), live_revision_job=live_id, pending=pending,
-                                          refusal=refusal))  # fmt: skip
+        author_today = (yield Row(s.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400, spec.details["author"])))[0]
+    refusal = guard_refusal(
+        decision, manual_recent=manual_recent, reviews_today=reviews_today, author_today=author_today
+    )
+    plan = plan_enqueue(
+        decision, PRFacts(paused=bool(paused), live_revision_job=live_id, pending=pending, refusal=refusal)
+    )
     for followed in plan.follow:
         yield from _follow(followed, spec.head_sha, now=now)
     if plan.insert_state is None:
@@ -329,8 +371,10 @@ def _follow(job_id: int, head_sha: str, *, now: float) -> Procedure[None]:
 def claim(*, owner: str, limit: int, now: float, lease_seconds: float) -> Procedure[list[Lease]]:
     rows = yield Rows(s.CLAIM_QUEUED, (owner, now + lease_seconds, now, limit))
     # The claimed rows come back whole, so a worker starts without reading its job again.
-    leases = [Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
-              for r in sorted(rows, key=lambda r: r["id"])]  # fmt: skip
+    leases = [
+        Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
+        for r in sorted(rows, key=lambda r: r["id"])
+    ]
     if leases:
         yield Many(s.RECORD_CLAIMED_ATTEMPTS, [(le.job_id, le.attempt, owner, le.token, now) for le in leases])
     return leases
@@ -374,9 +418,12 @@ def finish(batch: Sequence[Finish]) -> Procedure[set[str]]:
         return {r[0] for r in tokens}
     held: set[str] = set()
     for f in batch:
-        done = (yield Count(s.FINISH_IF_LEASE_HELD, (f.state, f.outcome, f.cancel_reason, f.error, f.now, f.now,
-                                                     f.lease.job_id,
-                                                     f.lease.token))) == 1  # fmt: skip
+        done = (
+            yield Count(
+                s.FINISH_IF_LEASE_HELD,
+                (f.state, f.outcome, f.cancel_reason, f.error, f.now, f.now, f.lease.job_id, f.lease.token),
+            )
+        ) == 1
         yield Count(s.FINISH_ATTEMPT, (f.now, f.state if done else "lease_lost", f.error, *f.usage, f.lease.token))
         if done:
             held.add(f.lease.token)
@@ -386,8 +433,9 @@ def finish(batch: Sequence[Finish]) -> Procedure[set[str]]:
 def retry(
     lease: Lease, *, now: float, at: float, error: str, counts_attempt: bool, usage: Usage | None
 ) -> Procedure[bool]:
-    held = (yield Count(s.REQUEUE_IF_LEASE_HELD, (at, error, 0 if counts_attempt else 1, now, lease.job_id,
-                                                  lease.token))) == 1  # fmt: skip
+    held = (
+        yield Count(s.REQUEUE_IF_LEASE_HELD, (at, error, 0 if counts_attempt else 1, now, lease.job_id, lease.token))
+    ) == 1
     outcome = ("retry" if counts_attempt else "deferred") if held else "lease_lost"
     yield Count(s.FINISH_ATTEMPT, (now, outcome, error, *usage_params(usage), lease.token))
     if held and at <= now:
@@ -412,8 +460,9 @@ def skip_if_unpoked(lease: Lease, *, pokes: int, now: float, outcome: str) -> Pr
     """End an automatic job skipped, only while ``lease`` holds it and no event for its revision came since it read
     ``pokes``; its attempt is closed with it."""
     why = cancel_reason(outcome).value
-    done = (yield Count(s.SKIP_IF_LEASE_HELD_AND_UNPOKED, (outcome, why, now, now, lease.job_id, lease.token,
-                                                           pokes))) == 1  # fmt: skip
+    done = (
+        yield Count(s.SKIP_IF_LEASE_HELD_AND_UNPOKED, (outcome, why, now, now, lease.job_id, lease.token, pokes))
+    ) == 1
     if done:
         yield Count(s.FINISH_ATTEMPT, (now, JobState.CANCELLED.value, None, *usage_params(None), lease.token))
     return done

@@ -82,8 +82,9 @@ class SqliteStore(DrivenStore):
         ]
 
     def _connect_writer(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout_ms / 1000,
-                               check_same_thread=False)  # fmt: skip
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, timeout=self.busy_timeout_ms / 1000, check_same_thread=False
+        )
         conn.row_factory = sqlite3.Row
         for pragma in self._pragmas():
             conn.execute(pragma)
@@ -99,8 +100,7 @@ class SqliteStore(DrivenStore):
         try:
             self._writer = await self._in_writer_thread(self._connect_writer)
             await self._in_writer_thread(self._migrate)
-            self._reader = await aiosqlite.connect(self.path, isolation_level=None,
-                                                   timeout=self.busy_timeout_ms / 1000)  # fmt: skip
+            self._reader = await aiosqlite.connect(self.path, isolation_level=None, timeout=self.busy_timeout_ms / 1000)
             self._reader.row_factory = sqlite3.Row
             for pragma in self._pragmas():
                 await self._reader.execute(pragma)

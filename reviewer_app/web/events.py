@@ -51,8 +51,13 @@ async def on_pull_request(event: sansio.Event, decisions: Decisions) -> None:
     if not isinstance(action, str):
         decisions.items.append(Ignore("pull_request event without an action"))
         return
-    decision = decide_pull_request(action, event.data, debounce_seconds=decisions.debounce_seconds,
-                                   guard=decisions.guard, delivery_id=str(event.delivery_id))  # fmt: skip
+    decision = decide_pull_request(
+        action,
+        event.data,
+        debounce_seconds=decisions.debounce_seconds,
+        guard=decisions.guard,
+        delivery_id=str(event.delivery_id),
+    )
     if isinstance(decision, Enqueue):
         event_at = _event_at(event.data)
         if event_at is not None:
@@ -66,8 +71,15 @@ comments = routing.Router()
 @comments.register("issue_comment")
 async def on_issue_comment(event: sansio.Event, decisions: Decisions) -> None:
     require_shape(event.event, event.data)
-    decisions.items.append(decide_comment(str(event.data.get("action")), event.data, app_slug=decisions.app_slug,
-                                          bot_login=decisions.bot_login, guard=decisions.guard))  # fmt: skip
+    decisions.items.append(
+        decide_comment(
+            str(event.data.get("action")),
+            event.data,
+            app_slug=decisions.app_slug,
+            bot_login=decisions.bot_login,
+            guard=decisions.guard,
+        )
+    )
 
 
 check_runs = routing.Router()
@@ -77,9 +89,17 @@ check_runs = routing.Router()
 @check_runs.register("check_suite")
 async def on_rerequested(event: sansio.Event, decisions: Decisions) -> None:
     require_shape(event.event, event.data)
-    decisions.items.append(decide_rerun(event.event, str(event.data.get("action")), event.data,
-                                        app_id=decisions.app_id, delivery_id=str(event.delivery_id),
-                                        job_pull=decisions.rerun_job_pull, guard=decisions.guard))  # fmt: skip
+    decisions.items.append(
+        decide_rerun(
+            event.event,
+            str(event.data.get("action")),
+            event.data,
+            app_id=decisions.app_id,
+            delivery_id=str(event.delivery_id),
+            job_pull=decisions.rerun_job_pull,
+            guard=decisions.guard,
+        )
+    )
 
 
 installations = routing.Router()

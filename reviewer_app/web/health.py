@@ -50,8 +50,11 @@ class Probes:
         if self.metrics_token:
             given = request.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {self.metrics_token}".encode()):
-                return web.json_response({"error": "a bearer token is required (REVIEWER_METRICS_TOKEN)"},
-                                         status=401, headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+                return web.json_response(
+                    {"error": "a bearer token is required (REVIEWER_METRICS_TOKEN)"},
+                    status=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
         return web.Response(body=await self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     def register(self, app: web.Application) -> None:

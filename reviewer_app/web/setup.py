@@ -73,9 +73,11 @@ def normalise_public_url(raw: str) -> str:
     if parsed.scheme != "https" and not is_loopback_host(host):
         # GitHub's temporary code (worth the App's private key to whoever exchanges it first), the state and every
         # webhook travel to this URL.
-        raise SetupError("the public URL must start with https://: GitHub sends the new App's code and every "
-                         "webhook there, and over plain http anyone on the way can read them "
-                         "(http:// is accepted only for localhost, 127.0.0.0/8 and ::1)")  # fmt: skip
+        raise SetupError(
+            "the public URL must start with https://: GitHub sends the new App's code and every "
+            "webhook there, and over plain http anyone on the way can read them "
+            "(http:// is accepted only for localhost, 127.0.0.0/8 and ::1)"
+        )
     return url
 
 
@@ -255,5 +257,10 @@ def _check_private_key(pem: str) -> None:
 
 def configured_with(cfg: Config, registration: AppRegistration) -> Config:
     """The running configuration, now with the new App's id, key and webhook secret."""
-    return replace(cfg, app_id=str(registration.app_id), private_key=registration.private_key, private_key_path="",
-                   webhook_secret=registration.webhook_secret)  # fmt: skip
+    return replace(
+        cfg,
+        app_id=str(registration.app_id),
+        private_key=registration.private_key,
+        private_key_path="",
+        webhook_secret=registration.webhook_secret,
+    )

@@ -97,8 +97,11 @@ class SetupFlow:
             return _error(403, "Wrong setup token", "The setup token is printed in this server's log when it starts.")
         problem = writable_problem(self.cfg.env_file)
         if problem is not None:
-            return _error(500, "Cannot save the App's credentials",
-                          f"{problem}. Set REVIEWER_ENV_FILE to a writable path and restart.")  # fmt: skip
+            return _error(
+                500,
+                "Cannot save the App's credentials",
+                f"{problem}. Set REVIEWER_ENV_FILE to a writable path and restart.",
+            )
         try:
             public_url = normalise_public_url(str(form.get("public_url", "")))
             manifest = build_manifest(self.manifest, public_url=public_url, name=str(form.get("name", "")))
@@ -130,14 +133,27 @@ class SetupFlow:
             try:
                 await asyncio.to_thread(update_env_file, self.cfg.env_file, registration.env_values())
             except OSError as exc:
-                log.error("setup: App %s registered but %s cannot be written (%s)", registration.app_id,
-                          self.cfg.env_file, exc.strerror)  # fmt: skip
-                return _error(500, "The App was registered, but its credentials could not be saved",
-                              f"Writing {self.cfg.env_file} failed ({exc.strerror}). In the App's settings on GitHub, "
-                              "generate a new private key and webhook secret, and configure them by hand.")  # fmt: skip
+                log.error(
+                    "setup: App %s registered but %s cannot be written (%s)",
+                    registration.app_id,
+                    self.cfg.env_file,
+                    exc.strerror,
+                )
+                return _error(
+                    500,
+                    "The App was registered, but its credentials could not be saved",
+                    f"Writing {self.cfg.env_file} failed ({exc.strerror}). In the App's settings on GitHub, "
+                    "generate a new private key and webhook secret, and configure them by hand.",
+                )
             self.registration = registration
-            log.info("setup: GitHub App %r (id %s) registered; credentials saved to %s; webhooks expected at %s%s",
-                     registration.slug, registration.app_id, self.cfg.env_file, pending.public_url, WEBHOOK_PATH)  # fmt: skip
+            log.info(
+                "setup: GitHub App %r (id %s) registered; credentials saved to %s; webhooks expected at %s%s",
+                registration.slug,
+                registration.app_id,
+                self.cfg.env_file,
+                pending.public_url,
+                WEBHOOK_PATH,
+            )
         response = _page("reviewer-app is registered", _done_html(registration, self.cfg.env_file))
         await response.prepare(request)
         await response.write_eof()  # the page is on its way before the server switches to the configured app
@@ -205,8 +221,9 @@ async def run_setup(cfg: Config, stop: asyncio.Event, *, token: str | None = Non
         log.error("the setup page cannot save credentials: %s; set REVIEWER_ENV_FILE to a writable path", problem)
     # The token is printed on purpose, like a notebook server's: whoever completes setup decides whose App this
     # server runs, so only someone who can read this log may. It is worthless once the App is configured.
-    log.warning("no GitHub App is configured: open http://%s:%s/ to register one. Setup token: %s",
-                host, cfg.port, flow.token)  # fmt: skip
+    log.warning(
+        "no GitHub App is configured: open http://%s:%s/ to register one. Setup token: %s", host, cfg.port, flow.token
+    )
     claude = claude_problem(cfg)
     if claude is not None:
         log.warning("%s, and restart, before registering the App: the configured app cannot start without it", claude)
@@ -225,18 +242,22 @@ async def run_setup(cfg: Config, stop: asyncio.Event, *, token: str | None = Non
 
 # ------------------------------------------------------------------------------------------------ pages
 
-_STYLE = ("body{font-family:system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;line-height:1.5}"
-          "label{display:block;margin-top:1rem;font-weight:600}input[type=text],input[type=password]"
-          "{width:100%;padding:.4rem;font:inherit}button{margin-top:1.5rem;padding:.5rem 1rem;font:inherit}"
-          "code{background:#f3f3f3;padding:0 .2rem}.hint{color:#555;font-weight:400}")  # fmt: skip
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;line-height:1.5}"
+    "label{display:block;margin-top:1rem;font-weight:600}input[type=text],input[type=password]"
+    "{width:100%;padding:.4rem;font:inherit}button{margin-top:1.5rem;padding:.5rem 1rem;font:inherit}"
+    "code{background:#f3f3f3;padding:0 .2rem}.hint{color:#555;font-weight:400}"
+)
 
 
 def _page(title: str, body: str, status: int = 200, *, form_to: str = "") -> web.Response:
     """A setup page: no scripts, no framing, no referrer (states travel in URLs), nothing cached, and forms
     that post to this server only, or to ``form_to`` (GitHub's origin) on the page that hands over the manifest."""
-    html = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
-            f"<meta name=viewport content='width=device-width'><style>{_STYLE}</style></head>"
-            f"<body><h1>{escape(title)}</h1>{body}</body></html>")  # fmt: skip
+    html = (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
+        f"<meta name=viewport content='width=device-width'><style>{_STYLE}</style></head>"
+        f"<body><h1>{escape(title)}</h1>{body}</body></html>"
+    )
     headers = {
         "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; form-action 'self' {form_to}; "
         "frame-ancestors 'none'; base-uri 'none'",
@@ -278,15 +299,25 @@ def _private_channel(url: str) -> bool:
 
 
 def _index_html(flow: SetupFlow, public_url: str, claude: str | None) -> str:
-    perms = "".join(f"<li><code>{escape(str(k))}</code>: {escape(str(v))}</li>"
-                    for k, v in flow.manifest.get("default_permissions", {}).items())  # fmt: skip
+    perms = "".join(
+        f"<li><code>{escape(str(k))}</code>: {escape(str(v))}</li>"
+        for k, v in flow.manifest.get("default_permissions", {}).items()
+    )
     events = ", ".join(f"<code>{escape(str(e))}</code>" for e in flow.manifest.get("default_events", []))
     github = escape(redact_url(flow.cfg.github_url))
-    warning = (f"<p><b>First:</b> {escape(claude)}, then restart this server. Without Claude credentials the "
-               "configured app cannot start.</p>") if claude else ""  # fmt: skip
+    warning = (
+        (
+            f"<p><b>First:</b> {escape(claude)}, then restart this server. Without Claude credentials the "
+            "configured app cannot start.</p>"
+        )
+        if claude
+        else ""
+    )
     if not _private_channel(public_url):
-        warning += ("<p><b>This page was reached over plain HTTP:</b> the setup token you type below would cross "
-                    "the network in clear. Open this page over HTTPS, or through an SSH tunnel to localhost.</p>")  # fmt: skip
+        warning += (
+            "<p><b>This page was reached over plain HTTP:</b> the setup token you type below would cross "
+            "the network in clear. Open this page over HTTPS, or through an SSH tunnel to localhost.</p>"
+        )
     return f"""{warning}
 <p>No GitHub App is configured yet. This page registers one on {github} from this server's manifest: GitHub
 creates the App and hands its id, private key and webhook secret back to this server, which saves them in

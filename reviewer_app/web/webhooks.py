@@ -79,8 +79,9 @@ class Receiver:
         if not isinstance(event.data, dict):
             return _answer(400, error="body is not a JSON object")
 
-        decisions = Decisions(debounce_seconds=self.debounce_seconds, app_id=self.app_id, app_slug=self.app_slug,
-                              guard=self.guard)  # fmt: skip
+        decisions = Decisions(
+            debounce_seconds=self.debounce_seconds, app_id=self.app_id, app_slug=self.app_slug, guard=self.guard
+        )
         try:
             decisions.rerun_job_pull = await self._rerun_job_pull(event)
         except StoreUnavailable as exc:
@@ -93,8 +94,13 @@ class Receiver:
         except (AttributeError, TypeError, KeyError, IndexError, ValueError):
             # A field of a type the decision code did not foresee (a string where an object belongs): a bug to fix
             # there, logged with its traceback, but no server error to the sender, which would only send it again.
-            log.error("delivery %s: a field of the %s payload has a type the decisions do not handle; answering 400",
-                      delivery_id, event_name, exc_info=True, extra={"delivery": delivery_id, "event": event_name})  # fmt: skip
+            log.error(
+                "delivery %s: a field of the %s payload has a type the decisions do not handle; answering 400",
+                delivery_id,
+                event_name,
+                exc_info=True,
+                extra={"delivery": delivery_id, "event": event_name},
+            )
             return _answer(400, error="a payload field has an unexpected type")
         action = event.data.get("action") if isinstance(event.data.get("action"), str) else None
         if not decisions.items:
@@ -118,8 +124,15 @@ class Receiver:
         except StoreUnavailable as exc:
             log.error("delivery %s not admitted, answering 503: %s", delivery_id, exc, extra=extra)
             return _answer(503, error="the job could not be stored; GitHub may redeliver this event")
-        log.info("delivery %s: %s job=%s superseded=%s cancelled=%s", delivery_id, result.outcome, result.job_id,
-                 list(result.superseded), list(result.cancelled), extra={**extra, "job_id": result.job_id})  # fmt: skip
+        log.info(
+            "delivery %s: %s job=%s superseded=%s cancelled=%s",
+            delivery_id,
+            result.outcome,
+            result.job_id,
+            list(result.superseded),
+            list(result.cancelled),
+            extra={**extra, "job_id": result.job_id},
+        )
         if self.on_admitted is not None:
             self.on_admitted(result)
         return _answer(

@@ -470,8 +470,10 @@ def _blocks(body: dict[str, Any]) -> list[Any]:
 
 def _prompt_text(blocks: list[Any]) -> str:
     """The blocks as text, without their cache marks (a mark does not change what is cached)."""
-    return json.dumps([{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
-                       for b in blocks], sort_keys=True)  # fmt: skip
+    return json.dumps(
+        [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in blocks],
+        sort_keys=True,
+    )
 
 
 def _digest(blocks: list[Any]) -> str:

@@ -162,22 +162,65 @@ def _user(login: str) -> Json:
     user_id = int(hashlib.sha1(login.encode()).hexdigest()[:8], 16)
     api = f"https://api.github.com/users/{login}"
     return {
-        "login": login, "id": user_id, "node_id": f"U_{user_id}",
-        "avatar_url": f"https://avatars.githubusercontent.com/u/{user_id}", "gravatar_id": "",
-        "url": api, "html_url": f"https://github.com/{login}", "followers_url": f"{api}/followers",
-        "following_url": f"{api}/following{{/other_user}}", "gists_url": f"{api}/gists{{/gist_id}}",
-        "starred_url": f"{api}/starred{{/owner}}{{/repo}}", "subscriptions_url": f"{api}/subscriptions",
-        "organizations_url": f"{api}/orgs", "repos_url": f"{api}/repos", "events_url": f"{api}/events{{/privacy}}",
-        "received_events_url": f"{api}/received_events", "type": "Bot" if login.endswith("[bot]") else "User",
+        "login": login,
+        "id": user_id,
+        "node_id": f"U_{user_id}",
+        "avatar_url": f"https://avatars.githubusercontent.com/u/{user_id}",
+        "gravatar_id": "",
+        "url": api,
+        "html_url": f"https://github.com/{login}",
+        "followers_url": f"{api}/followers",
+        "following_url": f"{api}/following{{/other_user}}",
+        "gists_url": f"{api}/gists{{/gist_id}}",
+        "starred_url": f"{api}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{api}/subscriptions",
+        "organizations_url": f"{api}/orgs",
+        "repos_url": f"{api}/repos",
+        "events_url": f"{api}/events{{/privacy}}",
+        "received_events_url": f"{api}/received_events",
+        "type": "Bot" if login.endswith("[bot]") else "User",
         "site_admin": False,
-    }  # fmt: skip
+    }
 
 
-_REPO_URLS = ("archive", "assignees", "blobs", "branches", "collaborators", "comments", "commits", "compare",
-              "contents", "contributors", "deployments", "downloads", "events", "forks", "git_commits", "git_refs",
-              "git_tags", "issue_comment", "issue_events", "issues", "keys", "labels", "languages", "merges",
-              "milestones", "notifications", "pulls", "releases", "stargazers", "statuses", "subscribers",
-              "subscription", "tags", "teams", "trees", "hooks")  # fmt: skip
+_REPO_URLS = (
+    "archive",
+    "assignees",
+    "blobs",
+    "branches",
+    "collaborators",
+    "comments",
+    "commits",
+    "compare",
+    "contents",
+    "contributors",
+    "deployments",
+    "downloads",
+    "events",
+    "forks",
+    "git_commits",
+    "git_refs",
+    "git_tags",
+    "issue_comment",
+    "issue_events",
+    "issues",
+    "keys",
+    "labels",
+    "languages",
+    "merges",
+    "milestones",
+    "notifications",
+    "pulls",
+    "releases",
+    "stargazers",
+    "statuses",
+    "subscribers",
+    "subscription",
+    "tags",
+    "teams",
+    "trees",
+    "hooks",
+)
 
 
 def _repo_json(repo: Repo) -> Json:
@@ -185,16 +228,41 @@ def _repo_json(repo: Repo) -> Json:
     api = f"https://api.github.com/repos/{repo.full_name}"
     owner, name = repo.full_name.split("/")
     return {
-        "id": repo.id, "node_id": f"R_{repo.id}", "name": name, "full_name": repo.full_name, "owner": _user(owner),
-        "private": repo.private, "default_branch": repo.default_branch, "archived": repo.archived,
-        "license": None, "forks": 0, "description": None, "fork": False, "url": api, "homepage": None,
-        "language": None, "forks_count": 0, "stargazers_count": 0, "watchers_count": 0, "size": 0,
-        "open_issues_count": 0, "has_pages": False, "disabled": False, "pushed_at": iso(0), "created_at": iso(0),
-        "updated_at": iso(0), "open_issues": 0, "watchers": 0, "html_url": f"https://github.com/{repo.full_name}",
-        "git_url": f"git://github.com/{repo.full_name}.git", "ssh_url": f"git@github.com:{repo.full_name}.git",
-        "clone_url": f"https://github.com/{repo.full_name}.git", "svn_url": f"https://github.com/{repo.full_name}",
-        "mirror_url": None, **{f"{u}_url": f"{api}/{u}" for u in _REPO_URLS},
-    }  # fmt: skip
+        "id": repo.id,
+        "node_id": f"R_{repo.id}",
+        "name": name,
+        "full_name": repo.full_name,
+        "owner": _user(owner),
+        "private": repo.private,
+        "default_branch": repo.default_branch,
+        "archived": repo.archived,
+        "license": None,
+        "forks": 0,
+        "description": None,
+        "fork": False,
+        "url": api,
+        "homepage": None,
+        "language": None,
+        "forks_count": 0,
+        "stargazers_count": 0,
+        "watchers_count": 0,
+        "size": 0,
+        "open_issues_count": 0,
+        "has_pages": False,
+        "disabled": False,
+        "pushed_at": iso(0),
+        "created_at": iso(0),
+        "updated_at": iso(0),
+        "open_issues": 0,
+        "watchers": 0,
+        "html_url": f"https://github.com/{repo.full_name}",
+        "git_url": f"git://github.com/{repo.full_name}.git",
+        "ssh_url": f"git@github.com:{repo.full_name}.git",
+        "clone_url": f"https://github.com/{repo.full_name}.git",
+        "svn_url": f"https://github.com/{repo.full_name}",
+        "mirror_url": None,
+        **{f"{u}_url": f"{api}/{u}" for u in _REPO_URLS},
+    }
 
 
 def _commit_json(repo: str, sha: str, parent: str | None) -> Json:
@@ -202,21 +270,34 @@ def _commit_json(repo: str, sha: str, parent: str | None) -> Json:
     api = f"https://api.github.com/repos/{repo}"
     person = {"name": "Octo Cat", "email": "octocat@example.invalid", "date": iso(0)}
     return {
-        "url": f"{api}/commits/{sha}", "sha": sha, "node_id": f"C_{sha}",
-        "html_url": f"https://github.com/{repo}/commit/{sha}", "comments_url": f"{api}/commits/{sha}/comments",
-        "commit": {"url": f"{api}/git/commits/{sha}", "author": person, "committer": person, "message": "commit",
-                   "comment_count": 0, "tree": {"sha": sha, "url": f"{api}/git/trees/{sha}"}},
-        "author": None, "committer": None,
+        "url": f"{api}/commits/{sha}",
+        "sha": sha,
+        "node_id": f"C_{sha}",
+        "html_url": f"https://github.com/{repo}/commit/{sha}",
+        "comments_url": f"{api}/commits/{sha}/comments",
+        "commit": {
+            "url": f"{api}/git/commits/{sha}",
+            "author": person,
+            "committer": person,
+            "message": "commit",
+            "comment_count": 0,
+            "tree": {"sha": sha, "url": f"{api}/git/trees/{sha}"},
+        },
+        "author": None,
+        "committer": None,
         "parents": [{"sha": parent, "url": f"{api}/commits/{parent}"}] if parent else [],
-    }  # fmt: skip
+    }
 
 
 def _file_urls(repo: str, ref: str, entry: Json) -> Json:
     """A pull request's or comparison's file with the URLs GitHub's `diff-entry` carries."""
     path = entry["filename"]
-    return {**entry, "blob_url": f"https://github.com/{repo}/blob/{ref}/{path}",
-            "raw_url": f"https://github.com/{repo}/raw/{ref}/{path}",
-            "contents_url": f"https://api.github.com/repos/{repo}/contents/{path}?ref={ref}"}  # fmt: skip
+    return {
+        **entry,
+        "blob_url": f"https://github.com/{repo}/blob/{ref}/{path}",
+        "raw_url": f"https://github.com/{repo}/raw/{ref}/{path}",
+        "contents_url": f"https://api.github.com/repos/{repo}/contents/{path}?ref={ref}",
+    }
 
 
 class ApiError(Exception):
@@ -1057,15 +1138,27 @@ class FakeGitHub:
         self.webhook_url = (manifest.get("hook_attributes") or {}).get("url")
         now = iso(self.clock())
         return web.json_response(
-            {"id": self.app_id, "slug": self.app_slug, "node_id": f"A_{self.app_id}", "name": self.app_name,
-             "owner": _user(self.app_owner), "description": manifest.get("description", ""),
-             "external_url": manifest["url"], "html_url": f"{self.base_url or 'https://github.com'}/apps/{self.app_slug}",
-             "created_at": now, "updated_at": now, "permissions": manifest.get("default_permissions", {}),
-             "events": manifest.get("default_events", []), "installations_count": 0,
-             "client_id": "Iv1." + secrets.token_hex(8), "client_secret": secrets.token_hex(20),
-             "webhook_secret": self.webhook_secret, "pem": self.private_key},
+            {
+                "id": self.app_id,
+                "slug": self.app_slug,
+                "node_id": f"A_{self.app_id}",
+                "name": self.app_name,
+                "owner": _user(self.app_owner),
+                "description": manifest.get("description", ""),
+                "external_url": manifest["url"],
+                "html_url": f"{self.base_url or 'https://github.com'}/apps/{self.app_slug}",
+                "created_at": now,
+                "updated_at": now,
+                "permissions": manifest.get("default_permissions", {}),
+                "events": manifest.get("default_events", []),
+                "installations_count": 0,
+                "client_id": "Iv1." + secrets.token_hex(8),
+                "client_secret": secrets.token_hex(20),
+                "webhook_secret": self.webhook_secret,
+                "pem": self.private_key,
+            },
             status=201,
-        )  # fmt: skip
+        )
 
     async def _create_token(self, request: web.Request) -> web.Response:
         self._require_jwt(request)
@@ -1092,22 +1185,31 @@ class FakeGitHub:
 
     def _installation_json(self, inst: Installation) -> Json:
         api = "https://api.github.com"
-        return {"id": inst.id, "account": {**_user(inst.account), "type": "Organization"}, "app_id": self.app_id,
-                "app_slug": self.app_slug, "target_type": "Organization", "repository_selection": "selected",
-                "access_tokens_url": f"{api}/app/installations/{inst.id}/access_tokens",
-                "repositories_url": f"{api}/installation/repositories",
-                "html_url": f"https://github.com/organizations/{inst.account}/settings/installations/{inst.id}",
-                "target_id": _user(inst.account)["id"],
-                "permissions": {"pull_requests": "write", "checks": "write", "contents": "read", "issues": "write"},
-                "events": ["pull_request", "issue_comment", "check_run"], "single_file_name": None,
-                "created_at": iso(inst.created_at), "updated_at": iso(inst.created_at),
-                "suspended_by": _user("site-admin") if inst.suspended else None,
-                "suspended_at": iso(self.clock()) if inst.suspended else None}  # fmt: skip
+        return {
+            "id": inst.id,
+            "account": {**_user(inst.account), "type": "Organization"},
+            "app_id": self.app_id,
+            "app_slug": self.app_slug,
+            "target_type": "Organization",
+            "repository_selection": "selected",
+            "access_tokens_url": f"{api}/app/installations/{inst.id}/access_tokens",
+            "repositories_url": f"{api}/installation/repositories",
+            "html_url": f"https://github.com/organizations/{inst.account}/settings/installations/{inst.id}",
+            "target_id": _user(inst.account)["id"],
+            "permissions": {"pull_requests": "write", "checks": "write", "contents": "read", "issues": "write"},
+            "events": ["pull_request", "issue_comment", "check_run"],
+            "single_file_name": None,
+            "created_at": iso(inst.created_at),
+            "updated_at": iso(inst.created_at),
+            "suspended_by": _user("site-admin") if inst.suspended else None,
+            "suspended_at": iso(self.clock()) if inst.suspended else None,
+        }
 
     async def _list_installations(self, request: web.Request) -> web.Response:
         self._require_jwt(request)
-        return self._page(request, [self._installation_json(inst)
-                                    for inst in sorted(self.installations.values(), key=lambda i: i.id)])  # fmt: skip
+        return self._page(
+            request, [self._installation_json(inst) for inst in sorted(self.installations.values(), key=lambda i: i.id)]
+        )
 
     async def _get_installation(self, request: web.Request) -> web.Response:
         self._require_jwt(request)
@@ -1123,10 +1225,17 @@ class FakeGitHub:
         if self.installations[auth.installation_id].suspended:
             raise ApiError(403, "This installation has been suspended")
         repos = [
-            {"id": r.id, "full_name": r.full_name, "name": r.full_name.split("/")[1], "private": r.private,
-             "default_branch": r.default_branch, "owner": _user(r.full_name.split("/")[0])}
-            for r in sorted(self.repos.values(), key=lambda r: r.id) if r.installation_id == auth.installation_id
-        ]  # fmt: skip
+            {
+                "id": r.id,
+                "full_name": r.full_name,
+                "name": r.full_name.split("/")[1],
+                "private": r.private,
+                "default_branch": r.default_branch,
+                "owner": _user(r.full_name.split("/")[0]),
+            }
+            for r in sorted(self.repos.values(), key=lambda r: r.id)
+            if r.installation_id == auth.installation_id
+        ]
         total = len(repos)
         return self._page(request, repos, lambda chunk: {"total_count": total, "repositories": chunk})
 
@@ -1569,8 +1678,9 @@ class FakeGitHub:
                 name, _, rest = p[len(prefix) :].partition("/")
                 entries[name] = "dir" if rest else links[p]["type"] if p in links else "file"
         if entries:
-            return web.json_response([{"type": kind, "name": name, "path": f"{prefix}{name}"}
-                                      for name, kind in sorted(entries.items())])  # fmt: skip
+            return web.json_response(
+                [{"type": kind, "name": name, "path": f"{prefix}{name}"} for name, kind in sorted(entries.items())]
+            )
         raise ApiError(404, "Not Found")
 
     async def _compare(self, request: web.Request) -> web.Response:
