@@ -49,7 +49,7 @@ from reviewer_app.core.markers import parse_markers
 from reviewer_app.core.states import JobState
 from tests.fakes.github import iso
 from tests.harness import REPO, SOURCE, harness
-from tests.helpers import webhook_headers
+from tests.helpers import eventually, webhook_headers
 from tests.pg import create_schema, drop_schema, postgres_dsn
 
 PRS = (1, 2)
@@ -372,7 +372,8 @@ class PRWorkMachine(RuleBasedStateMachine):
 
     @rule()
     def let_it_work(self) -> None:
-        self.run(asyncio.sleep(0.05))  # the background gets a turn between bursts of events
+        # Time passing is the rule itself: the background gets a turn between bursts of events.
+        self.run(asyncio.sleep(0.05))
 
     async def _sql(self, statement: str) -> None:
         if self.schema is None:
@@ -421,9 +422,8 @@ class PRWorkMachine(RuleBasedStateMachine):
     async def _quiet(self) -> None:
         """Every job of an active installation finished with its check run synced, and the outbox empty."""
         store = self.h.store
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + QUIET_TIMEOUT
-        while True:
+
+        async def quiet() -> bool:
             jobs = await store.list_jobs(limit=10000)
             active = self.installation_active
             # A requested review cancelled before it read a head never had a check run to sync.
@@ -434,12 +434,10 @@ class PRWorkMachine(RuleBasedStateMachine):
                 or (active and j.head_sha and j.check_run_status != "completed")
             ]
             effects = await store.pending_effects() if active else []
-            if not busy and not effects:
-                return
-            if loop.time() > deadline:
-                raise AssertionError(f"not quiet after {QUIET_TIMEOUT}s: {busy[:5]} {effects[:5]}")
             self.h.svc.dispatcher.wake()
-            await asyncio.sleep(0.05)
+            return not busy and not effects
+
+        await eventually(quiet, timeout=QUIET_TIMEOUT, interval=0.05)
 
     async def _check_invariant(self) -> None:
         jobs = await self.h.store.list_jobs(limit=10000)
