@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from reviewer_app.core.markers import neutralise, strip_markers
+from reviewer_app.core.markers import fenced_lines, neutralise, strip_markers
 
 # Tags GitHub renders and that cannot hide, frame or ping anything; ``details`` may carry ``open``.
 ALLOWED_TAGS = frozenset({"details", "summary", "sub", "sup", "br", "code"})
@@ -13,7 +13,6 @@ _VOID_TAGS = frozenset({"br"})
 # What CommonMark would take for an HTML tag (and GitHub's sanitiser would then swallow when not allowed).
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:\s[^<>]*)?)(/?)>")
 _ESCAPED_LINE_START = re.compile(r"^( {0,3})&lt;")
-_FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$")
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -50,17 +49,10 @@ def inline_text(text: str, max_chars: int) -> str:
 def _allow_html(text: str) -> str:
     out: list[str] = []
     open_tags: list[str] = []
-    fence: str | None = None
     lines = text.split("\n")
-    for index, line in enumerate(lines):
-        if fence is not None:
-            out.append(line)
-            if _closes(line, fence):
-                fence = None
-            continue
-        opened = _FENCE_OPEN.match(line)
-        if opened:
-            fence = opened.group(1) or opened.group(2)
+    flags, fence = fenced_lines(lines)
+    for index, (line, fenced) in enumerate(zip(lines, flags, strict=True)):
+        if fenced:
             out.append(line)
             continue
         leading = _ESCAPED_LINE_START.match(line)
@@ -132,9 +124,3 @@ def _outside_code(line: str, change: Callable[[str], str]) -> str:
         at = end
     pieces.append(change(line[at:]))
     return "".join(pieces)
-
-
-def _closes(line: str, fence: str) -> bool:
-    stripped = line.rstrip(" \t\r")
-    body = stripped.lstrip(" ")
-    return len(stripped) - len(body) <= 3 and len(body) >= len(fence) and set(body) == {fence[0]}

@@ -160,28 +160,36 @@ def neutralise(text: str, max_chars: int) -> str:
     return _TRUNCATED.strip()
 
 
-def _neutralise_lines(lines: list[str]) -> tuple[list[str], str | None]:
-    """Each line neutralised, and the fence still open at the end (None when closed)."""
-    out: list[str] = []
+def fenced_lines(lines: list[str]) -> tuple[list[bool], str | None]:
+    """For each line, whether it belongs to a fenced code block (its opening and closing lines included), and the
+    fence still open after the last line (None when closed). The one fence reading of everything we publish."""
+    flags: list[bool] = []
     fence: str | None = None
     for line in lines:
         if fence is not None:
-            out.append(line)
+            flags.append(True)
             if _closes(line, fence):
                 fence = None
             continue
         opened = _FENCE_OPEN.match(line)
         if opened:
             fence = opened.group(1) or opened.group(2)
-            out.append(line)
-            continue
-        line = _HTML_BLOCK_START.sub(r"\1&lt;", line).replace("<!--", "&lt;!--")
-        out.append(_AT.sub("@" + _ZWSP, line))
+        flags.append(opened is not None)
+    return flags, fence
+
+
+def _neutralise_lines(lines: list[str]) -> tuple[list[str], str | None]:
+    """Each line neutralised, and the fence still open at the end (None when closed)."""
+    flags, fence = fenced_lines(lines)
+    out = [
+        line if fenced else _AT.sub("@" + _ZWSP, _HTML_BLOCK_START.sub(r"\1&lt;", line).replace("<!--", "&lt;!--"))
+        for line, fenced in zip(lines, flags, strict=True)
+    ]
     return out, fence
 
 
 def _open_fence(lines: list[str]) -> str | None:
-    return _neutralise_lines(lines)[1]
+    return fenced_lines(lines)[1]
 
 
 def _closes(line: str, fence: str) -> bool:
