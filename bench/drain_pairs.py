@@ -42,6 +42,18 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def threads_cpu() -> dict[int, float]:
+    """utime + stime of each thread of this process, in seconds."""
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 def machine_busy() -> float:
     parts = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in parts[:8])
@@ -114,6 +126,7 @@ async def child(args: argparse.Namespace) -> dict[str, object]:
         finally:
             await conn.close()
     pg0 = {pid: proc_cpu(pid) for pid in backends}
+    threads0 = threads_cpu()
     cpu0, busy0, t0 = sum(os.times()[:2]), machine_busy(), time.perf_counter()
     dispatcher.start()
     await asyncio.wait_for(done.wait(), timeout=600)
@@ -121,12 +134,15 @@ async def child(args: argparse.Namespace) -> dict[str, object]:
     cpu = sum(os.times()[:2]) - cpu0
     busy = machine_busy() - busy0
     pg_cpu = sum(proc_cpu(pid) - before for pid, before in pg0.items())
+    threads1 = threads_cpu()
+    loop_cpu = threads1.get(os.getpid(), 0.0) - threads0.get(os.getpid(), 0.0)
     await dispatcher.stop(5.0)
     await store.close()
     return {
         "jobs_per_s": args.jobs / seconds,
         "cpu_ms_per_job": cpu / args.jobs * 1000,
         "pg_cpu_ms_per_job": pg_cpu / args.jobs * 1000,
+        "loop_cpu_ms_per_job": loop_cpu / args.jobs * 1000,  # the event loop's thread; the rest is other threads
         "other_cpu_s": max(0.0, busy - cpu - pg_cpu),
     }
 
@@ -196,7 +212,7 @@ def main() -> int:
                     runs.append(result)
                     print(
                         f"round {rnd + 1} {engine:8} {which:6} {result['jobs_per_s']:8.0f} jobs/s "
-                        f"cpu {result['cpu_ms_per_job']:.3f} ms/job  pg {result['pg_cpu_ms_per_job']:.3f} ms/job  "
+                        f"cpu {result['cpu_ms_per_job']:.3f} ms/job (loop {result['loop_cpu_ms_per_job']:.3f})  pg {result['pg_cpu_ms_per_job']:.3f} ms/job  "
                         f"other {result['other_cpu_s']:.1f} s",
                         flush=True,
                     )
@@ -207,6 +223,7 @@ def main() -> int:
         for key, label in (
             ("jobs_per_s", "drain jobs/s"),
             ("cpu_ms_per_job", "app CPU ms/job"),
+            ("loop_cpu_ms_per_job", "of it the event loop's thread"),
             ("pg_cpu_ms_per_job", "PostgreSQL CPU ms/job"),
         ):
             if engine == "sqlite" and key == "pg_cpu_ms_per_job":

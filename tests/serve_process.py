@@ -63,7 +63,7 @@ class ServeProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 15.0) -> ServeProcess:
+    def start(self, timeout: float = 60.0) -> ServeProcess:  # a deadline: a loaded machine imports slowly
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         extra = ("--port", str(self.port)) if self.command == "worker" and self.health else ()
         self.proc = subprocess.Popen(

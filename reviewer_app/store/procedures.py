@@ -406,9 +406,25 @@ class Finish:
         return cancel_reason(self.outcome).value if self.state == JobState.CANCELLED else None
 
 
-def finish(batch: Sequence[Finish]) -> Procedure[set[str]]:
-    """Finish every job of ``batch`` still under its lease and close each attempt's history row; the tokens that
-    still held their job. PostgreSQL does it in one statement; SQLite runs the two statements per finish."""
+def finish(item: Finish) -> Procedure[bool]:
+    """One fenced finish, on any dialect: the job leaves `running` only while the lease holds; the attempt's history
+    row is closed with the state, or with 'lease_lost'. True if the lease still held the job."""
+    lease = item.lease
+    done = (
+        yield Count(
+            s.FINISH_IF_LEASE_HELD,
+            (item.state, item.outcome, item.cancel_reason, item.error, item.now, item.now, lease.job_id, lease.token),
+        )
+    ) == 1
+    yield Count(
+        s.FINISH_ATTEMPT, (item.now, item.state if done else "lease_lost", item.error, *item.usage, lease.token)
+    )
+    return done
+
+
+def finish_together(batch: Sequence[Finish]) -> Procedure[set[str]]:
+    """Every finish of ``batch`` in one statement, where the dialect has one (PostgreSQL: one round trip for all);
+    elsewhere each in turn. The tokens that still held their job."""
     batch = sorted(batch, key=lambda f: f.lease.job_id)  # rows locked in id order on every host
     rows = [
         (f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage, f.cancel_reason) for f in batch
@@ -418,14 +434,7 @@ def finish(batch: Sequence[Finish]) -> Procedure[set[str]]:
         return {r[0] for r in tokens}
     held: set[str] = set()
     for f in batch:
-        done = (
-            yield Count(
-                s.FINISH_IF_LEASE_HELD,
-                (f.state, f.outcome, f.cancel_reason, f.error, f.now, f.now, f.lease.job_id, f.lease.token),
-            )
-        ) == 1
-        yield Count(s.FINISH_ATTEMPT, (f.now, f.state if done else "lease_lost", f.error, *f.usage, f.lease.token))
-        if done:
+        if (yield from finish(f)):
             held.add(f.lease.token)
     return held
 
