@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +36,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: Linux kills it when the test process dies (a killed pytest leaves no server)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class ServeProcess:
@@ -71,6 +79,7 @@ class ServeProcess:
             env=self.env,
             stdout=log,
             stderr=log,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -84,6 +93,7 @@ class ServeProcess:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.05)
+        self.kill()  # a process that never became healthy must not outlive its test (it would load the machine)
         raise AssertionError(f"{self.command} did not become healthy: {self.log_path.read_text()}")
 
     def kill(self) -> None:
