@@ -196,9 +196,9 @@ async def test_revoked_installation_ends_the_job_without_retrying_for_hours(tmp_
         # Ended with its episode (as if the suspension's webhook had come first): once the installation is back,
         # the sweep reviews the head again instead of counting it as failed.
         assert job.attempts == 1 and job.outcome == NO_ACCESS
-        from reviewer_app.core.pr_work import ended_with_episode
+        from reviewer_app.core.cancel_reasons import ended_with_episode
 
-        assert ended_with_episode(job.outcome)
+        assert ended_with_episode(job.cancel_reason)
 
 
 async def test_cost_per_repository_is_answerable(tmp_path) -> None:

@@ -27,7 +27,6 @@ UNINSTALLED = "the app was uninstalled"
 SUSPENDED = "the installation was suspended"
 REPO_REMOVED = "the repository was removed from the installation"
 NO_ACCESS = "GitHub refused the app's access to the installation (suspended or uninstalled)"
-EPISODE_ENDINGS = (PR_CLOSED, PR_CLOSED_AT_WORKER, UNINSTALLED, SUSPENDED, REPO_REMOVED, NO_ACCESS)
 
 # Lower number, earlier claim. Manual requests go ahead of automatic work.
 PRIORITY_MANUAL = 0

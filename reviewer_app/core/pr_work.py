@@ -30,19 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, EPISODE_ENDINGS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue
+from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue
 
 # How a job ended that still answers for its revision: a request with the same revision key is a duplicate.
 LIVE_STATES = ("queued", "running", "succeeded")
 PENDING_STATES = ("queued", "running")
 
 PAUSED_SKIP = "skipped: automatic reviews are paused on this pull request; comment /review resume to resume them"
-
-
-def ended_with_episode(outcome: str | None) -> bool:
-    """Whether a cancelled job ended because its episode did (PR closed, app uninstalled or suspended, repository
-    removed): history, not an answer for its head once the pull request is back."""
-    return (outcome or "") in EPISODE_ENDINGS
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from reviewer_app.core.admission import TRIGGER_DRAFT
+from reviewer_app.core.cancel_reasons import CancelReason, explanation
 from reviewer_app.core.errors import InstallationUnavailable, JobError, LeaseLost, PermanentError, RateLimited
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.github.client import GitHubClient
@@ -53,11 +54,6 @@ class CheckView:
 
 def external_id(job_id: int) -> str:
     return f"reviewer-app-job-{job_id}"
-
-
-# The outcome prefix of an automatic job whose head an earlier job already reviewed (a draft reviewed with
-# `drafts: true`, then marked ready): its check run, if it had one, completes as success, not as skipped.
-COVERED_PREFIX = "covered: "
 
 
 # How long one process may take to create a job's check run before another may try (it looks for the first one's
@@ -117,14 +113,14 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
         title, summary = check_superseded(sha)
         return CheckView(key, "completed", title, summary, "skipped")
-    if job.state == JobState.CANCELLED and (job.outcome or "").startswith("skipped: "):
-        reason = (job.outcome or "")[len("skipped: ") :]
+    if job.state == JobState.CANCELLED and job.cancel_reason == CancelReason.SKIPPED:
+        reason = explanation(job.outcome, job.cancel_reason)
         return CheckView(key, "completed", "Review skipped", f"No review was run: {reason}.", "skipped")
-    if job.state == JobState.CANCELLED and (job.outcome or "").startswith(COVERED_PREFIX):
-        reason = (job.outcome or "")[len(COVERED_PREFIX) :]
+    if job.state == JobState.CANCELLED and job.cancel_reason == CancelReason.COVERED:
+        reason = explanation(job.outcome, job.cancel_reason)
         return CheckView(key, "completed", "Already reviewed", f"No new review: {reason}.", "success")
-    if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
-        reason = (job.outcome or "")[len("refused: ") :]
+    if job.state == JobState.CANCELLED and job.cancel_reason == CancelReason.REFUSED:
+        reason = explanation(job.outcome, job.cancel_reason)
         return CheckView(
             key,
             "completed",
@@ -284,7 +280,7 @@ class CheckRuns:
         """Bring the job's check run to the job's phase as read; False when the job changed meanwhile."""
         # A job that ended saying why no review came (skipped: paused, turned off, a draft; refused: a budget)
         # explains its head: its check run is opened even if it was never shown before.
-        explains = (job.outcome or "").startswith(("refused: ", "skipped: "))
+        explains = job.state == JobState.CANCELLED and job.cancel_reason in (CancelReason.REFUSED, CancelReason.SKIPPED)
         if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not explains:
             if job.check_run_claim is not None and await self._find_unrecorded(job) is not None:
                 job = await self.store.get_job(job.id) or job  # a run was made after all: close it below

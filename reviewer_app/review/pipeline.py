@@ -23,6 +23,7 @@ from reviewer_app.core.admission import (
     decide_observed_head,
 )
 from reviewer_app.core.anchoring import anchor
+from reviewer_app.core.cancel_reasons import COVERED_PREFIX
 from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import (
     Cancelled,
@@ -38,7 +39,7 @@ from reviewer_app.core.markers import find_published_review, make_marker, parse_
 from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
-from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
+from reviewer_app.github.checks import CheckRuns, desired_check
 from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
