@@ -23,7 +23,7 @@ from reviewer_app.review.render import (
     check_failed,
     check_reviewed,
     check_superseded,
-    neutralise,
+    safe_for_github,
 )
 from reviewer_app.store.base import Job, Store
 
@@ -48,8 +48,8 @@ class CheckView:
 
     def output(self) -> dict[str, str]:
         # The summary is Markdown and may quote an error, a login or .github/reviewer.yml: neutralised as a whole
-        # (our own text has nothing neutralise changes), so no part of it can ping or hide anything.
-        return {"title": self.title[:255], "summary": neutralise(self.summary, 60000)}
+        # (our own text has nothing safe_for_github changes), so no part of it can ping or hide anything.
+        return {"title": self.title[:255], "summary": safe_for_github(self.summary, 60000)}
 
 
 def external_id(job_id: int) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from reviewer_app.core.markdown import inline_text, publishable
-from reviewer_app.core.markers import neutralise, strip_markers
+from reviewer_app.core.markers import safe_for_github, strip_markers
 from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment
 
 __all__ = [
@@ -23,7 +23,7 @@ __all__ = [
     "check_superseded",
     "conclusion_for",
     "inline_comment",
-    "neutralise",
+    "safe_for_github",
     "not_reviewed_line",
     "render_review_body",
     "top_findings",
@@ -131,7 +131,7 @@ def render_review_body(
     """
     head: list[str] = []
     if incremental_note:
-        head.append(f"_{neutralise(incremental_note, 500)}_")
+        head.append(f"_{safe_for_github(incremental_note, 500)}_")
     summary_chars = min(MAX_SUMMARY_CHARS, max_chars // 3)
     head.append(publishable(summary.strip(), summary_chars) if summary.strip() else "_No summary._")
     foot = [f"<sub>{_counts_line(counts)}</sub>", marker]
@@ -332,12 +332,12 @@ def check_superseded(new_sha: str | None) -> tuple[str, str]:
 
 def check_cancelled(reason: str = "the pull request was closed") -> tuple[str, str]:
     """Title and summary when the review was cancelled (PR closed, app uninstalled, operator)."""
-    return "Review cancelled", f"No review was posted: {neutralise(reason.rstrip('. '), MAX_REASON_CHARS)}."
+    return "Review cancelled", f"No review was posted: {safe_for_github(reason.rstrip('. '), MAX_REASON_CHARS)}."
 
 
 def check_failed(attempts: int, reason: str, *, retry_hint: str | None = None) -> tuple[str, str]:
     """Title and summary when the review gave up; ``reason`` must already be free of secrets."""
-    summary = f"The review failed after {_plural(attempts, 'attempt')}: {neutralise(reason, MAX_REASON_CHARS)}"
+    summary = f"The review failed after {_plural(attempts, 'attempt')}: {safe_for_github(reason, MAX_REASON_CHARS)}"
     if retry_hint:
         summary += f"\n\n{retry_hint}"
     return f"Review failed after {_plural(attempts, 'attempt')}", summary
