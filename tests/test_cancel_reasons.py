@@ -75,7 +75,7 @@ async def test_jobs_that_were_not_cancelled_have_no_reason(store) -> None:
 
 
 async def test_the_check_run_reads_why_from_the_column_and_shows_the_words_of_the_outcome(store) -> None:
-    from reviewer_app.github.checks import desired_check
+    from reviewer_app.github.check_run_text import desired_check
 
     r = await admit(store, spec())
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)

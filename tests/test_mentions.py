@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reviewer_app.core.markers import safe_for_github
-from reviewer_app.github.checks import CheckView
+from reviewer_app.github.check_run_text import CheckView
 
 ZWSP = "\u200b"
 # What GitHub renders before it looks for mentions, roughly: entities decoded, emphasis, escapes, links and inline

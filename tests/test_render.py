@@ -6,18 +6,10 @@ import re
 
 import pytest
 
-from reviewer_app.core.markers import Marker, make_marker, parse_markers
-from reviewer_app.core.review_model import ModelComment
-from reviewer_app.review.render import (
-    Links,
-    ReviewCounts,
-    check_cancelled,
-    check_failed,
-    check_reviewed,
-    check_superseded,
-    render_review_body,
-    safe_for_github,
-)
+from reviewer_app.core.markers import Marker, make_marker, parse_markers, safe_for_github
+from reviewer_app.core.review_model import ModelComment, ReviewCounts
+from reviewer_app.github.check_run_text import check_cancelled, check_failed, check_reviewed, check_superseded
+from reviewer_app.review.render import Links, render_review_body
 
 SHA = "c" * 40
 ZWSP = "\u200b"

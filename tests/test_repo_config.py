@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from reviewer_app.core.cancel_reasons import COVERED_PREFIX, CancelReason
 from reviewer_app.core.states import JobState
-from reviewer_app.github.checks import desired_check
+from reviewer_app.github.check_run_text import desired_check
 from reviewer_app.review.repo_config import CONFIG_PATH, parse_repo_config
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness

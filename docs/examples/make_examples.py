@@ -20,12 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from reviewer_app.core.anchoring import anchor  # noqa: E402
 from reviewer_app.core.diff import parse_patch  # noqa: E402
 from reviewer_app.core.markers import make_marker  # noqa: E402
-from reviewer_app.core.review_model import ModelComment  # noqa: E402
+from reviewer_app.core.review_model import ModelComment, ReviewCounts  # noqa: E402
+from reviewer_app.github.check_run_text import check_reviewed, conclusion_for  # noqa: E402
 from reviewer_app.review.render import (  # noqa: E402
     Links,
-    ReviewCounts,
-    check_reviewed,
-    conclusion_for,
     group_by_reason,
     inline_comment,
     not_reviewed_line,

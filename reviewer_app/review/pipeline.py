@@ -36,10 +36,11 @@ from reviewer_app.core.errors import (
 )
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
-from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment
+from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment, ReviewCounts
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
-from reviewer_app.github.checks import CheckRuns, desired_check
+from reviewer_app.github.check_run_text import MAX_CHECK_SUMMARY_CHARS, conclusion_for, desired_check
+from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
@@ -57,10 +58,7 @@ from reviewer_app.review.prompt import (
 )
 from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.render import (
-    MAX_CHECK_SUMMARY_CHARS,
     Links,
-    ReviewCounts,
-    conclusion_for,
     group_by_reason,
     inline_comment,
     not_reviewed_line,
