@@ -14,12 +14,8 @@ A, B, C = sha("a"), sha("b"), sha("c")
 
 
 def push(head: str, *, before: str | None = None, at: float | None = None, trigger: str = "auto") -> Enqueue:
-    details: dict[str, object] = {}
-    if before:
-        details["before"] = before
-    if at is not None:
-        details["event_at"] = at
-    return Enqueue(JobSpec(1, "o/r", 7, 1, head, trigger=trigger, details=details))
+    details: dict[str, object] = {"before": before} if before else {}
+    return Enqueue(JobSpec(1, "o/r", 7, 1, head, trigger=trigger, details=details, event_at=at))
 
 
 def request(head: str = "", trigger: str = "manual:5") -> Enqueue:

@@ -21,7 +21,6 @@ def spec(
     delay: float = 0,
     event_at: float | None = None,
 ) -> JobSpec:
-    details = {} if event_at is None else {"event_at": event_at}
     return JobSpec(
         repo_id=1,
         repo_full_name="o/r",
@@ -31,7 +30,7 @@ def spec(
         trigger=trigger,
         priority=priority,
         delay_seconds=delay,
-        details=details,
+        event_at=event_at,
     )
 
 
@@ -101,6 +100,12 @@ async def test_an_older_event_does_not_supersede_a_newer_one(store) -> None:
     old = await admit(store, spec(head=1, event_at=100))
     assert old.superseded == ()
     assert (await store.get_job(new.job_id)).state == JobState.QUEUED
+
+
+async def test_the_event_time_is_stored_once_in_its_column(store) -> None:
+    r = await admit(store, spec(event_at=123.5))
+    job = await store.get_job(r.job_id)
+    assert job.event_at == 123.5 and "event_at" not in job.details
 
 
 async def test_closed_cancels_pending_jobs_of_that_pr_only(store) -> None:

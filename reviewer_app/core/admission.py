@@ -46,6 +46,9 @@ class JobSpec:
     priority: int = PRIORITY_AUTO
     delay_seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    # When GitHub says the event happened (the pull request's updated_at), to order heads no push links; None when
+    # the request carries no time (a comment, a Re-run).
+    event_at: float | None = None
 
     @property
     def revision_key(self) -> str:
@@ -235,6 +238,11 @@ def require_shape(event: str, payload: dict[str, Any]) -> None:
         raise MalformedPayload(f"not a {event} payload: it {problem}")
 
 
+def _delivery(delivery_id: str) -> dict[str, str]:
+    """The job's record of the delivery that asked for it (every log line of the job can name it)."""
+    return {"delivery_id": delivery_id} if delivery_id else {}
+
+
 def _obj(value: Any) -> dict[str, Any]:
     """``value`` when it is a JSON object, else an empty one: for the optional parts of a payload."""
     return value if isinstance(value, dict) else {}
@@ -312,7 +320,9 @@ def decide_pull_request(
                 if action == "synchronize" and isinstance(payload.get("before"), str)
                 else {}
             ),
+            **_delivery(delivery_id),
         },
+        event_at=parse_time(_get(payload, "pull_request").get("updated_at")),
     )
     pull = _get(payload, "pull_request")
     association = str(pull.get("author_association") or "").upper()
@@ -332,7 +342,7 @@ def _decide_retarget(payload: dict[str, Any], *, guard: Guard | None, delivery_i
     daily limit counts it."""
     if not isinstance(payload.get("changes"), dict) or not isinstance(payload["changes"].get("base"), dict):
         return Ignore("pull_request edited without a new base changes no code")
-    decision = decide_pull_request("opened", payload, guard=guard)
+    decision = decide_pull_request("opened", payload, guard=guard, delivery_id=delivery_id)
     if not isinstance(decision, Enqueue):
         return decision
     base_sha = decision.job.details.get("base_sha")
@@ -363,11 +373,8 @@ def decide_observed_head(
     }
     decision = decide_pull_request("opened", payload, guard=guard)
     if isinstance(decision, Enqueue):
-        decision.job.details["action"] = action
-        event_at = parse_time(pull.get("updated_at"))
-        if event_at is not None:
-            decision.job.details["event_at"] = event_at
-        decision = replace(decision, observed=True)
+        spec = replace(decision.job, details={**decision.job.details, "action": action})
+        decision = replace(decision, job=spec, observed=True)
     return decision
 
 
@@ -378,7 +385,13 @@ def _installation_id(payload: dict[str, Any]) -> int | None:
 
 
 def decide_comment(
-    action: str, payload: dict[str, Any], *, app_slug: str, bot_login: str, guard: Guard | None = None
+    action: str,
+    payload: dict[str, Any],
+    *,
+    app_slug: str,
+    bot_login: str,
+    guard: Guard | None = None,
+    delivery_id: str = "",
 ) -> Decision:
     """The decision for an ``issue_comment`` event: slash commands on pull requests."""
     from reviewer_app.core.commands import HELP_QUIET_SECONDS, help_text, is_bot, may_command, parse_command
@@ -459,6 +472,7 @@ def decide_comment(
             "requested_by": login,
             "comment_id": comment_id,
             **({"verify_permission": True} if verify else {}),
+            **_delivery(delivery_id),
         },
     )
     accepted = () if verify else (react("+1"),)
@@ -525,7 +539,12 @@ def decide_rerun(
         head_sha=head,
         trigger=f"rerun:{delivery_id}",
         priority=PRIORITY_MANUAL,
-        details={"full": True, "rerun_of": node.get("id"), **({"requested_by": sender} if sender else {})},
+        details={
+            "full": True,
+            "rerun_of": node.get("id"),
+            **({"requested_by": sender} if sender else {}),
+            **_delivery(delivery_id),
+        },
     )
     # A requested review: it follows the pull request to its newest head and supersedes nothing. Like `/review`, it
     # counts against both budget limits (a refusal shows on the head's check run; there is no comment to react on).

@@ -99,8 +99,7 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
     spec = decision.job
     before = spec.details.get("before")
     before = before if isinstance(before, str) and before else None
-    event_at = spec.details.get("event_at")
-    event_at = event_at if isinstance(event_at, int | float) else None
+    event_at = spec.event_at
     automatic = decision.automatic and (spec.trigger in AUTOMATIC_TRIGGERS or spec.trigger.startswith(TRIGGER_RETARGET))
     follow: tuple[int, ...] = ()
     if spec.head_sha and decision.supersede_older_heads:

@@ -177,7 +177,7 @@ def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_at
         orjson.dumps(spec.details).decode(),
         max_attempts,
         now + spec.delay_seconds,
-        spec.details.get("event_at"),
+        spec.event_at,
         now,
         now,
         None,
