@@ -285,4 +285,4 @@ async def test_a_generated_header_above_the_diff_is_found_in_the_head_file(tmp_p
         job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         assert h.anthropic.message_requests == []  # nothing left worth the model's attention
         assert "generated (its header says so)" in h.reviews()[0]["body"]
-        assert job.details["counts"]["files_reviewed"] == 0
+        assert job.details.counts.files_reviewed == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from reviewer_app.core.admission import CancelPR, Enqueue, JobSpec
+from reviewer_app.core.job_records import StoredAnswer
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery, Usage
 from tests.helpers import sha
@@ -105,7 +106,7 @@ async def test_an_older_event_does_not_supersede_a_newer_one(store) -> None:
 async def test_the_event_time_is_stored_once_in_its_column(store) -> None:
     r = await admit(store, spec(event_at=123.5))
     job = await store.get_job(r.job_id)
-    assert job.event_at == 123.5 and "event_at" not in job.details
+    assert job.event_at == 123.5 and "event_at" not in job.details.to_dict()
 
 
 async def test_closed_cancels_pending_jobs_of_that_pr_only(store) -> None:
@@ -214,11 +215,11 @@ async def test_concurrent_claims_never_hand_one_job_to_two_workers(store) -> Non
 async def test_progress_and_usage_are_recorded_under_the_lease(store) -> None:
     r = await admit(store, spec())
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
-    assert await store.save_progress_if_lease_held(lease, now=NOW, check_run_id=55, answer={"summary": "ok"})
+    assert await store.save_progress_if_lease_held(lease, now=NOW, check_run_id=55, answer=StoredAnswer("ok"))
     await store.record_usage_if_lease_held(lease, Usage("claude-x", 100, 20, 5, 7))
     assert await store.complete_if_lease_held(lease, now=NOW, outcome="reviewed")
     job = await store.get_job(r.job_id)
-    assert job.check_run_id == 55 and job.answer == {"summary": "ok"}
+    assert job.check_run_id == 55 and job.answer == StoredAnswer("ok")
     [a] = await store.attempts_of(r.job_id)
     assert (a.model, a.input_tokens, a.output_tokens, a.cache_creation_tokens, a.cache_read_tokens) == (
         "claude-x",

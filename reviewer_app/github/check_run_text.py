@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from reviewer_app.core.cancel_reasons import CancelReason, explanation
+from reviewer_app.core.job_records import CheckReport
 from reviewer_app.core.markers import safe_for_github
 from reviewer_app.core.review_model import ReviewCounts, plural
 from reviewer_app.core.states import JobState
@@ -68,16 +69,15 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
     if job.state == JobState.RUNNING:
         return CheckView(key, "in_progress", "Reviewing", f"Claude is reviewing commit {job.head_sha}.")
     if job.state == JobState.SUCCEEDED:
-        c = (job.details or {}).get("counts") or {}
-        counts = ReviewCounts(**{f.name: int(c.get(f.name, 0)) for f in fields(ReviewCounts)})
-        report = (job.details or {}).get("report") or {}
+        details = job.details
+        counts = details.counts or ReviewCounts(0, 0, 0, 0)
+        report = details.report or CheckReport()
         title, summary = check_reviewed(counts, head_sha=job.head_sha, report=report)
-        problems = (job.details or {}).get("config_errors") or []
-        if problems:
+        if details.config_errors:
             summary += "\n\n**Problems in .github/reviewer.yml** (defaults applied):\n" + "\n".join(
-                f"- {p}" for p in problems
+                f"- {p}" for p in details.config_errors
             )
-        conclusion = report.get("conclusion")
+        conclusion = report.conclusion
         return CheckView(key, "completed", title, summary, conclusion if conclusion in CONCLUSIONS else "success")
     if job.state == JobState.SUPERSEDED:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
@@ -119,13 +119,11 @@ def conclusion_for(counts: ReviewCounts, rule: Mapping[str, str] = DEFAULT_CONCL
     return max(present, key=CONCLUSIONS.index, default="success")
 
 
-def check_reviewed(
-    counts: ReviewCounts, *, head_sha: str, report: Mapping[str, object] | None = None
-) -> tuple[str, str]:
+def check_reviewed(counts: ReviewCounts, *, head_sha: str, report: CheckReport | None = None) -> tuple[str, str]:
     """Title and summary of a completed check run after the review was published (or found published). ``report``
     (stored with the job when it published) adds the summary, the top findings, the review's link and what was not
     reviewed; the title counts every finding."""
-    report = report or {}
+    report = report or CheckReport()
     if counts.files_reviewed == 0:
         title = "No files to review"
     elif counts.findings:
@@ -133,22 +131,23 @@ def check_reviewed(
     else:
         title = f"Reviewed {plural(counts.files_reviewed, 'file')}: no findings"
     parts: list[str] = []
-    if report.get("review_url"):
-        parts.append(f"**[Open the review]({report['review_url']})** · commit `{head_sha[:12]}`")
+    if report.review_url:
+        parts.append(f"**[Open the review]({report.review_url})** · commit `{head_sha[:12]}`")
     else:
         parts.append(f"Reviewed commit `{head_sha[:12]}`.")
-    if report.get("summary"):
-        parts.append(str(report["summary"]))
-    top = [str(t) for t in report.get("top") or []]  # type: ignore[attr-defined]
-    if top:
-        more = counts.findings - counts.nit - len(top)
+    if report.summary:
+        parts.append(report.summary)
+    if report.top:
+        more = counts.findings - counts.nit - len(report.top)
         parts.append(
-            "### Top findings\n\n" + "\n".join(top) + (f"\n\n_…and {more} more in the review._" if more > 0 else "")
+            "### Top findings\n\n"
+            + "\n".join(report.top)
+            + (f"\n\n_…and {more} more in the review._" if more > 0 else "")
         )
     if counts.nit:
         parts.append(f"{plural(counts.nit, 'nit')} folded in the review.")
-    if report.get("not_reviewed"):
-        parts.append(f"{report['not_reviewed']}; the review lists them.")
+    if report.not_reviewed:
+        parts.append(f"{report.not_reviewed}; the review lists them.")
     parts.append(f"<sub>{counts.line()}</sub>")
     return title, "\n\n".join(parts)
 
