@@ -94,8 +94,9 @@ def test_only_outside_authors_automatic_reviews_carry_the_per_author_limit(assoc
 
 def test_a_decision_carries_its_delivery_and_the_time_github_gives_the_event() -> None:
     # Complete when core returns it: nothing for the receiver or the sweep to patch in afterwards.
-    d = decide_pull_request("synchronize", pr_payload(updated_at="2026-12-01T10:00:05Z"), delivery_id="d-1")
-    assert isinstance(d, Enqueue)
+    pushed = {**pr_payload(updated_at="2026-12-01T10:00:05Z"), "before": sha(0)}
+    d = decide_pull_request("synchronize", pushed, delivery_id="d-1")
+    assert isinstance(d, Enqueue) and d.job.before_sha == sha(0)
     assert d.job.event_at == parse_time("2026-12-01T10:00:05Z") and d.job.details.delivery_id == "d-1"
     retarget = pr_payload(action="edited")
     retarget["changes"] = {"base": {"ref": {"from": "old"}}}

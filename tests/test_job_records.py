@@ -71,10 +71,9 @@ ANSWER_AS_WRITTEN_BEFORE = {
 
 def test_details_written_before_they_were_typed_load() -> None:
     d = JobDetails.from_json(orjson.dumps(DETAILS_AS_WRITTEN_BEFORE))
-    assert (d.action, d.base_ref, d.before, d.delivery_id, d.requested_by, d.comment_id) == (
+    assert (d.action, d.base_ref, d.delivery_id, d.requested_by, d.comment_id) == (
         "synchronize",
         "main",
-        sha(2),
         "d-1",
         "alice",
         5,
@@ -88,7 +87,8 @@ def test_details_written_before_they_were_typed_load() -> None:
         parts={"k1": PartAnswer("part", (comment,), "m")},
         turns={"k2": tuple(DETAILS_AS_WRITTEN_BEFORE["model_progress"]["turns"]["k2"])},  # type: ignore[index]
     )
-    # Written back as it was read (event_at, now a column only, is an older row's key and kept as such).
+    # Written back as it was read (event_at and before, now columns only, are an older row's keys, kept as such).
+    assert d.extra == {"event_at": 1_800_000_000.5, "before": sha(2)}
     assert orjson.loads(d.to_json()) == DETAILS_AS_WRITTEN_BEFORE
 
 
@@ -108,8 +108,8 @@ def test_an_answer_written_before_it_was_typed_loads_and_round_trips() -> None:
 
 def test_empty_and_malformed_values_load_as_absent() -> None:
     assert JobDetails.from_json(None) == JobDetails() == JobDetails.from_json("{}")
-    odd = JobDetails.from_json(orjson.dumps({"comment_id": "5", "full": "yes", "counts": "x", "before": 3}))
-    assert (odd.comment_id, odd.full, odd.counts, odd.before) == (None, False, None, None)
+    odd = JobDetails.from_json(orjson.dumps({"comment_id": "5", "full": "yes", "counts": "x", "title": 3}))
+    assert (odd.comment_id, odd.full, odd.counts, odd.title) == (None, False, None, None)
     assert StoredAnswer.from_json(None) is None and StoredAnswer.from_json('{"comments": []}') is None
     partial = StoredAnswer.from_json(orjson.dumps({"summary": "s", "comments": [{"path": "a"}, COMMENT]}))
     assert partial is not None and [c.path for c in partial.comments] == ["src/a.py"]  # a comment with no line

@@ -15,7 +15,7 @@ A, B, C = sha("a"), sha("b"), sha("c")
 
 
 def push(head: str, *, before: str | None = None, at: float | None = None, trigger: str = "auto") -> Enqueue:
-    return Enqueue(JobSpec(1, "o/r", 7, 1, head, trigger=trigger, details=JobDetails(before=before), event_at=at))
+    return Enqueue(JobSpec(1, "o/r", 7, 1, head, trigger=trigger, event_at=at, before_sha=before))
 
 
 def request(head: str = "", trigger: str = "manual:5") -> Enqueue:

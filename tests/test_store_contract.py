@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from reviewer_app.core.admission import CancelPR, Enqueue, JobSpec
 from reviewer_app.core.job_records import StoredAnswer
@@ -103,10 +104,13 @@ async def test_an_older_event_does_not_supersede_a_newer_one(store) -> None:
     assert (await store.get_job(new.job_id)).state == JobState.QUEUED
 
 
-async def test_the_event_time_is_stored_once_in_its_column(store) -> None:
-    r = await admit(store, spec(event_at=123.5))
+async def test_the_event_time_and_the_replaced_head_are_stored_once_in_their_columns(store) -> None:
+    r = await admit(store, replace(spec(event_at=123.5), before_sha=sha(0)))
     job = await store.get_job(r.job_id)
-    assert job.event_at == 123.5 and "event_at" not in job.details.to_dict()
+    assert job.event_at == 123.5 and not {"event_at", "before"} & set(job.details.to_dict())
+    # The column is what ordering reads: the head this job replaced, pushed again late, is known older.
+    older = await admit(store, spec(head=0))
+    assert older.job_id and (await store.get_job(older.job_id)).state == JobState.SUPERSEDED
 
 
 async def test_closed_cancels_pending_jobs_of_that_pr_only(store) -> None:

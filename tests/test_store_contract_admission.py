@@ -312,16 +312,16 @@ async def test_a_claimed_job_superseded_later_still_counts_against_the_daily_lim
     first = await admit(store, Enqueue(spec(pr=9, head=1), guard=daily))
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
     assert lease.job_id == first.job_id
-    pushed = Enqueue(replace(spec(pr=9, head=2), details=JobDetails(before=sha(1))), guard=daily)
+    pushed = Enqueue(replace(spec(pr=9, head=2), before_sha=sha(1)), guard=daily)
     assert (await admit(store, pushed)).superseded == (first.job_id,)
-    again = await admit(store, Enqueue(replace(spec(pr=9, head=3), details=JobDetails(before=sha(2))), guard=daily))
+    again = await admit(store, Enqueue(replace(spec(pr=9, head=3), before_sha=sha(2)), guard=daily))
     assert again.outcome == "refused" and "per day" in again.reason
     # A superseded job that never ran spent nothing.
     other = Guard(reviews_per_day=2)
     waiting = await admit(store, Enqueue(spec(pr=10, head=1), guard=other), now=NOW + 86401)
-    moved = Enqueue(replace(spec(pr=10, head=2), details=JobDetails(before=sha(1))), guard=other)
+    moved = Enqueue(replace(spec(pr=10, head=2), before_sha=sha(1)), guard=other)
     assert (await admit(store, moved, now=NOW + 86402)).superseded == (waiting.job_id,)
-    third = Enqueue(replace(spec(pr=10, head=3), details=JobDetails(before=sha(2))), guard=other)
+    third = Enqueue(replace(spec(pr=10, head=3), before_sha=sha(2)), guard=other)
     assert (await admit(store, third, now=NOW + 86403)).outcome == "enqueued"
 
 

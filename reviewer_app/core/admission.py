@@ -50,6 +50,9 @@ class JobSpec:
     # When GitHub says the event happened (the pull request's updated_at), to order heads no push links; None when
     # the request carries no time (a comment, a Re-run).
     event_at: float | None = None
+    # The head a push replaced (a synchronize's `before`): the ordering signal admission trusts over a one-second
+    # updated_at.
+    before_sha: str | None = None
 
     @property
     def revision_key(self) -> str:
@@ -318,11 +321,10 @@ def decide_pull_request(
             base_ref=_text(_get(payload, "pull_request").get("base", {}).get("ref")),
             base_sha=_text(_get(payload, "pull_request").get("base", {}).get("sha")),
             title=_text(_get(payload, "pull_request").get("title")),
-            # The head this push replaced: the ordering signal admission trusts over a one-second updated_at.
-            before=_text(payload.get("before")) if action == "synchronize" else None,
             delivery_id=delivery_id or None,
         ),
         event_at=parse_time(_get(payload, "pull_request").get("updated_at")),
+        before_sha=_text(payload.get("before")) if action == "synchronize" else None,
     )
     pull = _get(payload, "pull_request")
     association = str(pull.get("author_association") or "").upper()

@@ -149,7 +149,7 @@ class ModelProgress:
 
 
 # JobDetails' fields by their JSON type; the rest are records of their own.
-_TEXT = ("action", "base_ref", "base_sha", "title", "before", "author", "requested_by", "delivery_id")
+_TEXT = ("action", "base_ref", "base_sha", "title", "author", "requested_by", "delivery_id")
 _FLAGS = ("full", "verify_permission")
 
 
@@ -162,7 +162,6 @@ class JobDetails:
     base_ref: str | None = None
     base_sha: str | None = None
     title: str | None = None
-    before: str | None = None  # the head a push replaced (orders heads at admission)
     author: str | None = None  # an outside author, counted against the per-author daily limit
     full: bool = False  # review the whole pull request, not only what changed since the last review
     requested_by: str | None = None  # who asked (`/review`, Re-run), for the per-requester limit

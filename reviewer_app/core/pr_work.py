@@ -97,7 +97,7 @@ def order(new_head: str, new_before: str | None, new_at: float | None, old: Pend
 def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
     """The plan for one Enqueue decision over the PR's facts (pure; the store applies it in one transaction)."""
     spec = decision.job
-    before = spec.details.before
+    before = spec.before_sha
     event_at = spec.event_at
     automatic = decision.automatic and (spec.trigger in AUTOMATIC_TRIGGERS or spec.trigger.startswith(TRIGGER_RETARGET))
     follow: tuple[int, ...] = ()

@@ -180,7 +180,7 @@ def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_at
         now,
         None,
         None,
-        spec.details.before,
+        spec.before_sha,
         None,
     )
     return PreparedEnqueue(claim, precheck, insert)
