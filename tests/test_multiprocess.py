@@ -133,6 +133,8 @@ def get(url: str) -> int:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0  # not answering yet (a loaded machine): the caller's deadline decides
 
 
 def test_two_receivers_three_workers_one_killed_review_everything_once(database: str, tmp_path: Path) -> None:
