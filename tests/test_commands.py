@@ -610,3 +610,29 @@ async def test_a_help_comment_sent_again_after_the_quiet_window_gets_no_second_r
         assert replayed.outcome == "replied"
         await eventually(settled)
         assert len(_bot_replies(h, 1)) == 1
+
+
+@pytest.mark.parametrize("association", ["MEMBER", "OWNER"])
+async def test_a_replayed_pause_after_a_resume_pauses_nothing(tmp_path, association: str) -> None:
+    # A captured signed `/review pause` body, sent again under a new delivery id after a `/review resume`, paused the
+    # pull request again: the delivery id is not signed. A command applies once per comment (its id is signed).
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        key = pause_key(h.github.repos[REPO].id, 1)
+        login = "octo-org" if association == "OWNER" else "maintainer"
+        pause = h.comment_payload(pull, "/review pause", login=login, association=association)
+        assert (await h.deliver("issue_comment", pause))["outcome"] in ("paused", "replied")
+        await _setting(h, key, "1")
+        resume = h.comment_payload(pull, "/review resume", association="OWNER", login="octo-org")
+        assert (await h.deliver("issue_comment", resume))["outcome"] == "resumed"
+        replayed = await h.deliver("issue_comment", pause, delivery="captured-and-replayed")
+        assert replayed["outcome"] == "duplicate-command", replayed
+        assert (await h.deliver("issue_comment", resume))["outcome"] == "duplicate-command"
+
+        async def outbox_done() -> bool:  # a replayed member's pause would have been applied by now
+            return await h.store.pending_effects() == []
+
+        await eventually(outbox_done)
+        assert await h.store.get_setting(key) == "0"
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="opened"))
+        assert pushed["outcome"] == "enqueued"

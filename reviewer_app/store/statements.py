@@ -506,6 +506,8 @@ UPSERT_SETTING = (
     "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 SELECT_SETTING = "SELECT value FROM settings WHERE key = ?"
+# Record a state-changing command (core.admission.applied_command_key) unless it was already: 1 row, first time.
+CLAIM_COMMAND_IF_NEW = "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
 
 # Claim: lease up to ?4 eligible queued jobs (not while the queue is paused) with a random token per row; the
 # claimed rows come back whole, so a worker starts without reading its job again. Parameters: owner, lease expiry,
