@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 
@@ -13,7 +14,7 @@ from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
-from tests.helpers import eventually, webhook_headers
+from tests.helpers import eventually, sha, webhook_headers
 
 
 @pytest.mark.parametrize(
@@ -387,6 +388,28 @@ async def test_rerun_on_a_fork_pull_request_finds_it_through_the_runs_external_i
         assert (await h.deliver("check_run", other))["outcome"] == "ignored"
         payload["check_run"]["external_id"] = "reviewer-app-job-999999"
         assert (await h.deliver("check_run", payload))["outcome"] == "ignored"
+
+
+async def test_suite_rerun_on_a_fork_pull_request_finds_it_through_its_head(tmp_path) -> None:
+    # GitHub lists no pull request on a fork's check suite either: "Re-run all checks" there was ignored.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        payload = h.rerun_payload(pull, {"id": 4242, "head_sha": pull.head_sha}, event="check_suite")
+        payload["check_suite"]["pull_requests"] = []
+        for click in ("click-1", "click-2"):  # each click one new review, as on a pull request of the repository
+            answer = await h.deliver("check_suite", payload, delivery=click)
+            assert answer["outcome"] == "enqueued", answer
+            rerun = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+            assert (rerun.pr_number, rerun.head_sha) == (pull.number, pull.head_sha)
+        assert len(h.reviews()) == 3
+        # A head the app has no job for, or the same head in another repository, names no pull request.
+        unknown = copy.deepcopy(payload)
+        unknown["check_suite"]["head_sha"] = sha("a commit the app never saw")
+        assert (await h.deliver("check_suite", unknown))["outcome"] == "ignored"
+        elsewhere = copy.deepcopy(payload)
+        elsewhere["repository"]["id"] += 1
+        assert (await h.deliver("check_suite", elsewhere))["outcome"] == "ignored"
 
 
 async def test_rerun_of_another_apps_check_is_ignored(tmp_path) -> None:

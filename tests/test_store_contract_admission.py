@@ -70,6 +70,15 @@ async def test_a_pause_or_resume_applies_once_per_comment_whatever_its_delivery(
     assert [e["target"] for e in await store.pending_effects() if e["kind"] == "pause"] == [8]
 
 
+async def test_a_heads_pull_request_is_that_of_its_latest_job(store) -> None:
+    # How a fork's check suite Re-run (GitHub lists no pull request on it) finds its pull request.
+    assert await store.pull_of_head(1, sha(1)) is None
+    await admit(store, Enqueue(spec(pr=3, head=1)))
+    await admit(store, Enqueue(spec(pr=4, head=2)))
+    assert (await store.pull_of_head(1, sha(1)), await store.pull_of_head(1, sha(2))) == (3, 4)
+    assert await store.pull_of_head(2, sha(1)) is None  # another repository
+
+
 async def test_effects_wait_in_the_outbox_until_marked_sent(store) -> None:
     r = await admit(store, Reply("help requested", (Effect("comment", 7, "o/r", 1, "help text"),)))
     assert r.outcome == "replied" and r.job_id is None

@@ -504,9 +504,10 @@ def decide_rerun(
 
     Each click is its own request, keyed on its delivery: GitHub keeps one suite per app and commit (and a check
     run's id) across clicks, so a key on either would make every click after the first a duplicate. A redelivery
-    of the same delivery keeps its id, and stays a duplicate. ``job_pull`` is (repository id, PR number) of the
-    job the run's ``external_id`` names, as the receiver read it from the store (see ``rerun_job_id``); it is used
-    only when the payload lists no pull request and only for a job of the same repository."""
+    of the same delivery keeps its id, and stays a duplicate. GitHub lists no pull request on a fork's check run or
+    suite: ``job_pull`` is then (repository id, PR number) of the app's job the receiver read from the store (the
+    one a check run's ``external_id`` names, see ``rerun_job_id``; for a suite, the latest job for its head); it is
+    used only when the payload lists no pull request and only for a job of the same repository."""
     if action != "rerequested":
         return Ignore(f"{event} action {action!r} triggers nothing")
     node = _get(payload, event)
