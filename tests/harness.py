@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,14 +118,11 @@ class Harness:
         return installation_event(action, installation_id=self.installation_id, account=REPO.split("/")[0])
 
     def repositories_payload(
-        self,
-        action: str,
-        added: list[str] = (),
-        removed: list[str] = (),  # type: ignore[assignment]
+        self, action: str, added: Sequence[str] = (), removed: Sequence[str] = ()
     ) -> dict[str, Any]:
         """An ``installation_repositories`` event: the repositories (full names on the fake) added or removed."""
 
-        def entries(names: list[str]) -> list[dict[str, Any]]:
+        def entries(names: Sequence[str]) -> list[dict[str, Any]]:
             return [repository_entry(name, self.github.repos[name].id) for name in names]
 
         return installation_repositories_event(

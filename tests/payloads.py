@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import warnings
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -341,8 +342,8 @@ def installation_event(
 def installation_repositories_event(
     action: str,
     *,
-    added: list[dict[str, Any]] = (),  # type: ignore[assignment]
-    removed: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    added: Sequence[dict[str, Any]] = (),
+    removed: Sequence[dict[str, Any]] = (),
     installation_id: int = 77,
     account: str = ACCOUNT,
     app_id: int = APP_ID,

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from gidgethub import sansio
 
 from reviewer_app.core.admission import (
     AUTO_ACTIONS,
@@ -176,7 +177,5 @@ def test_the_old_hand_built_pull_request_body_is_refused() -> None:
     assert schema_problems("pull_request", pr_payload()) is None
 
 
-def _event(event: str, payload: dict[str, Any]) -> Any:
-    from gidgethub import sansio
-
+def _event(event: str, payload: dict[str, Any]) -> sansio.Event:
     return sansio.Event(json.loads(json.dumps(payload)), event=event, delivery_id="schema-test")
