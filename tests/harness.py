@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,15 @@ from reviewer_app.store.base import Job
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github import FakeGitHub, Pull, added_file, running
 from tests.helpers import SECRET, eventually, webhook_headers
+from tests.payloads import (
+    check_run_event,
+    check_suite_event,
+    installation_event,
+    installation_repositories_event,
+    issue_comment_event,
+    pull_request_event,
+    repository_entry,
+)
 
 REPO = "octo-org/widgets"
 
@@ -36,26 +45,30 @@ class Harness:
     def store(self) -> Any:
         return self.svc.store
 
-    def pr_payload(self, pull: Pull, action: str = "opened") -> dict[str, Any]:
+    def _repo_fields(self, pull: Pull) -> dict[str, Any]:
         repo = self.github.repos[pull.repo]
-        return {
-            "action": action,
-            "number": pull.number,
-            "pull_request": {
-                "number": pull.number,
-                "state": pull.state,
-                "draft": pull.draft,
-                "title": pull.title,
-                "body": pull.body,
-                "user": {"login": pull.user, "type": "User"},
-                "head": {"sha": pull.head_sha, "ref": pull.head_ref},
-                "base": {"sha": pull.base_sha, "ref": pull.base_ref},
-                "updated_at": "2026-12-01T10:00:00Z",
-            },
-            "repository": {"id": repo.id, "full_name": repo.full_name, "default_branch": repo.default_branch},
-            "installation": {"id": self.installation_id},
-            "sender": {"login": pull.user, "type": "User"},
-        }
+        return {"repo": repo.full_name, "repo_id": repo.id, "installation_id": self.installation_id}
+
+    def pr_payload(self, pull: Pull, action: str = "opened", **extra: Any) -> dict[str, Any]:
+        """The ``pull_request`` event GitHub sends for ``pull`` as the fake holds it (``extra``: e.g. ``before``)."""
+        repo = self.github.repos[pull.repo]
+        return pull_request_event(
+            action,
+            number=pull.number,
+            head=pull.head_sha,
+            base_sha=pull.base_sha,
+            head_ref=pull.head_ref,
+            base_ref=pull.base_ref,
+            default_branch=repo.default_branch,
+            private=repo.private,
+            draft=pull.draft,
+            state=pull.state,
+            title=pull.title,
+            body=pull.body,
+            author=pull.user,
+            **self._repo_fields(pull),
+            **extra,
+        )
 
     def comment_payload(
         self,
@@ -68,39 +81,53 @@ class Harness:
         action: str = "created",
         comment_id: int | None = None,
     ) -> dict[str, Any]:
-        repo = self.github.repos[pull.repo]
+        """An ``issue_comment`` on ``pull``, posted on the fake first so it has the id GitHub gave it."""
         comment = self.github.add_issue_comment(pull.repo, pull.number, login, body)
-        return {
-            "action": action,
-            "issue": {"number": pull.number, "pull_request": {"url": "..."}, "state": "open"},
-            "comment": {
-                "id": comment_id or comment["id"],
-                "body": body,
-                "author_association": association,
-                "user": {"login": login, "type": user_type},
-            },
-            "repository": {"id": repo.id, "full_name": repo.full_name},
-            "installation": {"id": self.installation_id},
-            "sender": {"login": login, "type": user_type},
-        }
+        return issue_comment_event(
+            body,
+            comment_id=comment_id or comment["id"],
+            login=login,
+            association=association,
+            user_type=user_type,
+            action=action,
+            number=pull.number,
+            title=pull.title,
+            author=pull.user,
+            **self._repo_fields(pull),
+        )
 
-    def rerun_payload(self, pull: Pull, check_run: dict[str, Any], *, event: str = "check_run") -> dict[str, Any]:
-        repo = self.github.repos[pull.repo]
-        node = {
-            "id": check_run["id"],
+    def rerun_payload(
+        self, pull: Pull, check_run: dict[str, Any], *, event: str = "check_run", fork: bool = False
+    ) -> dict[str, Any]:
+        """A Re-run click on ``check_run`` (``event`` check_run), or Re-run all checks on its suite (check_suite).
+        ``fork``: the pull request comes from a fork, which GitHub does not list on the run or the suite."""
+        common = {
             "head_sha": check_run["head_sha"],
-            "app": {"id": self.github.app_id},
-            "pull_requests": [{"number": pull.number}],
+            "number": None if fork else pull.number,
+            "app_id": self.github.app_id,
+            "head_ref": pull.head_ref,
+            "base_ref": pull.base_ref,
+            "base_sha": pull.base_sha,
+            **self._repo_fields(pull),
         }
-        return {
-            "action": "rerequested",
-            event: node,
-            "repository": {"id": repo.id, "full_name": repo.full_name},
-            "installation": {"id": self.installation_id},
-        }
+        if event == "check_suite":
+            return check_suite_event(suite_id=check_run.get("check_suite", {}).get("id", 8001), **common)
+        return check_run_event(run_id=check_run["id"], external_id=check_run.get("external_id") or "", **common)
 
     def installation_payload(self, action: str) -> dict[str, Any]:
-        return {"action": action, "installation": {"id": self.installation_id, "account": {"login": "octo-org"}}}
+        return installation_event(action, installation_id=self.installation_id, account=REPO.split("/")[0])
+
+    def repositories_payload(
+        self, action: str, added: Sequence[str] = (), removed: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """An ``installation_repositories`` event: the repositories (full names on the fake) added or removed."""
+
+        def entries(names: Sequence[str]) -> list[dict[str, Any]]:
+            return [repository_entry(name, self.github.repos[name].id) for name in names]
+
+        return installation_repositories_event(
+            action, added=entries(added), removed=entries(removed), installation_id=self.installation_id
+        )
 
     async def deliver(self, event: str, payload: dict[str, Any], *, delivery: str | None = None) -> dict[str, Any]:
         body = json.dumps(payload).encode()

@@ -1,4 +1,4 @@
-"""Test helpers: waiting on conditions with a deadline, realistic signed webhook payloads."""
+"""Test helpers: waiting on conditions with a deadline, signed webhook deliveries of payloads as GitHub sends them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from tests.payloads import pull_request_event, validate
+from tests.payloads import sha as sha  # tests import it from here
 
 SECRET = "test-webhook-secret"
 
@@ -30,10 +33,6 @@ def sign(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def sha(n: int | str) -> str:
-    return hashlib.sha1(str(n).encode()).hexdigest()
-
-
 def pr_payload(
     *,
     action: str = "opened",
@@ -43,52 +42,38 @@ def pr_payload(
     repo: str = "octo/widgets",
     installation_id: int = 77,
     draft: bool = False,
-    state: str = "open",
+    state: str | None = None,
     updated_at: str = "2026-12-01T10:00:00Z",
     padding: int = 0,
 ) -> dict[str, Any]:
-    """A pull_request payload shaped like GitHub's (``padding`` grows the body toward realistic sizes)."""
-    owner, name = repo.split("/")
-    user = {"login": "alice", "id": 1, "type": "User", "site_admin": False}
-    return {
-        "action": action,
-        "number": number,
-        "pull_request": {
-            "url": f"https://api.github.com/repos/{repo}/pulls/{number}",
-            "id": 500000 + number,
-            "number": number,
-            "state": state,
-            "draft": draft,
-            "title": "Add widget frobnication",
-            "body": "This PR adds frobnication.\n" + ("lorem ipsum dolor sit amet " * padding),
-            "user": user,
-            "created_at": "2026-12-01T09:00:00Z",
-            "updated_at": updated_at,
-            "head": {
-                "ref": "feature",
-                "sha": head or sha(f"{repo}{number}"),
-                "user": user,
-                "repo": {"id": repo_id, "full_name": repo},
-            },
-            "base": {"ref": "main", "sha": sha("base"), "user": user, "repo": {"id": repo_id, "full_name": repo}},
-            "author_association": "MEMBER",
-        },
-        "repository": {
-            "id": repo_id,
-            "name": name,
-            "full_name": repo,
-            "private": False,
-            "owner": {"login": owner, "id": 2, "type": "Organization"},
-            "default_branch": "main",
-        },
-        "sender": user,
-        "installation": {"id": installation_id, "node_id": "MDIz"},
-    }
+    """A pull_request payload as GitHub sends it (``padding`` grows the body toward realistic sizes)."""
+    return pull_request_event(
+        action,
+        number=number,
+        head=head,
+        repo_id=repo_id,
+        repo=repo,
+        installation_id=installation_id,
+        draft=draft,
+        state=state,
+        updated_at=updated_at,
+        body="This PR adds frobnication.\n" + ("lorem ipsum dolor sit amet " * padding),
+    )
 
 
 def webhook_headers(
-    body: bytes, *, event: str = "pull_request", delivery: str | None = None, secret: str | None = SECRET
+    body: bytes,
+    *,
+    event: str = "pull_request",
+    delivery: str | None = None,
+    secret: str | None = SECRET,
+    as_github_sends: bool = True,
 ) -> dict[str, str]:
+    """The headers of a delivery of ``body``. Every test sends its webhooks with these, so every body a test builds
+    is held here to GitHub's schema for its event and action (tests.payloads.validate); ``as_github_sends=False``
+    only for a body that is meant not to be one GitHub sends (a relabelled, truncated or malformed one)."""
+    if as_github_sends:
+        validate(event, json.loads(body))
     headers = {
         "Content-Type": "application/json",
         "X-GitHub-Event": event,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 
@@ -13,7 +14,8 @@ from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
-from tests.helpers import eventually, webhook_headers
+from tests.helpers import eventually, sha, webhook_headers
+from tests.payloads import issue_comment_event
 
 
 @pytest.mark.parametrize(
@@ -118,18 +120,7 @@ async def test_the_repository_owner_is_not_asked_for_and_reacted_to_at_admission
 
 def test_only_the_owner_skips_the_permission_check() -> None:
     def payload(association: str) -> dict:
-        return {
-            "action": "created",
-            "issue": {"number": 1, "pull_request": {"url": "x"}},
-            "comment": {
-                "id": 5,
-                "body": "/review",
-                "author_association": association,
-                "user": {"login": "someone", "type": "User"},
-            },
-            "repository": {"id": 1, "full_name": "o/r"},
-            "installation": {"id": 2},
-        }
+        return issue_comment_event("/review", comment_id=5, login="someone", association=association)
 
     member = decide_comment("created", payload("MEMBER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     owner = decide_comment("created", payload("OWNER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
@@ -210,17 +201,7 @@ ATTACK = "/review x` @octocat [click](https://evil.example) `"
 
 
 def test_an_unknown_command_is_answered_without_echoing_the_comment() -> None:
-    payload = {
-        "issue": {"number": 1, "pull_request": {}},
-        "repository": {"id": 1, "full_name": "o/r"},
-        "installation": {"id": 7},
-        "comment": {
-            "id": 9,
-            "body": ATTACK,
-            "author_association": "MEMBER",
-            "user": {"login": "maintainer", "type": "User"},
-        },
-    }
+    payload = issue_comment_event(ATTACK, comment_id=9, login="maintainer", association="MEMBER")
     decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     assert isinstance(decision, Reply) and decision.quiet_seconds > 0
     (said,) = decision.effects
@@ -231,12 +212,7 @@ def test_an_unknown_command_is_answered_without_echoing_the_comment() -> None:
 
 @pytest.mark.parametrize("body", ["/review help", ATTACK])
 def test_help_is_not_answered_to_people_who_may_not_command(body: str) -> None:
-    payload = {
-        "issue": {"number": 1, "pull_request": {}},
-        "repository": {"id": 1, "full_name": "o/r"},
-        "installation": {"id": 7},
-        "comment": {"id": 9, "body": body, "author_association": "NONE", "user": {"login": "drive-by", "type": "User"}},
-    }
+    payload = issue_comment_event(body, comment_id=9, login="drive-by", association="NONE")
     decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     assert isinstance(decision, Reply) and [(e.kind, e.content) for e in decision.effects] == [("reaction", "-1")]
 
@@ -374,19 +350,39 @@ async def test_rerun_on_a_fork_pull_request_finds_it_through_the_runs_external_i
         pull, first = await h.open_pr()
         await h.wait_check_synced(first)
         [run] = h.check_runs(pull.head_sha)
-        payload = h.rerun_payload(pull, run)
-        payload["check_run"].update(pull_requests=[], external_id=run["external_id"])
+        payload = h.rerun_payload(pull, run, fork=True)
         answer = await h.deliver("check_run", payload)
         assert answer["outcome"] == "enqueued", answer
         rerun = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         assert rerun.pr_number == pull.number and len(h.reviews()) == 2
         # A run naming a job of another repository (or none) is not tied to this one's pull request.
-        other = h.rerun_payload(pull, run)
-        other["check_run"].update(pull_requests=[], external_id=run["external_id"])
+        other = h.rerun_payload(pull, run, fork=True)
         other["repository"]["id"] += 1
         assert (await h.deliver("check_run", other))["outcome"] == "ignored"
         payload["check_run"]["external_id"] = "reviewer-app-job-999999"
         assert (await h.deliver("check_run", payload))["outcome"] == "ignored"
+
+
+async def test_suite_rerun_on_a_fork_pull_request_finds_it_through_its_head(tmp_path) -> None:
+    # GitHub lists no pull request on a fork's check suite either: "Re-run all checks" there was ignored.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_check_synced(first)
+        [run] = h.check_runs(pull.head_sha)
+        payload = h.rerun_payload(pull, run, event="check_suite", fork=True)
+        for click in ("click-1", "click-2"):  # each click one new review, as on a pull request of the repository
+            answer = await h.deliver("check_suite", payload, delivery=click)
+            assert answer["outcome"] == "enqueued", answer
+            rerun = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+            assert (rerun.pr_number, rerun.head_sha) == (pull.number, pull.head_sha)
+        assert len(h.reviews()) == 3
+        # A head the app has no job for, or the same head in another repository, names no pull request.
+        unknown = copy.deepcopy(payload)
+        unknown["check_suite"]["head_sha"] = sha("a commit the app never saw")
+        assert (await h.deliver("check_suite", unknown))["outcome"] == "ignored"
+        elsewhere = copy.deepcopy(payload)
+        elsewhere["repository"]["id"] += 1
+        assert (await h.deliver("check_suite", elsewhere))["outcome"] == "ignored"
 
 
 async def test_rerun_of_another_apps_check_is_ignored(tmp_path) -> None:
@@ -564,7 +560,8 @@ async def test_a_signed_body_relabelled_as_another_event_is_malformed(tmp_path, 
     async with harness(tmp_path) as h:
         pull, job_id = await h.open_pr()
         body = json.dumps(h.comment_payload(pull, "thanks!") | {"action": "deleted"}).encode()
-        resp = await h.client.post("/api/github/webhooks", data=body, headers=webhook_headers(body, event=relabelled))
+        headers = webhook_headers(body, event=relabelled, as_github_sends=False)  # the point: not what GitHub sends
+        resp = await h.client.post("/api/github/webhooks", data=body, headers=headers)
         assert resp.status == 400 and f"not a {relabelled} payload" in (await resp.json())["error"]
         await h.wait_state(job_id, JobState.SUCCEEDED)
         assert await h.store.installation_active(h.installation_id)
@@ -610,3 +607,29 @@ async def test_a_help_comment_sent_again_after_the_quiet_window_gets_no_second_r
         assert replayed.outcome == "replied"
         await eventually(settled)
         assert len(_bot_replies(h, 1)) == 1
+
+
+@pytest.mark.parametrize("association", ["MEMBER", "OWNER"])
+async def test_a_replayed_pause_after_a_resume_pauses_nothing(tmp_path, association: str) -> None:
+    # A captured signed `/review pause` body, sent again under a new delivery id after a `/review resume`, paused the
+    # pull request again: the delivery id is not signed. A command applies once per comment (its id is signed).
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        key = pause_key(h.github.repos[REPO].id, 1)
+        login = "octo-org" if association == "OWNER" else "maintainer"
+        pause = h.comment_payload(pull, "/review pause", login=login, association=association)
+        assert (await h.deliver("issue_comment", pause))["outcome"] in ("paused", "replied")
+        await _setting(h, key, "1")
+        resume = h.comment_payload(pull, "/review resume", association="OWNER", login="octo-org")
+        assert (await h.deliver("issue_comment", resume))["outcome"] == "resumed"
+        replayed = await h.deliver("issue_comment", pause, delivery="captured-and-replayed")
+        assert replayed["outcome"] == "duplicate-command", replayed
+        assert (await h.deliver("issue_comment", resume))["outcome"] == "duplicate-command"
+
+        async def outbox_done() -> bool:  # a replayed member's pause would have been applied by now
+            return await h.store.pending_effects() == []
+
+        await eventually(outbox_done)
+        assert await h.store.get_setting(key) == "0"
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="opened"))
+        assert pushed["outcome"] == "enqueued"

@@ -10,6 +10,7 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
 from tests.helpers import webhook_headers
+from tests.payloads import pull_request_event
 from tests.serve_process import ServeProcess, fakes_env
 from tests.test_serve_subprocess import job_row, wait_until
 
@@ -39,21 +40,16 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
             REVIEWER_CHECK_SYNC_SECONDS="0.2",
             REVIEWER_SWEEP_SECONDS="0",  # the sweep would list PR 1's reviews and take the hang meant for the publisher
         )
-        payload = {
-            "action": "opened",
-            "number": 1,
-            "pull_request": {
-                "number": 1,
-                "state": "open",
-                "draft": False,
-                "title": pull.title,
-                "body": "",
-                "head": {"sha": pull.head_sha},
-                "base": {"sha": pull.base_sha, "ref": "main"},
-            },
-            "repository": {"id": repo.id, "full_name": REPO},
-            "installation": {"id": inst.id},
-        }
+        payload = pull_request_event(
+            number=1,
+            head=pull.head_sha,
+            base_sha=pull.base_sha,
+            title=pull.title,
+            body="",
+            repo=REPO,
+            repo_id=repo.id,
+            installation_id=inst.id,
+        )
         first = ServeProcess(env, tmp_path / "serve1.log").start()
         try:
             body = json.dumps(payload).encode()

@@ -26,84 +26,39 @@ from reviewer_app.web.app import WEBHOOK_PATH, make_app
 from reviewer_app.web.events import make_router
 from reviewer_app.web.webhooks import Receiver
 from tests.helpers import SECRET, pr_payload, sha, sign
+from tests.payloads import (
+    check_run_event,
+    check_suite_event,
+    installation_event,
+    installation_repositories_event,
+    issue_comment_event,
+    repository_entry,
+)
 
 APP_ID = 4242
 SLUG = "reviewer-app"
 # Per store backend; REVIEWER_TEST_FUZZ_EXAMPLES=50000 digs deeper on a developer's machine.
 EXAMPLES = int(os.environ.get("REVIEWER_TEST_FUZZ_EXAMPLES", "1000"))
 
-USER = {"login": "maintainer", "id": 3, "type": "User"}
-REPOSITORY = {
-    "id": 1001,
-    "name": "widgets",
-    "full_name": "octo/widgets",
-    "private": False,
-    "owner": {"login": "octo", "id": 2, "type": "Organization"},
-    "default_branch": "main",
-}
-INSTALLATION = {"id": 77, "node_id": "MDIz"}
+WIDGETS = [repository_entry("octo/widgets", 1001)]
 
 
 def comment_payload(body: str) -> dict[str, Any]:
-    return {
-        "action": "created",
-        "issue": {
-            "number": 1,
-            "title": "Add widget",
-            "state": "open",
-            "user": USER,
-            "pull_request": {"url": "https://api.github.com/repos/octo/widgets/pulls/1"},
-        },
-        "comment": {
-            "id": 5001,
-            "body": body,
-            "user": USER,
-            "author_association": "MEMBER",
-            "created_at": "2026-12-01T10:00:00Z",
-        },
-        "repository": REPOSITORY,
-        "sender": USER,
-        "installation": INSTALLATION,
-    }
+    return issue_comment_event(body)
 
 
 def rerun_payload(event: str) -> dict[str, Any]:
-    node = {
-        "id": 9001,
-        "head_sha": sha(1),
-        "status": "completed",
-        "conclusion": "neutral",
-        "app": {"id": APP_ID, "slug": SLUG},
-        "pull_requests": [{"number": 1, "id": 500001}],
-        "external_id": "reviewer-app-job-1",
-    }
-    return {
-        "action": "rerequested",
-        event: node,
-        "repository": REPOSITORY,
-        "sender": USER,
-        "installation": INSTALLATION,
-    }
+    if event == "check_suite":
+        return check_suite_event(head_sha=sha(1))
+    return check_run_event(head_sha=sha(1), external_id="reviewer-app-job-1")
 
 
 def installation_payload(action: str) -> dict[str, Any]:
-    return {
-        "action": action,
-        "installation": {**INSTALLATION, "account": {"login": "octo", "id": 2}},
-        "repositories": [{"id": 1001, "full_name": "octo/widgets"}],
-        "sender": USER,
-    }
+    return installation_event(action, account="octo", repositories=WIDGETS)
 
 
 def repositories_payload(action: str) -> dict[str, Any]:
-    return {
-        "action": action,
-        "installation": {**INSTALLATION, "account": {"login": "octo", "id": 2}},
-        "repositories_removed": [{"id": 1001, "full_name": "octo/widgets"}],
-        "repositories_added": [],
-        "repository_selection": "selected",
-        "sender": USER,
-    }
+    return installation_repositories_event(action, account="octo", removed=WIDGETS)
 
 
 COMMENT_BODIES = [

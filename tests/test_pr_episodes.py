@@ -18,11 +18,7 @@ from tests.helpers import eventually
 def push_payload(
     h: Harness, pull: Any, *, before: str | None, updated_at: str = "2026-12-01T10:00:00Z", action: str = "synchronize"
 ) -> dict[str, Any]:
-    payload = h.pr_payload(pull, action)
-    payload["pull_request"]["updated_at"] = updated_at
-    if before is not None:
-        payload["before"], payload["after"] = before, pull.head_sha
-    return payload
+    return h.pr_payload(pull, action, updated_at=updated_at, **({"before": before} if before is not None else {}))
 
 
 async def pause_queue(h: Harness) -> None:
@@ -288,20 +284,9 @@ async def test_a_repository_added_back_is_swept(tmp_path) -> None:
     async with harness(tmp_path, REVIEWER_SWEEP_SECONDS="3600") as h:
         await pause_queue(h)
         pull, first = await h.open_pr()
-        repo = h.github.repos[REPO]
-        payload = {
-            "installation": {"id": h.installation_id, "account": {"login": "octo-org"}},
-            "repositories_removed": [{"id": repo.id, "full_name": REPO}],
-            "repositories_added": [],
-        }
-        removed = await h.deliver("installation_repositories", {**payload, "action": "removed"})
+        removed = await h.deliver("installation_repositories", h.repositories_payload("removed", removed=[REPO]))
         assert removed["cancelled"] == [first]
-        added = {
-            **payload,
-            "action": "added",
-            "repositories_added": payload["repositories_removed"],
-            "repositories_removed": [],
-        }
+        added = h.repositories_payload("added", added=[REPO])
         assert (await h.deliver("installation_repositories", added))["outcome"] == "installation"
         await resume_queue(h)
         await eventually(lambda: _async(len(bot_reviews(h)) == 1), timeout=15)
@@ -364,18 +349,9 @@ async def test_a_stale_draft_skip_does_not_hide_the_head_from_the_sweep(tmp_path
         await pause_queue(h)
         pull.draft = False
         ready = await h.deliver("pull_request", h.pr_payload(pull, "ready_for_review"))
-        repo = h.github.repos[REPO]
-        entry = [{"id": repo.id, "full_name": REPO}]
-        base = {"installation": {"id": h.installation_id, "account": {"login": "octo-org"}}}
-        removed = await h.deliver(
-            "installation_repositories",
-            {**base, "action": "removed", "repositories_added": [], "repositories_removed": entry},
-        )
+        removed = await h.deliver("installation_repositories", h.repositories_payload("removed", removed=[REPO]))
         assert removed["cancelled"] == [ready["job_id"]]
-        await h.deliver(
-            "installation_repositories",
-            {**base, "action": "added", "repositories_added": entry, "repositories_removed": []},
-        )
+        await h.deliver("installation_repositories", h.repositories_payload("added", added=[REPO]))
         await resume_queue(h)
         assert await recovery(h).sweep_once() == 1
         await quiet(h)

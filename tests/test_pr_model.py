@@ -164,10 +164,7 @@ class PRWorkMachine(RuleBasedStateMachine):
 
     def pr_payload(self, n: int, action: str, **extra: Any) -> dict[str, Any]:
         pull = self.gh.pulls[(REPO, n)]
-        payload = self.h.pr_payload(pull, action)
-        payload["pull_request"]["updated_at"] = iso(pull.updated_at)  # one-second resolution, as GitHub's
-        payload.update(extra)
-        return payload
+        return self.h.pr_payload(pull, action, updated_at=iso(pull.updated_at), **extra)  # one-second resolution
 
     def _episode_ends(self, *prs: PRModel) -> None:
         for pr in prs:
@@ -198,7 +195,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         before = pr.head
         pr.heads.append(self.gh.advance_head(REPO, pr.number))
         pr.paused_on_head = pr.paused
-        self.send("pull_request", self.pr_payload(pr.number, "synchronize", before=before, after=pr.head), hold=hold)
+        self.send("pull_request", self.pr_payload(pr.number, "synchronize", before=before), hold=hold)
 
     @precondition(lambda self: self._any_open())
     @rule(data=st.data())
@@ -211,7 +208,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.gh.advance_head(REPO, pr.number, target, force=True)
         pr.heads.append(target)
         pr.paused_on_head = pr.paused
-        self.send("pull_request", self.pr_payload(pr.number, "synchronize", before=before, after=target))
+        self.send("pull_request", self.pr_payload(pr.number, "synchronize", before=before))
 
     @precondition(lambda self: self._any_open())
     @rule(data=st.data())
@@ -307,22 +304,10 @@ class PRWorkMachine(RuleBasedStateMachine):
 
     @rule()
     def repository_removed_and_added(self) -> None:
-        repo = self.gh.repos[REPO]
-        payload = {
-            "installation": {"id": self.h.installation_id, "account": {"login": "octo-org"}},
-            "repository_selection": "selected",
-        }
-        entry = [{"id": repo.id, "full_name": repo.full_name, "name": "widgets", "private": False}]
         self.lifecycle_events = True
         self._episode_ends(*self.prs.values())
-        self.send(
-            "installation_repositories",
-            {**payload, "action": "removed", "repositories_removed": entry, "repositories_added": []},
-        )
-        self.send(
-            "installation_repositories",
-            {**payload, "action": "added", "repositories_added": entry, "repositories_removed": []},
-        )
+        self.send("installation_repositories", self.h.repositories_payload("removed", removed=[REPO]))
+        self.send("installation_repositories", self.h.repositories_payload("added", added=[REPO]))
 
     # -- faults ---------------------------------------------------------------------------------------------------
 

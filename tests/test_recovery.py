@@ -24,6 +24,7 @@ from reviewer_app.github.recovery import (
 from reviewer_app.store.base import Delivery, Enqueue, Ignore
 from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import SECRET, eventually, sha
+from tests.payloads import issue_comment_event
 from tests.serve_process import free_port
 
 NOW = 1_800_000_000.0
@@ -172,7 +173,10 @@ async def test_failed_deliveries_are_redelivered_once_and_never_one_the_app_admi
         await h.deliver("pull_request", payload, delivery=admitted)  # committed, but GitHub saw a timeout
         gh.add_delivery("pull_request", "opened", status_code=0, guid=admitted, payload=payload)
         lost_1 = gh.add_delivery("pull_request", "opened", status_code=502, payload=payload)
-        lost_2 = gh.add_delivery("issue_comment", "created", status_code=0, payload={"action": "created"})
+        comment = issue_comment_event(
+            "/review", repo=REPO, repo_id=gh.repos[REPO].id, installation_id=h.installation_id
+        )
+        lost_2 = gh.add_delivery("issue_comment", "created", status_code=0, payload=comment)
         settled = gh.add_delivery("pull_request", "synchronize", status_code=500, payload=payload)
         gh.add_delivery("pull_request", "synchronize", status_code=202, guid=settled["guid"], redelivery=True)
         gh.add_delivery("ping", status_code=200)

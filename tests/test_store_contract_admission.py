@@ -13,6 +13,7 @@ from reviewer_app.core.admission import (
     Reply,
     ReposRemoved,
     SetPause,
+    pause_key,
 )
 from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.states import JobState
@@ -53,6 +54,30 @@ async def test_a_paused_pr_skips_automatic_reviews_visibly_but_takes_requested_o
     assert (await admit(store, manual(pr=1))).outcome == "enqueued"
     assert (await admit(store, SetPause(1, 1, False))).outcome == "resumed"
     assert (await admit(store, Enqueue(spec(pr=1, head=5)))).outcome == "enqueued"
+
+
+async def test_a_pause_or_resume_applies_once_per_comment_whatever_its_delivery(store) -> None:
+    pause = SetPause(1, 1, True, (react(target=5),), command_key="command:5")
+    assert (await admit(store, pause)).outcome == "paused"
+    assert (await admit(store, SetPause(1, 1, False, command_key="command:6"))).outcome == "resumed"
+    again = await admit(store, pause)  # the same comment, under a new delivery id
+    assert again.outcome == "duplicate-command" and await store.get_setting(pause_key(1, 1)) == "0"
+    # A pause awaiting its permission check: sent twice at once, one effect is queued.
+    verify = Reply(
+        "pause awaits the permission check", (Effect("pause", 7, "o/r", 8, "1:1:bob"),), command_key="command:8"
+    )
+    first, second = await asyncio.gather(admit(store, verify), admit(store, verify))
+    assert sorted([first.outcome, second.outcome]) == ["duplicate-command", "replied"]
+    assert [e["target"] for e in await store.pending_effects() if e["kind"] == "pause"] == [8]
+
+
+async def test_a_heads_pull_request_is_that_of_its_latest_job(store) -> None:
+    # How a fork's check suite Re-run (GitHub lists no pull request on it) finds its pull request.
+    assert await store.pull_of_head(1, sha(1)) is None
+    await admit(store, Enqueue(spec(pr=3, head=1)))
+    await admit(store, Enqueue(spec(pr=4, head=2)))
+    assert (await store.pull_of_head(1, sha(1)), await store.pull_of_head(1, sha(2))) == (3, 4)
+    assert await store.pull_of_head(2, sha(1)) is None  # another repository
 
 
 async def test_effects_wait_in_the_outbox_until_marked_sent(store) -> None:

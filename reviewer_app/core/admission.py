@@ -102,17 +102,19 @@ class SetPause:
     pr_number: int
     paused: bool
     effects: tuple[Effect, ...] = ()
+    command_key: str | None = None  # see ``applied_command_key``: applied once per comment
 
 
 @dataclass(frozen=True)
 class Reply:
-    """Nothing to queue, only something to say (help, a refusal)."""
+    """Nothing to queue, only something to say (help, a refusal), or a command to verify before it applies."""
 
     reason: str
     effects: tuple[Effect, ...] = ()
     # When non-zero, the reply's comment is dropped if the outbox already holds a comment for the same pull request
     # from the last ``quiet_seconds`` (the store decides, in the admitting transaction).
     quiet_seconds: float = 0.0
+    command_key: str | None = None  # see ``applied_command_key``: a pause/resume awaiting its permission check
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,14 @@ def pause_request(repo_id: int, pr_number: int, login: str) -> str:
 def parse_pause_request(content: str) -> tuple[int, int, str]:
     repo_id, pr_number, login = content.split(":", 2)
     return int(repo_id), int(pr_number), login
+
+
+def applied_command_key(comment_id: int) -> str:
+    """The settings key that records a state-changing command (pause, resume) as applied. The event and delivery
+    headers are not signed, so a captured comment body can be sent again under a new delivery id; the comment id is
+    in the signed body and unique on GitHub, so a command applies once per comment however often it arrives (a
+    replayed ``pause`` cannot pause again after a later ``resume``)."""
+    return f"command:{comment_id}"
 
 
 def pause_key(repo_id: int, pr_number: int) -> str:
@@ -442,12 +452,13 @@ def decide_comment(
         text = f"{text}\n\n{make_answer_marker(comment_id)}"  # one answer per comment, however often it is sent
         return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
     if command.verb in ("pause", "resume"):
+        once = applied_command_key(comment_id)
         if str(comment.get("author_association") or "").upper() == "OWNER":
-            return SetPause(repo_id, number, command.verb == "pause", (react("+1"),))
+            return SetPause(repo_id, number, command.verb == "pause", (react("+1"),), command_key=once)
         # As for `/review`, the association says little of write access: the outbox asks GitHub for the commenter's
         # permission, then applies the change (and reacts) or refuses it (-1). Never in the request.
         verify = Effect(command.verb, inst, repo, comment_id, pause_request(repo_id, number, login))
-        return Reply(f"{command.verb} awaits the permission check of {login}", (verify,))
+        return Reply(f"{command.verb} awaits the permission check of {login}", (verify,), command_key=once)
     refused = (
         Guard(
             reviews_per_day=guard.reviews_per_day,
@@ -508,9 +519,10 @@ def decide_rerun(
 
     Each click is its own request, keyed on its delivery: GitHub keeps one suite per app and commit (and a check
     run's id) across clicks, so a key on either would make every click after the first a duplicate. A redelivery
-    of the same delivery keeps its id, and stays a duplicate. ``job_pull`` is (repository id, PR number) of the
-    job the run's ``external_id`` names, as the receiver read it from the store (see ``rerun_job_id``); it is used
-    only when the payload lists no pull request and only for a job of the same repository."""
+    of the same delivery keeps its id, and stays a duplicate. GitHub lists no pull request on a fork's check run or
+    suite: ``job_pull`` is then (repository id, PR number) of the app's job the receiver read from the store (the
+    one a check run's ``external_id`` names, see ``rerun_job_id``; for a suite, the latest job for its head); it is
+    used only when the payload lists no pull request and only for a job of the same repository."""
     if action != "rerequested":
         return Ignore(f"{event} action {action!r} triggers nothing")
     node = _get(payload, event)

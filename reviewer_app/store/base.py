@@ -290,6 +290,10 @@ class Store(Protocol):
         """The head of the PR's latest published review, for incremental reviews."""
         ...
 
+    async def pull_of_head(self, repo_id: int, head_sha: str) -> int | None:
+        """The PR number of the latest job for this head of the repository (a fork's check suite names none)."""
+        ...
+
     async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
         """End the job cancelled with ``outcome`` (a skip) if ``lease`` holds it and its pokes are still ``pokes``;
         False (nothing written) otherwise."""

@@ -152,6 +152,10 @@ class DrivenStore(FencedFinishes, abc.ABC):
         rows = await self._rows(s.LAST_REVIEWED_HEAD, (repo_id, pr_number))
         return rows[0][0] if rows else None
 
+    async def pull_of_head(self, repo_id: int, head_sha: str) -> int | None:
+        rows = await self._rows(s.PULL_OF_HEAD, (repo_id, head_sha))
+        return rows[0][0] if rows else None
+
     async def skip_if_unpoked(self, lease: Lease, *, pokes: int, now: float, outcome: str) -> bool:
         return await self._run(lambda: p.skip_if_unpoked(lease, pokes=pokes, now=now, outcome=outcome))
 

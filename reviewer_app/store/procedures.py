@@ -235,6 +235,10 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
             (decision.reason, cancel_reason(decision.reason).value, now, now, decision.repo_id, decision.pr_number),
         )
         return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
+    if isinstance(decision, Reply | SetPause) and decision.command_key is not None:
+        # A command applies once per comment: a captured body sent again under a new delivery id is a duplicate.
+        if (yield Count(s.CLAIM_COMMAND_IF_NEW, (decision.command_key, "applied"))) != 1:
+            return AdmitResult("duplicate-command", reason="this comment's command was already applied")
     if isinstance(decision, Reply):
         since = now - decision.quiet_seconds
         for e in quiet_comments(decision):

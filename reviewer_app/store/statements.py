@@ -308,6 +308,9 @@ SELECT head_sha FROM jobs WHERE repo_id = ? AND pr_number = ? AND review_id IS N
  ORDER BY COALESCE(finished_at, updated_at) DESC, id DESC LIMIT 1
 """
 
+# The pull request of the latest job for a head of a repository: a fork's check suite lists no pull request.
+PULL_OF_HEAD = "SELECT pr_number FROM jobs WHERE repo_id = ? AND head_sha = ? ORDER BY id DESC LIMIT 1"
+
 # A review is on GitHub: record it whatever became of the lease (it is a fact about GitHub, not a claim on the job).
 RECORD_PUBLISHED_REVIEW = "UPDATE jobs SET review_id = ? WHERE id = ? AND review_id IS NULL"
 
@@ -506,6 +509,8 @@ UPSERT_SETTING = (
     "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 SELECT_SETTING = "SELECT value FROM settings WHERE key = ?"
+# Record a state-changing command (core.admission.applied_command_key) unless it was already: 1 row, first time.
+CLAIM_COMMAND_IF_NEW = "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
 
 # Claim: lease up to ?4 eligible queued jobs (not while the queue is paused) with a random token per row; the
 # claimed rows come back whole, so a worker starts without reading its job again. Parameters: owner, lease expiry,

@@ -26,7 +26,7 @@ class Decisions:
     app_id: int | None = None
     app_slug: str = ""
     guard: Guard | None = None
-    rerun_job_pull: tuple[int, int] | None = None  # (repository id, PR number) of the job a check run names
+    rerun_job_pull: tuple[int, int] | None = None  # (repository id, PR number) of a fork's rerequested run or suite
     items: list[Decision] = field(default_factory=list)
 
     @property

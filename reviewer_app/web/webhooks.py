@@ -144,17 +144,28 @@ class Receiver:
         )
 
     async def _rerun_job_pull(self, event: sansio.Event) -> tuple[int, int] | None:
-        """(repository id, PR number) of the job a rerequested check run names, read from the store, when the payload
-        lists no pull request (a fork's): a read of our own row, no GitHub call in the request."""
+        """(repository id, PR number) of the job a rerequested check run or suite belongs to, read from the store, when
+        the payload lists no pull request (a fork's): a read of our own rows, no GitHub call in the request. A check
+        run names its job (``external_id``); a check suite is the app's on one commit, found by its head."""
         data = event.data
-        node = data.get("check_run")
-        if event.event != "check_run" or data.get("action") != "rerequested" or not isinstance(node, dict):
+        node = data.get(event.event)
+        if event.event not in ("check_run", "check_suite") or data.get("action") != "rerequested":
             return None
-        job_id = rerun_job_id(data) if not node.get("pull_requests") else None
-        job = await self.store.get_job(job_id) if job_id is not None else None
-        return (job.repo_id, job.pr_number) if job is not None else None
+        if not isinstance(node, dict) or node.get("pull_requests"):
+            return None
+        if event.event == "check_run":
+            job_id = rerun_job_id(data)
+            job = await self.store.get_job(job_id) if job_id is not None else None
+            return (job.repo_id, job.pr_number) if job is not None else None
+        repo_id = data["repository"].get("id") if isinstance(data.get("repository"), dict) else None
+        head = node.get("head_sha")
+        if type(repo_id) is not int or repo_id not in _INT64 or not isinstance(head, str) or not _SHA.fullmatch(head):
+            return None
+        number = await self.store.pull_of_head(repo_id, head)
+        return (repo_id, number) if number is not None else None
 
 
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # a commit id: SHA-1, or SHA-256
 _SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
 _INT64 = range(-(2**63), 2**63)
 
