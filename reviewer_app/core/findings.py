@@ -59,7 +59,7 @@ def locate(snippet: Snippet, lines: Sequence[str], *, near: int = 1) -> int | No
 def title_of(body: str) -> str:
     """A finding's title: the first line of prose of its comment (raw: rendered where it is shown), cut short."""
     for line in body.strip().splitlines():
-        text = line.strip().lstrip("#>*- ").strip()
+        text = line.strip().lstrip("#>*- ").rstrip("* ").strip()
         if text and not text.startswith(("```", "~~~")):
             return " ".join(text.split())[:MAX_TITLE_CHARS]
     return ""
