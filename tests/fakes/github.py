@@ -27,6 +27,7 @@ import jwt
 import yarl
 from aiohttp import web
 
+from tests.fakes.github_graphql import ThreadsState, register_graphql  # memory: review threads
 from tests.fakes.keys import generate_key_pair, test_key_pair
 
 T = TypeVar("T")
@@ -487,6 +488,7 @@ class FakeGitHub:
         self._delivery_payloads: dict[str, tuple[str, Json]] = {}  # guid -> (event, payload)
         self.redelivery_requests: list[int] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # code -> manifest, until converted or expired
+        self.review_threads = ThreadsState()  # memory: resolved threads, schema rejections (github_graphql.py)
 
         self.faults: list[Fault] = []
         self.requests: list[RecordedRequest] = []
@@ -850,6 +852,7 @@ class FakeGitHub:
         r.add_get(repo + "/contents/", self._get_contents)
         r.add_get(repo + "/compare/{basehead:.+}", self._compare)
         r.add_get(repo + "/collaborators/{user}/permission", self._permission)
+        register_graphql(self, app)  # memory: POST /graphql (github_graphql.py)
         r.add_get("/_fake/state", self._admin_state)
         r.add_post("/_fake/inject", self._admin_inject)
         r.add_post("/_fake/load", self._admin_load)
