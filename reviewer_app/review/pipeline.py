@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -35,7 +35,7 @@ from reviewer_app.core.errors import (
 )
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
-from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment
+from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelAnswer, ModelComment
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
@@ -43,12 +43,14 @@ from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHub
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
+from reviewer_app.review.memory import Memory, Recall
 from reviewer_app.review.prepare import overview, part_note, prepare, without_context
 from reviewer_app.review.prompt import (
     SYSTEM_PROMPT,
     OverviewRow,
     PromptFile,
     PromptPR,
+    RaisedFinding,
     build_user_blocks,
     build_user_message,
     estimate_tokens,
@@ -60,6 +62,7 @@ from reviewer_app.review.render import (
     Links,
     ReviewCounts,
     conclusion_for,
+    earlier_finding_entry,
     group_by_reason,
     inline_comment,
     not_reviewed_line,
@@ -68,7 +71,7 @@ from reviewer_app.review.render import (
 )
 from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from reviewer_app.review.selection import Selection, select_files
-from reviewer_app.store.base import Delivery, Usage
+from reviewer_app.store.base import Delivery, Finding, Usage
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,7 @@ class ReviewPipeline:
         self.checks = checks
         self.settings = settings
         self.reader = ContentReader(github)
+        self.memory = Memory(github, self.reader)
         # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
         # lookup; a changed permission counts after at most a minute.
         self._permissions: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
@@ -157,10 +161,11 @@ class ReviewPipeline:
         ignore = (*self.settings.ignore, *rc.ignore)
         selection = select_files(files, ignore=ignore)
         diffs = {d.path: d for d in selection.reviewed}
+        recall = await self._recall(ctx)
         stored = job.answer
         if stored is None:
             scope = await self._scope(ctx, selection, ignore)
-            stored = await self._ask_model(ctx, pr, scope, rc)
+            stored = await self._ask_model(ctx, pr, scope, rc, recall)
             # The answer replaces the progress it was built from (finished parts, tool turns).
             details = {k: v for k, v in ctx.job.details.items() if k != PROGRESS_KEY}
             await ctx.checkpoint(answer=stored, details=details)
@@ -171,7 +176,8 @@ class ReviewPipeline:
         unlisted = _unlisted_files(pr, len(files))
         if unlisted:
             summary = f"{unlisted}\n\n{summary}"
-        comments = [ModelComment(**c) for c in stored["comments"]]
+        # What an earlier review raised on code that did not change is not posted again, even if the model repeats it.
+        comments = await self.memory.drop_repeats(ctx, [ModelComment(**c) for c in stored["comments"]], recall)
         not_covered = [tuple(x) for x in stored["not_covered"]]
         # Nits never go inline: folded in the body when the repository wants them, otherwise not shown.
         nits = [c for c in comments if c.rank == "nit"] if rc.nits == "fold" else []
@@ -187,6 +193,7 @@ class ReviewPipeline:
             **{s: severities[s] for s in SEVERITIES},
         )
         links = Links(str(pr.get("html_url") or f"https://github.com/{repo}/pull/{number}"), job.head_sha)
+        earlier = [_earlier_entry(s.finding, s.line, links) for s in recall.still_open]
         body = render_review_body(
             summary=summary,
             inline=anchored.inline,
@@ -197,15 +204,18 @@ class ReviewPipeline:
             marker=make_marker(job.id, job.head_sha),
             counts=counts,
             links=links,
+            earlier=earlier,
         )
 
         review_id = await self._publish_once(ctx, body, [inline_comment(c) for c in anchored.inline])
+        resolved = await self._remember(ctx, review_id, anchored.inline, recall, rc)
         report = {
             "summary": publishable(summary, MAX_CHECK_SUMMARY_CHARS) if summary.strip() else "",
             "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
             "review_url": f"{links.pr_url}#pullrequestreview-{review_id}",
             "not_reviewed": not_reviewed_line(group_by_reason(not_covered)),
             "conclusion": conclusion_for(counts, rc.conclusions),
+            "resolved": resolved,
         }
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(
@@ -223,6 +233,28 @@ class ReviewPipeline:
             f"reviewed: {counts.findings} finding(s), {counts.inline} inline comment(s), {counts.moved} in the "
             f"body, {counts.not_covered} file(s) not reviewed; review {review_id}"
         )
+
+    async def _recall(self, ctx: JobContext) -> Recall:
+        """The PR's open findings at this head; none when GitHub cannot tell (the review goes on without them)."""
+        try:
+            return await self.memory.recall(ctx)
+        except JobError as exc:
+            log.warning("job %s: earlier findings not checked: %s", ctx.job.id, exc.reason)
+            return Recall()
+
+    async def _remember(
+        self, ctx: JobContext, review_id: int, inline: Sequence[InlineComment], recall: Recall, rc: RepoConfig
+    ) -> int:
+        """After publication: keep the review's findings, link them to their threads and resolve the app's outdated
+        threads. GitHub failing here never costs the published review: it is logged, and the next review of the pull
+        request tries again. Returns how many of the PR's threads the app has resolved so far."""
+        job = ctx.job
+        await self.memory.record(ctx, review_id, inline)
+        try:
+            await self.memory.tend_threads(ctx, recall, resolve=rc.resolve_outdated)
+        except JobError as exc:
+            log.warning("job %s: review threads not tended (tried again at the next review): %s", job.id, exc.reason)
+        return await ctx.store.resolved_findings(job.repo_id, job.pr_number)
 
     async def _check_requester(self, ctx: JobContext) -> None:
         """A requested review (`/review` by someone other than the repository's owner) runs only for people with
@@ -396,7 +428,9 @@ class ReviewPipeline:
             result.job_id,
         )
 
-    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> dict[str, Any]:
+    async def _ask_model(
+        self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig, recall: Recall
+    ) -> dict[str, Any]:
         job = ctx.job
         assert job.installation_id is not None
         inst = job.installation_id
@@ -412,6 +446,9 @@ class ReviewPipeline:
             return str((comparison.get("merge_base_commit") or {}).get("sha") or "") or None
 
         context_lines = self.settings.context_lines if rc.context else 0
+        raised = tuple(
+            RaisedFinding(s.finding.path, s.line, s.finding.severity, s.finding.title) for s in recall.still_open
+        )
         prepared = await prepare(
             selection,
             reader=self.reader,
@@ -442,6 +479,7 @@ class ReviewPipeline:
                 language=rc.language,
                 tools_note=tools_note(tools.limits) if tools is not None else None,
                 nits=rc.nits == "fold",
+                already_raised=raised,
             )
 
         # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
@@ -639,6 +677,17 @@ class ReviewPipeline:
         reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
         found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
         return None if found is None else int(found["id"])
+
+
+def _earlier_entry(finding: Finding, line: int, links: Links) -> str:
+    """An earlier finding still open, for the review body: linked to its comment when its id is known."""
+    if finding.comment_id is not None:
+        url = f"{links.pr_url}#discussion_r{finding.comment_id}"
+    elif finding.review_id is not None:
+        url = f"{links.pr_url}#pullrequestreview-{finding.review_id}"
+    else:
+        url = links.permalink(finding.path, line)
+    return earlier_finding_entry(finding.severity, finding.path, line, finding.title, url)
 
 
 def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:

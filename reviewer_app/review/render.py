@@ -22,6 +22,7 @@ __all__ = [
     "check_reviewed",
     "check_superseded",
     "conclusion_for",
+    "earlier_finding_entry",
     "inline_comment",
     "neutralise",
     "not_reviewed_line",
@@ -122,9 +123,11 @@ def render_review_body(
     counts: ReviewCounts,
     links: Links,
     max_chars: int = MAX_BODY_CHARS,
+    earlier: Sequence[str] = (),
 ) -> str:
     """The review body: note, the one summary, findings by severity with links, comments outside the diff (with
-    permalinks), folded nits, folded files not reviewed (grouped by reason), counts, marker last.
+    permalinks), earlier findings still open (``earlier``: entries from ``earlier_finding_entry``), folded nits, folded
+    files not reviewed (grouped by reason), counts, marker last.
 
     Everything except ``marker`` is treated as untrusted. Sections that do not fit in ``max_chars`` keep their
     first entries and a line saying how many were left out; empty sections are not shown.
@@ -146,6 +149,7 @@ def render_review_body(
     parts = [
         ("### Findings", findings, "\n", "finding", None),
         ("### Outside the diff", moved, "\n\n", "comment", None),
+        (f"### Still open from earlier reviews: {len(earlier)}", list(earlier), "\n", "finding", None),
         ("", folded, "\n", "nit", f"{_plural(len(nits), 'nit')}, folded"),
         ("", skipped, "\n", "line", not_reviewed_line(groups)),
     ]
@@ -168,6 +172,12 @@ def top_findings(
     found += [Finding(c.rank, _index_entry(c, links.of(c, inline=False))) for c in moved if c.rank != "nit"]
     found.sort(key=lambda f: SEVERITIES.index(f.severity))
     return found if limit is None else found[:limit]
+
+
+def earlier_finding_entry(severity: str, path: str, line: int, title: str, url: str) -> str:
+    """One earlier finding that is still open (its code did not change), linked to where it was raised."""
+    label = LABELS.get(severity, LABELS["warning"])
+    return f"- {label} · [{_code(path)} line {line}]({url}): {inline_text(title, MAX_HEADLINE_CHARS) or '(see the comment)'}"
 
 
 def not_reviewed_line(groups: Sequence[tuple[str, Sequence[str]]]) -> str:
@@ -316,6 +326,9 @@ def check_reviewed(
         parts.append(f"{_plural(counts.nit, 'nit')} folded in the review.")
     if report.get("not_reviewed"):
         parts.append(f"{report['not_reviewed']}; the review lists them.")
+    resolved = report.get("resolved")
+    if isinstance(resolved, int) and resolved > 0:  # memory: the app's own threads it resolved on this pull request
+        parts.append(f"{_plural(resolved, 'earlier review thread')} resolved: the code they pointed at changed.")
     parts.append(f"<sub>{_counts_line(counts)}</sub>")
     return title, "\n\n".join(parts)
 

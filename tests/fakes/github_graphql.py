@@ -52,6 +52,7 @@ class ThreadsState:
 
 
 def register_graphql(fake: FakeGitHub, app: web.Application) -> None:
+    github_schema()  # built now, before serving: building it inside a request would stall the event loop it shares
     app.router.add_post("/graphql", partial(_graphql, fake))
 
 
