@@ -27,9 +27,6 @@ from reviewer_app.store.base import Finding
 
 log = logging.getLogger(__name__)
 
-# Threads with more comments than the query lists are left alone: what the rest say is not known.
-MAX_THREAD_COMMENTS = 50
-
 
 @dataclass(frozen=True)
 class StillOpen:
@@ -187,6 +184,7 @@ class Memory:
                 continue
             comments = thread.get("comments") or {}
             nodes = comments.get("nodes") or []
+            # A thread with more comments than the query lists is left alone too: what the rest say is not known.
             if int(comments.get("totalCount") or 0) > len(nodes) or any(
                 ((n.get("author") or {}).get("login")) not in ours for n in nodes
             ):
