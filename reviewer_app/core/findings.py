@@ -39,21 +39,32 @@ def snippet_at(lines: Sequence[str], line: int, *, around: int = NEIGHBOURHOOD) 
     )
 
 
+class FileLines:
+    """A file's lines normalised once, indexed by content, to locate many snippets in it."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.flat = [normalise(x) for x in lines]
+        self.at: dict[str, list[int]] = {}
+        for index, text in enumerate(self.flat):
+            self.at.setdefault(text, []).append(index)
+
+    def locate(self, snippet: Snippet, *, near: int = 1) -> int | None:
+        """The 1-based line where ``snippet`` sits now (the same line with the same neighbourhood), the one closest
+        to ``near`` when it sits in several places; None when its code changed or went away."""
+        flat = self.flat
+        found = [
+            at + 1
+            for at in self.at.get(snippet.line, ())
+            if at >= len(snippet.before)
+            and tuple(flat[at - len(snippet.before) : at]) == snippet.before
+            and tuple(flat[at + 1 : at + 1 + len(snippet.after)]) == snippet.after
+        ]
+        return min(found, key=lambda n: (abs(n - near), n)) if found else None
+
+
 def locate(snippet: Snippet, lines: Sequence[str], *, near: int = 1) -> int | None:
-    """The 1-based line of ``lines`` where ``snippet`` sits now (the same line with the same neighbourhood), the one
-    closest to ``near`` when it sits in several places; None when its code changed or went away."""
-    flat = [normalise(x) for x in lines]
-    found: list[int] = []
-    for at, text in enumerate(flat):
-        if text != snippet.line:
-            continue
-        start = at - len(snippet.before)
-        if start < 0 or tuple(flat[start:at]) != snippet.before:
-            continue
-        if tuple(flat[at + 1 : at + 1 + len(snippet.after)]) != snippet.after:
-            continue
-        found.append(at + 1)
-    return min(found, key=lambda n: (abs(n - near), n)) if found else None
+    """``FileLines(lines).locate(snippet, near=near)``: where ``snippet`` sits in ``lines`` now, or None."""
+    return FileLines(lines).locate(snippet, near=near)
 
 
 def title_of(body: str) -> str:

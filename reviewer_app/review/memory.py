@@ -12,9 +12,9 @@ from reviewer_app.core.errors import JobError
 from reviewer_app.core.findings import (
     Candidate,
     Earlier,
+    FileLines,
     Snippet,
     body_digest,
-    locate,
     repeats,
     snippet_at,
     title_of,
@@ -62,6 +62,12 @@ class Memory:
         text = await self.reader.read(job.installation_id, job.repo_full_name, path, job.head_sha)
         return None if text is None else text.split("\n")
 
+    async def _exists(self, ctx: JobContext, path: str) -> bool:
+        """Whether ``path`` is at the job's head at all (a file too large to read is, and is not gone)."""
+        job = ctx.job
+        assert job.installation_id is not None
+        return await self.github.get_contents(job.installation_id, job.repo_full_name, path, job.head_sha) is not None
+
     async def recall(self, ctx: JobContext) -> Recall:
         """Where each open finding of earlier jobs sits at this head, if anywhere. A file that cannot be read leaves
         its findings out (neither open nor outdated)."""
@@ -69,18 +75,21 @@ class Memory:
         findings = [f for f in await ctx.store.open_findings(job.repo_id, job.pr_number) if f.job_id != job.id]
         still: list[StillOpen] = []
         outdated: list[tuple[Finding, bool]] = []
-        files: dict[str, list[str] | None] = {}
+        files: dict[str, FileLines | None] = {}
         for f in findings:
             if f.path not in files:
                 try:
-                    files[f.path] = await self._lines(ctx, f.path)
+                    lines = await self._lines(ctx, f.path)
+                    if lines is None and await self._exists(ctx, f.path):
+                        raise NotText(f"{f.path} is there but not served as text (larger than the API's 1 MB?)")
                 except (JobError, NotText) as exc:
                     log.info("job %s: earlier findings on %r not checked: %s", job.id, f.path, exc)
                     continue
-            lines = files[f.path]
-            line = None if lines is None else locate(_snippet(f), lines, near=f.line)
+                files[f.path] = None if lines is None else FileLines(lines)
+            at = files[f.path]
+            line = None if at is None else at.locate(_snippet(f), near=f.line)
             if line is None:
-                outdated.append((f, lines is None))
+                outdated.append((f, at is None))
             else:
                 still.append(StillOpen(f, line))
         return Recall(tuple(still), tuple(outdated))
