@@ -161,7 +161,7 @@ async def test_the_repository_can_turn_resolving_off(h: Harness) -> None:
     assert mutations == []
 
 
-async def test_graphql_failing_never_costs_the_review_and_the_next_review_resolves(h: Harness) -> None:
+async def test_graphql_failing_never_costs_the_review_and_the_next_review_resolves(h: Harness, caplog) -> None:
     pull, (unclosed, _) = await revision_1(h)
     fixed = [*V1[:3], "    with open(path) as f:", "        data = f.read()", *V1[4:]]
     fault = h.github.inject("POST", r"^/graphql$", "error", times=None, status=502)
@@ -169,6 +169,7 @@ async def test_graphql_failing_never_costs_the_review_and_the_next_review_resolv
     job_id = await push(h, pull, fixed, {"summary": "Fine now.", "comments": []})
 
     assert fault.hits >= 1
+    assert "review threads not tended (tried again at the next review)" in caplog.text
     assert (await h.job(job_id)).review_id is not None  # published all the same
     assert len(h.reviews()) == 2
     assert not is_resolved(h.github, unclosed)
@@ -189,3 +190,39 @@ async def test_findings_are_remembered_when_the_review_is_found_by_its_marker(h:
         (unclosed, f"PRRT_{unclosed}"),
         (division, f"PRRT_{division}"),
     ]
+
+
+async def test_a_lost_graphql_answer_is_asked_again_and_the_thread_still_resolved(h: Harness) -> None:
+    pull, (unclosed, _) = await revision_1(h)
+    fixed = [*V1[:3], "    with open(path) as f:", "        data = f.read()", *V1[4:]]
+    fault = h.github.inject("POST", r"^/graphql$", "lost_response", times=1)  # the threads query's answer is lost
+
+    await push(h, pull, fixed, {"summary": "Fine now.", "comments": []})
+
+    assert fault.hits == 1
+    assert is_resolved(h.github, unclosed)
+    assert len(thread_replies(h.github, REPO, 1, unclosed)) == 1
+
+
+async def test_a_thread_already_holding_the_apps_reply_is_resolved_without_a_second_one(h: Harness) -> None:
+    # As after a reply whose answer was lost: the bot's reply is there, the thread is not resolved yet.
+    pull, (unclosed, _) = await revision_1(h)
+    add_thread_reply(h.github, REPO, 1, unclosed, "reviewer-app[bot]", "The code changed.")
+    fixed = [*V1[:3], "    with open(path) as f:", "        data = f.read()", *V1[4:]]
+
+    await push(h, pull, fixed, {"summary": "Fine now.", "comments": []})
+
+    assert is_resolved(h.github, unclosed)
+    assert [r["body"] for r in thread_replies(h.github, REPO, 1, unclosed)] == ["The code changed."]
+
+
+async def test_a_file_that_is_there_but_not_readable_as_text_is_not_taken_for_gone(h: Harness) -> None:
+    pull, (unclosed, division) = await revision_1(h)
+    h.anthropic.script_tool_answer({"summary": "A link now.", "comments": []})
+    sha = h.github.advance_head(REPO, 1, files=[added_file("src/other.py", ["x = 1"])])
+    h.github.set_symlink(REPO, PATH, "elsewhere.py", ref=sha)  # the contents API serves it, but not as a file
+    delivered = await h.deliver("pull_request", h.pr_payload(pull, "synchronize"))
+    await h.wait_state(delivered["job_id"], JobState.SUCCEEDED)
+
+    assert not is_resolved(h.github, unclosed) and not is_resolved(h.github, division)
+    assert len(await h.store.open_findings(h.github.repos[REPO].id, 1)) == 2
