@@ -13,8 +13,10 @@ resolved and every document the schema rejected.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +32,17 @@ SCHEMA_PACKAGE = "@octokit/graphql-schema@15.26.1"
 MAX_PAGE = 100  # GitHub's ceiling on `first`
 
 
-@lru_cache(maxsize=1)
+_schema: GraphQLSchema | None = None
+_schema_lock = threading.Lock()
+
+
 def github_schema() -> GraphQLSchema:
-    """GitHub's public GraphQL schema (built once per process: about two seconds)."""
-    return build_schema(SCHEMA_PATH.read_text(encoding="utf-8"), assume_valid_sdl=True)
+    """GitHub's public GraphQL schema, built once per process (two seconds of CPU, more on a busy machine)."""
+    global _schema
+    with _schema_lock:
+        if _schema is None:
+            _schema = build_schema(SCHEMA_PATH.read_text(encoding="utf-8"), assume_valid_sdl=True)
+        return _schema
 
 
 def schema_errors(document: str) -> list[str]:
@@ -52,7 +61,10 @@ class ThreadsState:
 
 
 def register_graphql(fake: FakeGitHub, app: web.Application) -> None:
-    github_schema()  # built now, before serving: building it inside a request would stall the event loop it shares
+    # The schema is built off the event loop (the fake shares its loop with the app in tests/harness.py, and a
+    # two-second stall there costs leases), starting now, so it is usually ready by the first query.
+    if _schema is None:
+        threading.Thread(target=github_schema, name="github-graphql-schema", daemon=True).start()
     app.router.add_post("/graphql", partial(_graphql, fake))
 
 
@@ -95,11 +107,12 @@ async def _graphql(fake: FakeGitHub, request: web.Request) -> web.Response:
         return web.json_response({"message": "Problems parsing JSON"}, status=400)
     state = fake.review_threads
     state.documents.append(query)
+    schema = await asyncio.to_thread(github_schema)
     errors = schema_errors(query)
     if errors:
         state.rejected.extend(errors)
         return web.json_response({"errors": [{"message": m} for m in errors]})
-    result = execute_sync(github_schema(), parse(query), root_value=_Root(fake), variable_values=variables)
+    result = execute_sync(schema, parse(query), root_value=_Root(fake), variable_values=variables)
     body: Json = {"data": result.data}
     if result.errors:
         body["errors"] = [{"message": e.message, "path": e.path} for e in result.errors]
