@@ -1,10 +1,14 @@
-"""The findings table (migration 0009) on both stores: kept once, read while open, linked to threads, resolved."""
+"""The findings table (migration 0009) on both stores: kept once, read while open, linked to threads, resolved,
+and moved by migrate-store."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from reviewer_app.store.base import Finding
+from reviewer_app.store.migrate import migrate_store
+from reviewer_app.store.postgres import PostgresStore
+from reviewer_app.store.sqlite import SqliteStore
 
 FINDING = Finding(
     repo_id=7,
@@ -60,3 +64,29 @@ async def test_resolved_findings_leave_the_open_list_and_are_counted(store) -> N
     assert [f.id for f in await store.open_findings(7, 3)] == [second.id]
     assert await store.resolved_findings(7, 3) == 1
     assert await store.resolved_findings(7, 4) == 0
+
+
+async def test_findings_move_with_migrate_store(tmp_path, pg_schema) -> None:
+    sqlite = SqliteStore(str(tmp_path / "reviewer.db"), busy_timeout_ms=2000)
+    await sqlite.open()
+    try:
+        await sqlite.record_findings([FINDING, replace(FINDING, line=6, body_digest="d2")], now=100.0)
+        first, _ = await sqlite.open_findings(7, 3)
+        assert first.id is not None
+        await sqlite.resolve_findings([first.id], now=150.0)
+    finally:
+        await sqlite.close()
+    dsn, schema = pg_schema
+
+    report = await migrate_store(f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=200.0)
+
+    assert report.rows["findings"] == 2
+    pg = PostgresStore(dsn, schema=schema, timeout_ms=2000)
+    await pg.open()
+    try:
+        assert [f.line for f in await pg.open_findings(7, 3)] == [6]
+        assert await pg.resolved_findings(7, 3) == 1
+        await pg.record_findings([replace(FINDING, job_id=12)], now=300.0)  # new ids start past the copied ones
+        assert len(await pg.open_findings(7, 3)) == 2
+    finally:
+        await pg.close()
