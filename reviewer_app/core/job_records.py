@@ -72,6 +72,7 @@ class CheckReport:
     review_url: str = ""
     not_reviewed: str = ""  # "Not reviewed: 3 files (...)", empty when nothing was left out
     conclusion: str = ""
+    resolved: int = 0  # the app's own earlier threads it resolved on this pull request (review/memory.py)
 
     @classmethod
     def from_dict(cls, value: Any) -> CheckReport | None:
@@ -84,16 +85,20 @@ class CheckReport:
             review_url=_str(value.get("review_url")) or "",
             not_reviewed=_str(value.get("not_reviewed")) or "",
             conclusion=_str(value.get("conclusion")) or "",
+            resolved=value["resolved"] if type(value.get("resolved")) is int else 0,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "summary": self.summary,
             "top": list(self.top),
             "review_url": self.review_url,
             "not_reviewed": self.not_reviewed,
             "conclusion": self.conclusion,
         }
+        if self.resolved:
+            out["resolved"] = self.resolved
+        return out
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""The GitHub REST calls the app makes: installation auth, in-place retries of reads, and error mapping."""
+"""The GitHub calls the app makes (REST, and GraphQL for review threads): installation auth, in-place retries of reads,
+and error mapping."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import binascii
+import copy
 import logging
 import re
 import time
@@ -37,6 +39,50 @@ _SECRET_RE = re.compile(
     r"|-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----",  # PEM keys
     re.S,
 )
+
+
+# Every GraphQL document the app sends (tests validate each against GitHub's published schema). Review threads exist
+# only in GraphQL: REST has no thread ids and cannot resolve a thread.
+REVIEW_THREADS_QUERY = """
+query ReviewThreads($owner: String!, $name: String!, $number: Int!, $cursor: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $cursor) {
+        pageInfo { hasNextPage endCursor }
+        nodes {
+          id
+          isResolved
+          path
+          comments(first: 50) {
+            totalCount
+            nodes { databaseId author { __typename login } pullRequestReview { databaseId } originalLine }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+RESOLVE_THREAD_MUTATION = """
+mutation ResolveThread($thread: ID!) {
+  resolveReviewThread(input: {threadId: $thread}) { thread { id isResolved } }
+}
+"""
+REPLY_IN_THREAD_MUTATION = """
+mutation ReplyInThread($thread: ID!, $body: String!) {
+  addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $thread, body: $body}) { comment { databaseId } }
+}
+"""
+GRAPHQL_DOCUMENTS = (REVIEW_THREADS_QUERY, RESOLVE_THREAD_MUTATION, REPLY_IN_THREAD_MUTATION)
+
+
+def graphql_endpoint(base_url: str) -> str:
+    """GitHub's GraphQL endpoint next to a REST base URL (github.com: /graphql; GitHub Enterprise Server:
+    /api/v3 becomes /api/graphql)."""
+    base = base_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        return base[: -len("/v3")] + "/graphql"
+    return base + "/graphql"
 
 
 def redact(text: str, secrets: Sequence[str] = ()) -> str:
@@ -152,6 +198,12 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
             self.on_response(answer[0])
         return answer
 
+    def with_token(self, oauth_token: str) -> _GitHubAPI:
+        """This adapter acting with ``oauth_token`` (gidgethub's ``graphql`` takes the token from the instance)."""
+        api = copy.copy(self)
+        api.oauth_token = oauth_token
+        return api
+
     async def page(
         self,
         method: str,
@@ -204,6 +256,7 @@ class GitHubClient:
         self.tokens = InstallationTokens(self._gh, credentials, clock=clock, safety_margin=token_safety_margin)
         self._write_locks: dict[int | None, asyncio.Lock] = {}
         self._app_info: Json | None = None
+        self._graphql_url = graphql_endpoint(base_url)
 
     # ----------------------------------------------------------------------------------- the core
 
@@ -572,6 +625,92 @@ class GitHubClient:
             installation_id=installation_id,
             what=f"reaction on comment {comment_id} in {repo}",
             data={"content": content},
+        )
+
+    # ---------------------------------------------------------------------------- review threads (GraphQL)
+
+    async def _graphql(self, query: str, *, installation_id: int, what: str, write: bool, **variables: Any) -> Json:
+        """One GraphQL request with the installation's token. Queries are retried in place like REST reads;
+        mutations go out under the installation's write lock and are never repeated."""
+        failures, token_renewed = 0, False
+        while True:
+            try:
+                api = self._gh.with_token(await self.tokens.get(installation_id))
+            except (gidgethub.HTTPException, TimeoutError, aiohttp.ClientError) as exc:
+                subject = f"installation {installation_id} (token)"
+                error = map_github_error(exc, what=subject, now=self._clock(), secrets=self.tokens.live_tokens())
+                raise InstallationUnavailable(error.reason) if type(error) is PermanentError else error from None
+            try:
+                if not write:
+                    return await api.graphql(query, endpoint=self._graphql_url, **variables)
+                async with self._write_locks.setdefault(installation_id, asyncio.Lock()):
+                    return await api.graphql(query, endpoint=self._graphql_url, **variables)
+            except gidgethub.GraphQLAuthorizationFailure:
+                if token_renewed:
+                    raise PermanentError(f"GitHub rejected the app's credentials on {what}") from None
+                self.tokens.invalidate(installation_id)
+                token_renewed = True
+            except gidgethub.QueryError as exc:
+                errors = exc.response.get("errors") or [{}]
+                message = redact(str(errors[0].get("message") or "query error"), self.tokens.live_tokens())
+                log.warning("GitHub refused the GraphQL %s: %s", what, message)
+                raise PermanentError(f"GitHub refused {what}: {message}") from None
+            except (gidgethub.GitHubBroken, gidgethub.GraphQLException, TimeoutError, aiohttp.ClientError) as exc:
+                if not write and failures < len(self._read_retry_delays):
+                    delay = self._read_retry_delays[failures]
+                    failures += 1
+                    log.warning(
+                        "GitHub GraphQL %s failed (%s); retry %d in %.1fs", what, type(exc).__name__, failures, delay
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                log.warning("GitHub GraphQL %s gave up (%s)", what, type(exc).__name__)
+                raise TransientError(
+                    f"GitHub's GraphQL API failed on {what} ({type(exc).__name__}); will retry"
+                ) from None
+
+    async def review_threads(self, installation_id: int, repo: str, number: int) -> list[Json]:
+        """Every review thread of the pull request: id, isResolved, path and its first 50 comments (databaseId,
+        author's __typename and login, the review's databaseId, originalLine; totalCount counts them all)."""
+        threads: list[Json] = []
+        cursor: str | None = None
+        while True:
+            data = await self._graphql(
+                REVIEW_THREADS_QUERY,
+                installation_id=installation_id,
+                what=f"review threads of {repo}#{number}",
+                write=False,
+                **_split_repo(repo),
+                number=number,
+                cursor=cursor,
+            )
+            pull = ((data.get("repository") or {}).get("pullRequest")) or {}
+            page = pull.get("reviewThreads") or {}
+            threads.extend(page.get("nodes") or [])
+            info = page.get("pageInfo") or {}
+            if not info.get("hasNextPage") or not info.get("endCursor"):
+                return threads
+            cursor = str(info["endCursor"])
+
+    async def resolve_review_thread(self, installation_id: int, thread_id: str) -> None:
+        """Resolve a review thread (resolving a resolved one changes nothing)."""
+        await self._graphql(
+            RESOLVE_THREAD_MUTATION,
+            installation_id=installation_id,
+            what=f"resolving review thread {thread_id}",
+            write=True,
+            thread=thread_id,
+        )
+
+    async def reply_in_thread(self, installation_id: int, thread_id: str, body: str) -> None:
+        """Post ``body`` as a reply in a review thread."""
+        await self._graphql(
+            REPLY_IN_THREAD_MUTATION,
+            installation_id=installation_id,
+            what=f"a reply in review thread {thread_id}",
+            write=True,
+            thread=thread_id,
+            body=body,
         )
 
     # ------------------------------------------------------------------------- contents, permission

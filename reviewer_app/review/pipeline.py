@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -37,7 +37,7 @@ from reviewer_app.core.errors import (
 from reviewer_app.core.job_records import CheckReport, ModelProgress, PartAnswer, StoredAnswer
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
-from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment, ReviewCounts
+from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelAnswer, ModelComment, ReviewCounts
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.check_run_text import MAX_CHECK_SUMMARY_CHARS, conclusion_for, desired_check
@@ -46,12 +46,14 @@ from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHub
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
+from reviewer_app.review.memory import Memory, Recall
 from reviewer_app.review.prepare import overview, part_note, prepare, without_context
 from reviewer_app.review.prompt import (
     SYSTEM_PROMPT,
     OverviewRow,
     PromptFile,
     PromptPR,
+    RaisedFinding,
     build_user_blocks,
     build_user_message,
     estimate_tokens,
@@ -60,6 +62,7 @@ from reviewer_app.review.prompt import (
 from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.render import (
     Links,
+    earlier_finding_entry,
     group_by_reason,
     inline_comment,
     not_reviewed_line,
@@ -68,7 +71,7 @@ from reviewer_app.review.render import (
 )
 from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from reviewer_app.review.selection import Selection, select_files
-from reviewer_app.store.base import Delivery, Usage
+from reviewer_app.store.base import Delivery, Finding, Usage
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,7 @@ class ReviewPipeline:
         self.checks = checks
         self.settings = settings
         self.reader = ContentReader(github)
+        self.memory = Memory(github, self.reader)
         # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
         # lookup; a changed permission counts after at most a minute.
         self._permissions: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
@@ -155,10 +159,11 @@ class ReviewPipeline:
         ignore = (*self.settings.ignore, *rc.ignore)
         selection = select_files(files, ignore=ignore)
         diffs = {d.path: d for d in selection.reviewed}
+        recall = await self._recall(ctx)
         stored = job.answer
         if stored is None:
             scope = await self._scope(ctx, selection, ignore)
-            stored = await self._ask_model(ctx, pr, scope, rc)
+            stored = await self._ask_model(ctx, pr, scope, rc, recall)
             # The answer replaces the progress it was built from (finished parts, tool turns).
             details = replace(ctx.job.details, model_progress=None)
             await ctx.checkpoint(answer=stored, details=details)
@@ -170,6 +175,8 @@ class ReviewPipeline:
         if unlisted:
             summary = f"{unlisted}\n\n{summary}"
         comments, not_covered = stored.comments, stored.not_covered
+        # What an earlier review raised on code that did not change is not posted again, even if the model repeats it.
+        comments = await self.memory.drop_repeats(ctx, list(comments), recall)
         # Nits never go inline: folded in the body when the repository wants them, otherwise not shown.
         nits = [c for c in comments if c.rank == "nit"] if rc.nits == "fold" else []
         anchored = anchor([c for c in comments if c.rank != "nit"], diffs)
@@ -184,6 +191,7 @@ class ReviewPipeline:
             **{s: severities[s] for s in SEVERITIES},
         )
         links = Links(str(pr.get("html_url") or f"https://github.com/{repo}/pull/{number}"), job.head_sha)
+        earlier = [_earlier_entry(s.finding, s.line, links) for s in recall.still_open]
         body = render_review_body(
             summary=summary,
             inline=anchored.inline,
@@ -194,15 +202,18 @@ class ReviewPipeline:
             marker=make_marker(job.id, job.head_sha),
             counts=counts,
             links=links,
+            earlier=earlier,
         )
 
         review_id = await self._publish_once(ctx, body, [inline_comment(c) for c in anchored.inline])
+        resolved = await self._remember(ctx, review_id, anchored.inline, recall, rc)
         report = CheckReport(
             summary=publishable(summary, MAX_CHECK_SUMMARY_CHARS) if summary.strip() else "",
             top=tuple(f.entry for f in top_findings(anchored.inline, anchored.moved, links)),
             review_url=f"{links.pr_url}#pullrequestreview-{review_id}",
             not_reviewed=not_reviewed_line(group_by_reason(not_covered)),
             conclusion=conclusion_for(counts, rc.conclusions),
+            resolved=resolved,
         )
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(
@@ -220,6 +231,28 @@ class ReviewPipeline:
             f"reviewed: {counts.findings} finding(s), {counts.inline} inline comment(s), {counts.moved} in the "
             f"body, {counts.not_covered} file(s) not reviewed; review {review_id}"
         )
+
+    async def _recall(self, ctx: JobContext) -> Recall:
+        """The PR's open findings at this head; none when GitHub cannot tell (the review goes on without them)."""
+        try:
+            return await self.memory.recall(ctx)
+        except JobError as exc:
+            log.warning("job %s: earlier findings not checked: %s", ctx.job.id, exc.reason)
+            return Recall()
+
+    async def _remember(
+        self, ctx: JobContext, review_id: int, inline: Sequence[InlineComment], recall: Recall, rc: RepoConfig
+    ) -> int:
+        """After publication: keep the review's findings, link them to their threads and resolve the app's outdated
+        threads. GitHub failing here never costs the published review: it is logged, and the next review of the pull
+        request tries again. Returns how many of the PR's threads the app has resolved so far."""
+        job = ctx.job
+        await self.memory.record(ctx, review_id, inline)
+        try:
+            await self.memory.tend_threads(ctx, recall, resolve=rc.resolve_outdated)
+        except JobError as exc:
+            log.warning("job %s: review threads not tended (tried again at the next review): %s", job.id, exc.reason)
+        return await ctx.store.resolved_findings(job.repo_id, job.pr_number)
 
     async def _check_requester(self, ctx: JobContext) -> None:
         """A requested review (`/review` by someone other than the repository's owner) runs only for people with
@@ -393,7 +426,9 @@ class ReviewPipeline:
             result.job_id,
         )
 
-    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> StoredAnswer:
+    async def _ask_model(
+        self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig, recall: Recall
+    ) -> StoredAnswer:
         job = ctx.job
         assert job.installation_id is not None
         inst = job.installation_id
@@ -409,6 +444,9 @@ class ReviewPipeline:
             return str((comparison.get("merge_base_commit") or {}).get("sha") or "") or None
 
         context_lines = self.settings.context_lines if rc.context else 0
+        raised = tuple(
+            RaisedFinding(s.finding.path, s.line, s.finding.severity, s.finding.title) for s in recall.still_open
+        )
         prepared = await prepare(
             selection,
             reader=self.reader,
@@ -439,6 +477,7 @@ class ReviewPipeline:
                 language=rc.language,
                 tools_note=tools_note(tools.limits) if tools is not None else None,
                 nits=rc.nits == "fold",
+                already_raised=raised,
             )
 
         # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
@@ -634,6 +673,17 @@ class ReviewPipeline:
 def _progress(ctx: JobContext) -> ModelProgress:
     """The job's model answer not yet stored (finished parts, tool turns), as last saved."""
     return ctx.job.details.model_progress or ModelProgress()
+
+
+def _earlier_entry(finding: Finding, line: int, links: Links) -> str:
+    """An earlier finding still open, for the review body: linked to its comment when its id is known."""
+    if finding.comment_id is not None:
+        url = f"{links.pr_url}#discussion_r{finding.comment_id}"
+    elif finding.review_id is not None:
+        url = f"{links.pr_url}#pullrequestreview-{finding.review_id}"
+    else:
+        url = links.permalink(finding.path, line)
+    return earlier_finding_entry(finding.severity, finding.path, line, finding.title, url)
 
 
 def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:

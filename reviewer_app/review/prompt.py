@@ -34,6 +34,7 @@ _FRAME_TAGS: tuple[str, ...] = (
     "files",
     "file",
     "tool_output",
+    "already_raised",
 )
 _FRAME_TAG_RE = re.compile(r"<(\s*/?\s*(?:" + "|".join(_FRAME_TAGS) + r")\b)", re.IGNORECASE)
 _MARKS = {"added": "+", "removed": "-", "context": " "}
@@ -189,6 +190,15 @@ class PromptFile:
     collapsed: frozenset[int] = frozenset()
 
 
+class RaisedFinding(NamedTuple):
+    """A finding an earlier review posted that is still open on code that did not change (untrusted text)."""
+
+    path: str
+    line: int
+    severity: str
+    title: str
+
+
 class OverviewRow(NamedTuple):
     """One changed file in the list that opens the prompt; ``where`` says where the model finds it, or why not."""
 
@@ -217,6 +227,7 @@ class PromptPR:
     language: str | None = None
     tools_note: str | None = None  # trusted: the repository tools the model may call, and their bounds
     nits: bool = False  # trusted: the repository wants nits too (`nits: fold`), shown folded
+    already_raised: Sequence[RaisedFinding] = field(default_factory=tuple)  # earlier findings still open
 
 
 def escape_frame_tags(text: str) -> str:
@@ -298,6 +309,12 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
     if pr.nits:
         parts.append('This repository wants nits too: report minor points with severity "nit"; they are shown folded.')
 
+    if pr.already_raised:
+        parts.append(
+            "Earlier reviews of this pull request already raised the findings listed in <already_raised>, on code "
+            "that has not changed since; they are still open. Do not raise them again: report only new problems."
+        )
+
     if pr.extra_instructions and pr.extra_instructions.strip():
         instructions = _truncate(pr.extra_instructions.strip(), MAX_EXTRA_INSTRUCTIONS_CHARS)
         parts.append(f"<{_INSTRUCTIONS_TAG}>\n{escape_frame_tags(instructions)}\n</{_INSTRUCTIONS_TAG}>")
@@ -310,6 +327,7 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
         f"<title>{title}</title>\n"
         f"<description>\n{description}\n</description>\n"
         f'<changed_files count="{len(pr.changed_files)}">\n{overview}\n</changed_files>\n'
+        + _already_raised(pr.already_raised)
     )
     shared = "\n\n".join(parts)
     files = "\n".join(render_file(f) for f in pr.files) or "(no reviewable files)"
@@ -363,6 +381,17 @@ def _overview(rows: Sequence[OverviewRow]) -> str:
             [*listed, f"- ... and {len(rows) - len(keep)} more files, not listed: {escape_frame_tags(tail)}"]
         )
     return "\n".join(_overview_row(row) for row in rows)
+
+
+def _already_raised(findings: Sequence[RaisedFinding]) -> str:
+    """The earlier findings still open, one line each, inside the untrusted data (paths and titles are not ours)."""
+    if not findings:
+        return ""
+    rows = [
+        escape_frame_tags(" ".join(f"- {f.path} line {f.line} ({f.severity}): {_truncate(f.title, 200)}".split()))
+        for f in findings[:MAX_OVERVIEW_ROWS]
+    ]
+    return f'<already_raised count="{len(findings)}">\n' + "\n".join(rows) + "\n</already_raised>\n"
 
 
 def _overview_row(row: OverviewRow) -> str:

@@ -80,9 +80,11 @@ def render_review_body(
     counts: ReviewCounts,
     links: Links,
     max_chars: int = MAX_BODY_CHARS,
+    earlier: Sequence[str] = (),
 ) -> str:
     """The review body: note, the one summary, findings by severity with links, comments outside the diff (with
-    permalinks), folded nits, folded files not reviewed (grouped by reason), counts, marker last.
+    permalinks), earlier findings still open (``earlier``: entries from ``earlier_finding_entry``), folded nits, folded
+    files not reviewed (grouped by reason), counts, marker last.
 
     Everything except ``marker`` is treated as untrusted. Sections that do not fit in ``max_chars`` keep their
     first entries and a line saying how many were left out; empty sections are not shown.
@@ -104,6 +106,7 @@ def render_review_body(
     parts = [
         ("### Findings", findings, "\n", "finding", None),
         ("### Outside the diff", moved, "\n\n", "comment", None),
+        (f"### Still open from earlier reviews: {len(earlier)}", list(earlier), "\n", "finding", None),
         ("", folded, "\n", "nit", f"{plural(len(nits), 'nit')}, folded"),
         ("", skipped, "\n", "line", not_reviewed_line(groups)),
     ]
@@ -126,6 +129,12 @@ def top_findings(
     found += [Finding(c.rank, _index_entry(c, links.of(c, inline=False))) for c in moved if c.rank != "nit"]
     found.sort(key=lambda f: SEVERITIES.index(f.severity))
     return found if limit is None else found[:limit]
+
+
+def earlier_finding_entry(severity: str, path: str, line: int, title: str, url: str) -> str:
+    """One earlier finding that is still open (its code did not change), linked to where it was raised."""
+    label = LABELS.get(severity, LABELS["warning"])
+    return f"- {label} · [{_code(path)} line {line}]({url}): {inline_text(title, MAX_HEADLINE_CHARS) or '(see the comment)'}"
 
 
 def not_reviewed_line(groups: Sequence[tuple[str, Sequence[str]]]) -> str:

@@ -26,6 +26,7 @@ KNOWN_KEYS = frozenset(
         "repository_tools",
         "nits",
         "conclusions",
+        "resolve_outdated",
     }
 )
 NITS = ("fold", "off")
@@ -46,6 +47,7 @@ class RepoConfig:
     nits: str = "off"  # "fold": the model may report nits, listed folded in the review body; "off": none shown
     # The check run's conclusion per severity found (the strongest wins; severities not named give success).
     conclusions: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CONCLUSIONS))
+    resolve_outdated: bool = True  # resolve the app's own review threads whose code changed in a later push
     errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
 
 
@@ -66,7 +68,7 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any
-    for key in ("auto", "drafts", "context", "repository_tools"):
+    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated"):
         if key in data:
             if isinstance(data[key], bool):
                 cfg = replace(cfg, **{key: data[key]})

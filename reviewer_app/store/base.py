@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
 from reviewer_app.core.cancel_reasons import CancelReason
 from reviewer_app.core.job_records import JobDetails, StoredAnswer
@@ -154,6 +156,52 @@ class Usage:
     output_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One inline finding the app posted on a pull request (migration 0009): where it sat, by content, and its thread.
+    ``before`` and ``after`` are the normalised lines around the commented one (core/findings.py)."""
+
+    repo_id: int
+    pr_number: int
+    job_id: int
+    review_id: int | None
+    head_sha: str
+    path: str
+    line: int
+    line_text: str
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+    severity: str
+    title: str
+    body_digest: str
+    comment_id: int | None = None
+    thread_id: str | None = None
+    state: str = "open"  # or "resolved": the app resolved its thread (the code changed)
+    id: int | None = None  # None until stored
+
+    @classmethod
+    def from_row(cls, row: Any) -> Finding:
+        return cls(
+            repo_id=row["repo_id"],
+            pr_number=row["pr_number"],
+            job_id=row["job_id"],
+            review_id=row["review_id"],
+            head_sha=row["head_sha"],
+            path=row["path"],
+            line=row["line"],
+            line_text=row["line_text"],
+            before=tuple(orjson.loads(row["before_lines"])),
+            after=tuple(orjson.loads(row["after_lines"])),
+            severity=row["severity"],
+            title=row["title"],
+            body_digest=row["body_digest"],
+            comment_id=row["comment_id"],
+            thread_id=row["thread_id"],
+            state=row["state"],
+            id=row["id"],
+        )
 
 
 @dataclass
@@ -301,6 +349,27 @@ class Store(Protocol):
 
     async def record_published_review(self, job_id: int, review_id: int) -> None:
         """The job's review is on GitHub: record its id whatever became of the lease (never fenced)."""
+        ...
+
+    # -- what the app posted on a pull request (findings), for the reviews of its later revisions
+    async def record_findings(self, findings: Sequence[Finding], *, now: float) -> None:
+        """Keep the findings a review posted; one already kept (same job, place and text) is left as it is."""
+        ...
+
+    async def open_findings(self, repo_id: int, pr_number: int) -> list[Finding]:
+        """The PR's findings whose threads the app has not resolved, oldest first."""
+        ...
+
+    async def link_findings(self, links: Sequence[tuple[int, int | None, str | None]]) -> None:
+        """(finding id, review comment id, review thread node id): fill in what was not known yet."""
+        ...
+
+    async def resolve_findings(self, ids: Sequence[int], *, now: float) -> None:
+        """The app resolved these findings' threads on GitHub."""
+        ...
+
+    async def resolved_findings(self, repo_id: int, pr_number: int) -> int:
+        """How many of the PR's threads the app resolved."""
         ...
 
     async def set_setting(self, key: str, value: str) -> None: ...

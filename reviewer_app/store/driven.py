@@ -21,6 +21,7 @@ from reviewer_app.store.base import (
     Attempt,
     Delivery,
     FencedFinishes,
+    Finding,
     Job,
     Lease,
     QueueStats,
@@ -161,6 +162,49 @@ class DrivenStore(FencedFinishes, abc.ABC):
 
     async def record_published_review(self, job_id: int, review_id: int) -> None:
         await self._run(lambda: p.changes(s.RECORD_PUBLISHED_REVIEW, (review_id, job_id)))
+
+    # -- findings -----------------------------------------------------------------------------------------
+
+    async def record_findings(self, findings: Sequence[Finding], *, now: float) -> None:
+        rows = [
+            (
+                f.repo_id,
+                f.pr_number,
+                f.job_id,
+                f.review_id,
+                f.head_sha,
+                f.path,
+                f.line,
+                f.line_text,
+                json.dumps(list(f.before)),
+                json.dumps(list(f.after)),
+                f.severity,
+                f.title,
+                f.body_digest,
+                f.comment_id,
+                f.thread_id,
+                now,
+            )
+            for f in findings
+        ]
+        if rows:
+            await self._run(lambda: p.many(s.INSERT_FINDING_IF_NEW, rows))
+
+    async def open_findings(self, repo_id: int, pr_number: int) -> list[Finding]:
+        return [Finding.from_row(r) for r in await self._rows(s.SELECT_OPEN_FINDINGS, (repo_id, pr_number))]
+
+    async def link_findings(self, links: Sequence[tuple[int, int | None, str | None]]) -> None:
+        rows = [(comment_id, thread_id, finding_id) for finding_id, comment_id, thread_id in links]
+        if rows:
+            await self._run(lambda: p.many(s.LINK_FINDING, rows))
+
+    async def resolve_findings(self, ids: Sequence[int], *, now: float) -> None:
+        if ids:
+            await self._run(lambda: p.many(s.RESOLVE_FINDING_IF_OPEN, [(now, i) for i in ids]))
+
+    async def resolved_findings(self, repo_id: int, pr_number: int) -> int:
+        rows = await self._rows(s.COUNT_RESOLVED_FINDINGS, (repo_id, pr_number))
+        return int(rows[0][0])
 
     async def installation_active(self, installation_id: int) -> bool:
         rows = await self._rows(s.SELECT_INSTALLATION_ACTIVE, (installation_id,))

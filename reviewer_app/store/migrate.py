@@ -53,7 +53,7 @@ async def migrate_store(
     now: float | None = None,
 ) -> MigrationReport:
     """Copy jobs (pending, failed and cancelled; every job with ``include_all``), their attempts, deliveries,
-    settings, installations and unsent outbox effects from a SQLite file into an empty PostgreSQL store, in one
+    settings, installations, unsent outbox effects and findings from a SQLite file into an empty PostgreSQL store, in one
     PostgreSQL transaction. The SQLite file is only read."""
     now = time.time() if now is None else now
     path = _source_path(source, target)
@@ -133,7 +133,8 @@ async def _copy(
     report.rows["installations"] = await _insert(dst, "installations", await _table(src, "installations"))
     unsent = "" if include_all else " WHERE sent_at IS NULL"
     report.rows["outbox effects"] = await _insert(dst, "outbox", await _table(src, "outbox", unsent))
-    for table in ("jobs", "attempts", "outbox"):
+    report.rows["findings"] = await _insert(dst, "findings", await _table(src, "findings"))  # memory: every PR's
+    for table in ("jobs", "attempts", "outbox", "findings"):
         await _advance_sequence(src, dst, table)
     await dst.execute(NOTIFY_WAKEUP)  # hosts already listening start on the backlog at once
     return report

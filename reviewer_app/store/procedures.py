@@ -510,6 +510,11 @@ def changes(stmt: s.Statement, params: Sequence[Any]) -> Procedure[int]:
     return (yield Count(stmt, params))
 
 
+def many(stmt: s.Statement, rows: Sequence[Sequence[Any]]) -> Procedure[None]:
+    """One statement for each parameter tuple, in one transaction."""
+    yield Many(stmt, rows)
+
+
 def returns_row(stmt: s.Statement, params: Sequence[Any]) -> Procedure[bool]:
     """One guarded statement with ``RETURNING``: whether its guard let it write."""
     return (yield Row(stmt, params)) is not None

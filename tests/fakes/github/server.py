@@ -16,6 +16,7 @@ from aiohttp import web
 from tests.fakes.github.api import ApiError
 from tests.fakes.github.auth import check_api_headers, identify
 from tests.fakes.github.faults import PRE_FAULTS, Fault, fault_response, take_fault
+from tests.fakes.github.graphql import register_graphql
 from tests.fakes.github.model import RecordedRequest
 from tests.fakes.github.routes import (
     admin,
@@ -56,6 +57,7 @@ class FakeGitHub(GitHubState):
         add = {"GET": app.router.add_get, "POST": app.router.add_post, "PATCH": app.router.add_patch}
         for method, path, handler in ROUTES:
             add[method](path, self._bind(handler))
+        register_graphql(self, app)  # POST /graphql, checked against GitHub's published schema (graphql.py)
         return app
 
     def _bind(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

@@ -22,6 +22,7 @@ import aiohttp
 from tests.fakes.github.api import RateLimits
 from tests.fakes.github.diffs import normalize_file
 from tests.fakes.github.faults import Fault, Hangs, new_fault
+from tests.fakes.github.graphql import ThreadsState
 from tests.fakes.github.model import Installation, IssuedToken, ManifestCode, Pull, RecordedRequest, Repo
 from tests.fakes.github.shapes import Json, iso, random_sha, user_json
 from tests.fakes.keys import test_key_pair
@@ -79,6 +80,7 @@ class GitHubState:
         self.delivery_payloads: dict[str, tuple[str, Json]] = {}  # guid -> (event, payload)
         self.redelivery_requests: list[int] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # code -> manifest, until converted or expired
+        self.review_threads = ThreadsState()  # resolved threads, schema rejections (graphql.py)
 
         self.faults: list[Fault] = []
         self.requests: list[RecordedRequest] = []

@@ -1,0 +1,219 @@
+"""The fake GitHub's GraphQL endpoint: review threads, resolving them and replying in them, executed by graphql-core
+against GitHub's published schema, so a query GitHub would reject is rejected here too, and so is an answer of ours
+that does not fit the schema.
+
+The schema is tests/fixtures/github-graphql/schema.graphql, from the npm package @octokit/graphql-schema 15.26.1
+(MIT, see LICENSE.md next to it). GitHub's published schema defines two fields of ``EnterpriseOwnerInfo`` twice, so
+it is built with ``assume_valid_sdl``; queries are still validated in full.
+
+Threads are the fake's review comments: a comment without ``in_reply_to_id`` opens a thread (node id
+``PRRT_<its id>``), replies name it. ``FakeGitHub.review_threads`` (a ``ThreadsState``) holds which threads are
+resolved and every document the schema rejected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from graphql import GraphQLError, GraphQLSchema, build_schema, execute_sync, parse, validate
+
+if TYPE_CHECKING:
+    from tests.fakes.github import FakeGitHub
+
+Json = dict[str, Any]
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "github-graphql" / "schema.graphql"
+SCHEMA_PACKAGE = "@octokit/graphql-schema@15.26.1"
+MAX_PAGE = 100  # GitHub's ceiling on `first`
+
+
+_schema: GraphQLSchema | None = None
+_schema_lock = threading.Lock()
+
+
+def github_schema() -> GraphQLSchema:
+    """GitHub's public GraphQL schema, built once per process (two seconds of CPU, more on a busy machine)."""
+    global _schema
+    with _schema_lock:
+        if _schema is None:
+            _schema = build_schema(SCHEMA_PATH.read_text(encoding="utf-8"), assume_valid_sdl=True)
+        return _schema
+
+
+def schema_errors(document: str) -> list[str]:
+    """What GitHub's schema says is wrong with ``document`` (empty: valid)."""
+    try:
+        return [e.message for e in validate(github_schema(), parse(document))]
+    except GraphQLError as exc:
+        return [exc.message]
+
+
+@dataclass
+class ThreadsState:
+    resolved: set[int] = field(default_factory=set)  # ids of the comments that opened resolved threads
+    rejected: list[str] = field(default_factory=list)  # schema errors of documents sent, and of answers given
+    documents: list[str] = field(default_factory=list)  # every document received, for tests
+
+
+def register_graphql(fake: FakeGitHub, app: web.Application) -> None:
+    app.router.add_post("/graphql", partial(_graphql, fake))
+
+
+def add_thread_reply(fake: FakeGitHub, repo: str, number: int, comment_id: int, login: str, body: str) -> Json:
+    """A reply by ``login`` in the thread the review comment ``comment_id`` opened."""
+    root = _comment(fake, repo, number, comment_id)
+    reply = {
+        "id": fake.next_id(),
+        "pull_request_review_id": None,
+        "in_reply_to_id": comment_id,
+        "path": root["path"],
+        "line": root["line"],
+        "side": root.get("side", "RIGHT"),
+        "body": body,
+        "commit_id": root["commit_id"],
+        "user": {"login": login, "type": "Bot" if login.endswith("[bot]") else "User"},
+    }
+    fake.review_comments.setdefault((repo, number), []).append(reply)
+    return reply
+
+
+def thread_replies(fake: FakeGitHub, repo: str, number: int, comment_id: int) -> list[Json]:
+    return [c for c in fake.review_comments_for(repo, number) if c.get("in_reply_to_id") == comment_id]
+
+
+def is_resolved(fake: FakeGitHub, comment_id: int) -> bool:
+    return comment_id in fake.review_threads.resolved
+
+
+# -- the endpoint ----------------------------------------------------------------------------------------------
+
+
+async def _graphql(fake: FakeGitHub, request: web.Request) -> web.Response:
+    if request["auth"].kind != "token":
+        return web.json_response({"message": "Bad credentials"}, status=401)
+    try:
+        data = await request.json()
+        query, variables = str(data["query"]), data.get("variables") or {}
+    except (ValueError, KeyError, TypeError):
+        return web.json_response({"message": "Problems parsing JSON"}, status=400)
+    state = fake.review_threads
+    state.documents.append(query)
+    # Built off the event loop at the first query (the fake shares its loop with the app in tests/harness.py, and a
+    # two-second stall there costs leases); tests that send no GraphQL never pay for it.
+    schema = await asyncio.to_thread(github_schema)
+    errors = schema_errors(query)
+    if errors:
+        state.rejected.extend(errors)
+        return web.json_response({"errors": [{"message": m} for m in errors]})
+    result = execute_sync(schema, parse(query), root_value=_Root(fake), variable_values=variables)
+    body: Json = {"data": result.data}
+    if result.errors:
+        body["errors"] = [{"message": e.message, "path": e.path} for e in result.errors]
+        # A missing object is GitHub's NOT_FOUND; anything else is an answer of ours the schema does not allow.
+        state.rejected.extend(e.message for e in result.errors if not e.message.startswith("Could not resolve"))
+    return web.json_response(body)
+
+
+def _comment(fake: FakeGitHub, repo: str, number: int, comment_id: int) -> Json:
+    return next(c for c in fake.review_comments_for(repo, number) if c["id"] == comment_id)
+
+
+def _author(fake: FakeGitHub, user: Json) -> Json:
+    login = str(user["login"])
+    if login.endswith("[bot]"):  # GraphQL names a bot without the suffix REST gives it
+        return {"__typename": "Bot", "login": login.removesuffix("[bot]")}
+    return {"__typename": "User", "login": login}
+
+
+def _page(items: list[Any], first: int | None, after: str | None) -> tuple[list[Any], Json]:
+    if first is None or not 0 <= first <= MAX_PAGE:
+        raise GraphQLError(f"Requesting {first} records exceeds the `first` limit of {MAX_PAGE} records.")
+    start = int(after) if after else 0
+    chunk = items[start : start + first]
+    end = start + len(chunk)
+    return chunk, {"hasNextPage": end < len(items), "endCursor": str(end) if chunk else None}
+
+
+class _Root(dict[str, Any]):
+    """Query and mutation roots over the fake's state; graphql-core's default resolver calls the callables."""
+
+    def __init__(self, fake: FakeGitHub) -> None:
+        super().__init__(
+            repository=partial(_repository, fake),
+            resolveReviewThread=partial(_resolve_thread, fake),
+            addPullRequestReviewThreadReply=partial(_reply, fake),
+        )
+
+
+def _repository(fake: FakeGitHub, info: Any, owner: str, name: str, **_: Any) -> Json | None:
+    repo = f"{owner}/{name}"
+    if repo not in fake.repos:
+        raise GraphQLError(f"Could not resolve to a Repository with the name '{repo}'.")
+    return {"pullRequest": partial(_pull_request, fake, repo)}
+
+
+def _pull_request(fake: FakeGitHub, repo: str, info: Any, number: int, **_: Any) -> Json:
+    if (repo, number) not in fake.pulls:
+        raise GraphQLError(f"Could not resolve to a PullRequest with the number of {number}.")
+
+    def threads(info: Any, first: int | None = None, after: str | None = None, **_: Any) -> Json:
+        roots = [c for c in fake.review_comments_for(repo, number) if not c.get("in_reply_to_id")]
+        chunk, page_info = _page(roots, first, after)
+        return {"nodes": [_thread(fake, repo, number, c) for c in chunk], "pageInfo": page_info}
+
+    return {"reviewThreads": threads}
+
+
+def _thread(fake: FakeGitHub, repo: str, number: int, root: Json) -> Json:
+    def comments(info: Any, first: int | None = None, after: str | None = None, **_: Any) -> Json:
+        chain = [root, *thread_replies(fake, repo, number, root["id"])]
+        chunk, page_info = _page(chain, first, after)
+        return {"totalCount": len(chain), "nodes": [_comment_node(fake, c) for c in chunk], "pageInfo": page_info}
+
+    return {
+        "id": f"PRRT_{root['id']}",
+        "isResolved": root["id"] in fake.review_threads.resolved,
+        "path": root["path"],
+        "comments": comments,
+    }
+
+
+def _comment_node(fake: FakeGitHub, comment: Json) -> Json:
+    review_id = comment.get("pull_request_review_id")
+    return {
+        "databaseId": comment["id"],
+        "author": _author(fake, comment["user"]),
+        "pullRequestReview": {"databaseId": review_id} if review_id is not None else None,
+        "originalLine": comment.get("line"),
+        "body": comment["body"],
+    }
+
+
+def _find_thread(fake: FakeGitHub, thread_id: str) -> tuple[str, int, Json]:
+    for (repo, number), comments in fake.review_comments.items():
+        for comment in comments:
+            if not comment.get("in_reply_to_id") and f"PRRT_{comment['id']}" == thread_id:
+                return repo, number, comment
+    raise GraphQLError(f"Could not resolve to a node with the global id of '{thread_id}'")
+
+
+def _resolve_thread(fake: FakeGitHub, info: Any, input: Json) -> Json:
+    repo, number, root = _find_thread(fake, str(input["threadId"]))
+    fake.review_threads.resolved.add(root["id"])
+    fake.counters["threads_resolved"] += 1
+    return {"thread": _thread(fake, repo, number, root), "clientMutationId": input.get("clientMutationId")}
+
+
+def _reply(fake: FakeGitHub, info: Any, input: Json) -> Json:
+    repo, number, root = _find_thread(fake, str(input["pullRequestReviewThreadId"]))
+    body = str(input.get("body") or "")
+    if not body.strip():
+        raise GraphQLError("Body can't be blank")
+    reply = add_thread_reply(fake, repo, number, root["id"], f"{fake.app_slug}[bot]", body)
+    fake.counters["thread_replies"] += 1
+    return {"comment": _comment_node(fake, reply), "clientMutationId": input.get("clientMutationId")}
