@@ -20,6 +20,7 @@ from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.dispatch.duty import PeriodicDuty
+from reviewer_app.dispatch.registry import Registration
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import GitHubClient
@@ -55,9 +56,12 @@ class Service:
     cleaner: Cleaner | None = None
     recovery: Recovery | None = None
     model_client: anthropic.AsyncAnthropic | None = None
+    registration: Registration | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
+        if self.registration is not None:
+            self.background.append(asyncio.create_task(self.registration.run(), name="worker-registry"))
         if self.dispatcher is not None:
             self.dispatcher.start()
         if self.check_sync is not None:
@@ -96,6 +100,8 @@ class Service:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.registration is not None:
+            await self.registration.deregister()
         if self.session is not None:
             await self.session.close()
         if self.model_client is not None:
@@ -280,6 +286,17 @@ async def build_service(
             guard=guard,
             on_admitted=on_admitted,
         )
+    role = "worker" if not receive else ("serve" if worker else "serve --no-worker")
+    registration = Registration(
+        store,
+        worker_id=dispatcher.owner if dispatcher is not None else new_owner_id(role.split()[0]),
+        role=role,
+        slots=dispatcher.concurrency if dispatcher is not None else 0,
+        lease_seconds=cfg.lease_seconds,
+        interval=cfg.renew_interval,
+        clock=time.time,
+        jobs_running=(lambda: dispatcher.concurrency - dispatcher.free_slots) if dispatcher is not None else lambda: 0,
+    )
     app = make_app(receiver, probes) if receiver is not None else make_health_app(probes)
     return Service(
         cfg=cfg,
@@ -295,6 +312,7 @@ async def build_service(
         cleaner=cleaner,
         recovery=recovery,
         model_client=stack.model_client if stack else None,
+        registration=registration,
     )
 
 
