@@ -13,8 +13,10 @@ import aiohttp
 import anthropic
 from aiohttp import web
 
+from reviewer_app.admin import github_web_url
 from reviewer_app.config import Config
 from reviewer_app.core.admission import Guard
+from reviewer_app.core.prices import parse_prices
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import Runner
@@ -34,6 +36,7 @@ from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store, new_owner_id
 from reviewer_app.store.factory import make_store
 from reviewer_app.web.app import healthz, make_app
+from reviewer_app.web.dashboard import Dashboard
 from reviewer_app.web.events import make_router
 from reviewer_app.web.health import Probes
 from reviewer_app.web.webhooks import Receiver
@@ -297,7 +300,15 @@ async def build_service(
         clock=time.time,
         jobs_running=(lambda: dispatcher.concurrency - dispatcher.free_slots) if dispatcher is not None else lambda: 0,
     )
-    app = make_app(receiver, probes) if receiver is not None else make_health_app(probes)
+    dashboard = None
+    if cfg.dashboard_token:
+        dashboard = Dashboard(
+            store,
+            token=cfg.dashboard_token,
+            prices=parse_prices(cfg.prices),
+            github_web_url=github_web_url(cfg.github_api_url),
+        )
+    app = make_app(receiver, probes, dashboard) if receiver is not None else make_health_app(probes)
     return Service(
         cfg=cfg,
         store=store,
