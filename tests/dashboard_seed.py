@@ -131,8 +131,8 @@ STATE_MIX = (
     ("cancelled", 0.08),
     ("failed", 0.04),
     ("queued", 0.05),
-    ("running", 0.01),
 )
+RUNNING = 32  # the newest jobs: as many as the slots of four workers
 
 
 def bulk_rows(n: int, now: float, *, repos: int = 50, days: int = 90, seed: int = 19) -> tuple[list, list]:
@@ -144,7 +144,7 @@ def bulk_rows(n: int, now: float, *, repos: int = 50, days: int = 90, seed: int 
     jobs, attempts = [], []
     for i in range(n):
         created = now - days * 86400 * (1 - i / n)
-        state = rng.choices(states, weights)[0]
+        state = "running" if i >= n - RUNNING else rng.choices(states, weights)[0]
         repo = f"org{i % repos}/repo{i % repos}"
         pr = 1 + (i // repos) % 500
         claimed = state not in ("queued",)

@@ -179,8 +179,8 @@ def test_a_killed_worker_process_is_shown_gone_with_its_job(database_url: str, t
         "REVIEWER_LEASE_SECONDS": "2",
         "REVIEWER_SCAN_SECONDS": "0.2",
     }
-    receiver = ServeProcess(env, tmp_path / "receiver.log", args=("--no-worker",)).start()
-    worker = ServeProcess(env, tmp_path / "worker.log", command="worker", health=False).start()
+    receiver = ServeProcess(env, tmp_path / "receiver.log", args=("--no-worker",)).start(timeout=60)
+    worker = ServeProcess(env, tmp_path / "worker.log", command="worker", health=False).start(timeout=60)
     try:
         body = encode(pr_payload(head=sha(1)))
         status, answer = receiver.post("/api/github/webhooks", body, webhook_headers(body))
@@ -208,7 +208,7 @@ def test_a_killed_worker_process_is_shown_gone_with_its_job(database_url: str, t
             w = mine(s)
             return w if w and w["jobs_running"] == 1 and not w["gone"] else None
 
-        wait_until(running_here, timeout=30)
+        wait_until(running_here, timeout=60)
         worker.proc.send_signal(signal.SIGKILL)
         worker.proc.wait(10)
 
@@ -216,7 +216,7 @@ def test_a_killed_worker_process_is_shown_gone_with_its_job(database_url: str, t
             w = mine(status_json())
             return w if w and w["gone"] else None
 
-        gone = wait_until(shown_gone, timeout=30)
+        gone = wait_until(shown_gone, timeout=60)
         assert [h["id"] for h in gone["held_jobs"]] == [job_id]
         assert gone["rescued_at"] is not None  # the lease's expiry: the rescuer of any worker hands it back then
         roles = {w["role"] for w in status_json()["workers"] if not w["gone"]}

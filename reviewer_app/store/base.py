@@ -409,8 +409,9 @@ class Store(Protocol):
         """Jobs that failed since ``since``, the newest failure first."""
         ...
 
-    async def spend_by_day(self, *, since: float) -> list[dict[str, Any]]:
-        """Model tokens per UTC day (``day``: days since the epoch), repository and model since ``since``."""
+    async def spend_by_day(self, *, since: float, until: float) -> list[dict[str, Any]]:
+        """Model tokens per UTC day (``day``: days since the epoch), repository and model of the attempts started
+        from ``since`` to before ``until``."""
         ...
 
     async def attempts_of(self, job_id: int) -> list[Attempt]: ...

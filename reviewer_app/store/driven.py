@@ -263,8 +263,8 @@ class DrivenStore(FencedFinishes, abc.ABC):
     async def failed_since(self, since: float, *, limit: int) -> list[Job]:
         return [Job.from_row(r) for r in await self._rows(s.FAILED_SINCE, (since, limit))]
 
-    async def spend_by_day(self, *, since: float) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._rows(s.SPEND_BY_DAY, (since,))]
+    async def spend_by_day(self, *, since: float, until: float) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._rows(s.SPEND_BY_DAY, (since, until))]
 
     # -- the worker registry ------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -22,7 +23,7 @@ from reviewer_app.core.prices import Price, estimate
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Store
 from reviewer_app.web import dashboard_pages as pages
-from reviewer_app.web.dashboard_spend import DAY_SECONDS, DAYS, chart_svg, summarise
+from reviewer_app.web.dashboard_spend import DAY_SECONDS, DAYS, Spend, chart_svg, summarise
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,9 @@ SESSION_SECONDS = 12 * 3600
 PAGE_SIZE = 50
 RUNNING_SHOWN = 200
 FAILED_SHOWN = 50
+# The days before today change little (a late attempt's tokens, pruning): their spend is read again at most this
+# often by each process; today's is read at every request.
+PAST_DAYS_SECONDS = 600.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -39,7 +43,9 @@ def _headers(nonce: str = "") -> dict[str, str]:
     return {
         "Content-Security-Policy": f"default-src 'none'; style-src {style}; img-src 'self'; form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'",
-        "Referrer-Policy": "no-referrer",
+        # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on the login POST, and the
+        # origin check needs the real one; links out to GitHub still carry no referrer.
+        "Referrer-Policy": "same-origin",
         "X-Frame-Options": "DENY",
         "X-Content-Type-Options": "nosniff",
         "Cache-Control": "no-store",
@@ -62,6 +68,9 @@ class Dashboard:
         self.admin = Admin(store, clock=clock, web_url=github_web_url)
         self._token = token.encode()
         self._key = hmac.new(self._token, b"reviewer-app dashboard session v1", hashlib.sha256).digest()
+        self._past: tuple[int, float, list[dict[str, Any]]] | None = None  # (today, read at, rows before today)
+        # The last spend summed, keyed by what it was summed from, with its chart once drawn.
+        self._summary: tuple[tuple[Any, ...], Spend, bytes | None] | None = None
 
     def register(self, app: web.Application) -> None:
         r = app.router
@@ -227,18 +236,38 @@ class Dashboard:
         body = pages.job_page(now=self.clock(), job=job, attempts=attempts, links=self.admin.links(job), costs=costs)
         return self._html(f"Job {job_id}", body, here="/dashboard/jobs")
 
-    async def _spend(self):
+    async def _spend(self) -> Spend:
+        """The last 30 days' spend: the days before today from a read at most PAST_DAYS_SECONDS old, today's read
+        now; summed again (and the chart drawn again) only when a number changed."""
         now = self.clock()
-        since = (int(now // DAY_SECONDS) - DAYS + 1) * DAY_SECONDS
-        return summarise(await self.store.spend_by_day(since=since), self.prices, now=now)
+        today = int(now // DAY_SECONDS)
+        midnight = today * DAY_SECONDS
+        past = self._past
+        if past is None or past[0] != today or now - past[1] > PAST_DAYS_SECONDS:
+            since = (today - DAYS + 1) * DAY_SECONDS
+            past = self._past = (today, now, await self.store.spend_by_day(since=since, until=midnight))
+        todays = await self.store.spend_by_day(since=midnight, until=now + DAY_SECONDS)
+        key = (today, past[1], tuple(tuple(sorted(r.items())) for r in todays))
+        if self._summary is None or self._summary[0] != key:
+            self._summary = (key, summarise(past[2] + todays, self.prices, now=now), None)
+        return self._summary[1]
+
+    async def _chart(self) -> bytes:
+        spend = await self._spend()
+        assert self._summary is not None
+        key, _, svg = self._summary
+        if svg is None:  # drawing takes longer than reading: once per change of the numbers
+            svg = chart_svg(spend)
+            self._summary = (key, spend, svg)
+        return svg
 
     async def spend(self, request: web.Request) -> web.Response:
         spend = await self._spend()
-        body = pages.spend_page(days=DAYS, totals=spend.totals, daily=spend.daily)
+        body = pages.spend_page(days=DAYS, spend=spend)
         return self._html("Spend", body, here="/dashboard/spend")
 
     async def spend_svg(self, request: web.Request) -> web.Response:
         headers = _headers()
         # The image's own styles are inline; as an <img> it runs no script, and opened alone none is allowed either.
         headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
-        return web.Response(body=chart_svg(await self._spend()), content_type="image/svg+xml", headers=headers)
+        return web.Response(body=await self._chart(), content_type="image/svg+xml", headers=headers)

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from reviewer_app.admin import duration
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Attempt, Job, WorkerStatus
+
+if TYPE_CHECKING:
+    from reviewer_app.web.dashboard_spend import Spend
 
 NAV = (
     ("/dashboard", "Queue"),
@@ -266,7 +269,12 @@ def job_page(
         ("started", e(when(job.started_at))),
         ("finished", e(when(job.finished_at))),
         ("next attempt", e(when(job.next_attempt_at)) if job.state == JobState.QUEUED else "-"),
-        ("lease", f"{e(job.lease_owner)}, expires {e(ago(job.lease_expires_at, now))}" if job.lease_owner else "-"),
+        (
+            "lease",
+            f"{e(job.lease_owner)}, expires {e(ago(job.lease_expires_at, now))}"
+            if job.state == JobState.RUNNING
+            else "-",
+        ),
         ("outcome", f"<pre>{e(job.outcome)}</pre>" if job.outcome else "-"),
         ("last error", f"<pre>{e(job.last_error)}</pre>" if job.last_error else "-"),
     ]
@@ -338,28 +346,39 @@ SPEND_COLUMNS = (
 )
 
 
-def spend_page(*, days: int, totals: Sequence[Mapping[str, Any]], daily: Sequence[Mapping[str, Any]]) -> str:
-    """``totals``: per repository over the period; ``daily``: per day and repository. Each row has ``jobs``, the
-    token columns and ``cost`` (None: a model without a price)."""
+def spend_page(*, days: int, spend: Spend) -> str:
+    """The chart, the table behind it (cost per day of each repository it draws), and the tokens per repository
+    and per day. Rows of ``spend.totals`` and ``spend.per_day`` have ``jobs``, the token columns and ``cost``
+    (None: a model without a price)."""
     head = ("jobs", *(name for name, _ in SPEND_COLUMNS), "est. cost")
-    numeric = range(1, len(head) + 2)
 
     def cells(r: Mapping[str, Any]) -> list[str]:
         return [num(r["jobs"]), *(num(r[key]) for _, key in SPEND_COLUMNS), money(r["cost"])]
 
-    total_cost = sum(r["cost"] or 0.0 for r in totals)
+    total_cost = sum(r["cost"] or 0.0 for r in spend.totals)
+    names = list(spend.series)
+    behind = [
+        [td(day["date"]), *(money(spend.series[n][i]) for n in names), money(day["cost"])]
+        for i, day in enumerate(spend.per_day)
+    ][::-1]
     return (
         f"<p id=total>Estimated cost of the last {days} days: <b>${total_cost:,.2f}</b>"
         " (list prices per model: REVIEWER_PRICES adds or overrides them; a model without a price shows ?).</p>"
         "<img class=chart id=chart src='/dashboard/spend.svg' width=960 height=400"
         f" alt='Estimated cost per day and repository over the last {days} days'>"
-        "<h2>Per repository</h2>"
-        + table(("repository", *head), ([td(r["repo"]), *cells(r)] for r in totals), numeric=numeric, empty="No spend.")
-        + "<h2>Per day</h2>"
+        "<h2>Cost per day (the chart's numbers)</h2>"
+        + table(("day (UTC)", *names, "all"), behind, numeric=range(1, len(names) + 2))
+        + "<h2>Per repository</h2>"
         + table(
-            ("day (UTC)", "repository", *head),
-            ([td(r["date"]), td(r["repo"]), *cells(r)] for r in daily),
-            numeric=range(2, len(head) + 3),
-            empty="No spend.",
+            ("repository", *head),
+            ([td(r["repo"]), *cells(r)] for r in spend.totals),
+            numeric=range(1, len(head) + 1),
+            empty="No model tokens were spent in this period.",
+        )
+        + "<h2>Tokens per day</h2>"
+        + table(
+            ("day (UTC)", *head),
+            ([td(r["date"]), *cells(r)] for r in reversed(spend.per_day)),
+            numeric=range(1, len(head) + 1),
         )
     )

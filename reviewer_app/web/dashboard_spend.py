@@ -10,19 +10,21 @@ from typing import Any
 import pygal
 from pygal.style import Style
 
-from reviewer_app.core.prices import Price, estimate
+from reviewer_app.core.prices import Price, price_of
 from reviewer_app.web.dashboard_pages import SPEND_COLUMNS
 
 DAYS = 30
 CHART_SERIES = 8  # repositories drawn on their own; the rest are summed as "others"
+OTHERS = "(others)"  # not a repository name: those always hold a slash
 DAY_SECONDS = 86400
 
 
 @dataclass(frozen=True)
 class Spend:
     days: list[int]  # the period's days (days since the epoch, UTC), oldest first
-    totals: list[dict[str, Any]]  # per repository, the costliest first
-    daily: list[dict[str, Any]]  # per day and repository, the newest day first
+    totals: list[dict[str, Any]]  # per repository, the costliest first: jobs, the token columns, cost
+    per_day: list[dict[str, Any]]  # per day of ``days``: the token columns and cost of all repositories
+    series: dict[str, list[float]]  # what the chart draws: cost per day of each top repository, then "others"
 
 
 def _empty(repo: str) -> dict[str, Any]:
@@ -38,25 +40,44 @@ def _add(into: dict[str, Any], row: Mapping[str, Any], cost: float | None) -> No
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], prices: Mapping[str, Price], *, now: float) -> Spend:
-    """Rows of ``Store.spend_by_day`` (one per day, repository and model) priced and summed per repository and
-    per day and repository. A job whose attempts used two models counts in each model's row: the job counts are an
-    upper bound when models were mixed."""
+    """Rows of ``Store.spend_by_day`` (one per day, repository and model) priced, and summed per repository, per
+    day, and per day for the costliest ``CHART_SERIES`` repositories and the rest. A job whose attempts used two
+    models counts in each model's row: the job counts are an upper bound when models were mixed."""
     today = int(now // DAY_SECONDS)
     days = list(range(today - DAYS + 1, today + 1))
+    index = {d: i for i, d in enumerate(days)}
     totals: dict[str, dict[str, Any]] = {}
-    daily: dict[tuple[int, str], dict[str, Any]] = {}
+    per_day = [{**_empty(""), "day": d, "date": date_of(d)} for d in days]
+    costs: list[tuple[int, str, float]] = []
+    price_by_model: dict[str, Price | None] = {}
     for row in rows:
-        cost = estimate(row, prices)
+        i = index.get(int(row["day"]))
+        if i is None:
+            continue
+        model = str(row["model"] or "")
+        if model not in price_by_model:
+            price_by_model[model] = price_of(model, prices)
+        price = price_by_model[model]
+        cost = None
+        if price is not None:
+            cost = price.cost(
+                input_tokens=int(row["input_tokens"] or 0),
+                output_tokens=int(row["output_tokens"] or 0),
+                cache_creation_tokens=int(row["cache_creation_tokens"] or 0),
+                cache_read_tokens=int(row["cache_read_tokens"] or 0),
+            )
+            costs.append((i, str(row["repo"]), cost))
         repo = str(row["repo"])
         _add(totals.setdefault(repo, _empty(repo)), row, cost)
-        _add(daily.setdefault((int(row["day"]), repo), _empty(repo)), row, cost)
-    for (day, _), r in daily.items():
-        r["day"], r["date"] = day, date_of(day)
-    return Spend(
-        days=days,
-        totals=sorted(totals.values(), key=lambda r: (-(r["cost"] or 0.0), r["repo"])),
-        daily=sorted(daily.values(), key=lambda r: (-r["day"], -(r["cost"] or 0.0), r["repo"])),
-    )
+        _add(per_day[i], row, cost)
+    ranked = sorted(totals.values(), key=lambda r: (-(r["cost"] or 0.0), r["repo"]))
+    shown = [r["repo"] for r in ranked[:CHART_SERIES]]
+    series: dict[str, list[float]] = {repo: [0.0] * len(days) for repo in shown}
+    if len(ranked) > CHART_SERIES:
+        series[OTHERS] = [0.0] * len(days)
+    for i, repo, cost in costs:
+        series[repo if repo in series and repo != OTHERS else OTHERS][i] += cost
+    return Spend(days=days, totals=ranked, per_day=per_day, series=series)
 
 
 def date_of(day: int) -> str:
@@ -90,19 +111,8 @@ def chart_svg(spend: Spend) -> bytes:
     )
     chart.x_labels = [date_of(d)[5:] for d in spend.days]
     chart.x_labels_major = chart.x_labels[::5]
-    shown = [r["repo"] for r in spend.totals[:CHART_SERIES]]
-    index = {d: i for i, d in enumerate(spend.days)}
-    series: dict[str, list[float]] = {repo: [0.0] * len(spend.days) for repo in shown}
-    others = [0.0] * len(spend.days)
-    for r in spend.daily:
-        i = index.get(r["day"])
-        if i is None:
-            continue
-        (series[r["repo"]] if r["repo"] in series else others)[i] += r["cost"] or 0.0
-    for repo in shown:
-        chart.add(repo, series[repo])
-    if len(spend.totals) > CHART_SERIES:
-        chart.add("others", others)
-    if not shown:
+    for name, values in spend.series.items():
+        chart.add(name, values)
+    if not spend.series:
         chart.add("no spend", [0.0] * len(spend.days))
     return chart.render()

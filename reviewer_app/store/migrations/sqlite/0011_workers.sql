@@ -20,5 +20,7 @@ CREATE INDEX workers_heartbeat ON workers (heartbeat_at);
 CREATE INDEX jobs_by_state ON jobs (state, id);
 CREATE INDEX jobs_by_repo ON jobs (repo_full_name, pr_number, id);
 CREATE INDEX jobs_failed ON jobs (finished_at) WHERE state = 'failed';
+-- Publications awaiting reconciliation (the queue's stats, every metrics scrape) without a scan of the backlog.
+CREATE INDEX jobs_awaiting_reconciliation ON jobs (state) WHERE publish_intent_at IS NOT NULL AND review_id IS NULL;
 CREATE INDEX jobs_pending_created ON jobs (created_at) WHERE state IN ('queued', 'running');
 CREATE INDEX attempts_spend ON attempts (started_at, job_id, model, input_tokens, output_tokens, cache_creation_tokens, cache_read_tokens)
