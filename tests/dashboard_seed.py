@@ -19,6 +19,7 @@ MODEL = "claude-sonnet-4-5"
 @dataclass
 class Seeded:
     ids: dict[str, list[int]] = field(default_factory=dict)  # job ids by state
+    old: set[int] = field(default_factory=set)  # finished over a day before the seed's `now`
     reviewed: int = 0  # the succeeded job with a check run, a review and token usage
     check_run_id: int = 4242
     review_id: int = 9191
@@ -45,15 +46,17 @@ async def seed(store, now: float) -> Seeded:
     them gone while it holds a running job."""
     out = Seeded()
 
-    def add(state: JobState, job_id: int) -> None:
+    def add(state: JobState, job_id: int, *, finished: float | None = None) -> None:
         out.ids.setdefault(state.value, []).append(job_id)
+        if finished is not None and finished < now - 86400:
+            out.old.add(job_id)
 
     repos = ["octo/widgets", "octo/gadgets", EVIL_REPO]
     pr = 0
     for day in range(5, 0, -1):
         for repo in repos:
             pr += 1
-            at = now - day * 86400
+            at = now - day * 86400 + 3600  # day 1 finished 23 hours ago, day 2 47 hours ago...
             job_id = await _admit(store, repo, pr, sha(pr), at)
             [lease] = await store.claim(owner="worker-old", limit=1, now=at, lease_seconds=60)
             assert lease.job_id == job_id
@@ -62,12 +65,12 @@ async def seed(store, now: float) -> Seeded:
                 await store.fail_if_lease_held(
                     lease, now=at + 30, error="<b>model refused</b>: budget exceeded", usage=usage
                 )
-                add(JobState.FAILED, job_id)
+                add(JobState.FAILED, job_id, finished=at + 30)
                 continue
             await store.save_progress_if_lease_held(lease, now=at + 5, check_run_id=out.check_run_id + pr)
             await store.record_published_review(job_id, out.review_id + pr)
             await store.complete_if_lease_held(lease, now=at + 60, outcome="review published", usage=usage)
-            add(JobState.SUCCEEDED, job_id)
+            add(JobState.SUCCEEDED, job_id, finished=at + 60)
             if not out.reviewed:
                 out.reviewed = job_id
     # A failure within the last day, with an error that is untrusted text.
@@ -112,6 +115,11 @@ async def seed(store, now: float) -> Seeded:
         pr += 1
         add(JobState.QUEUED, await _admit(store, "octo/widgets", pr, sha(pr), now - 60))
     return out
+
+
+def queue_counts(seeded: Seeded) -> dict[str, int]:
+    """What the queue page counts: pending jobs, and finished jobs of the last day."""
+    return {state: sum(1 for i in ids if i not in seeded.old) for state, ids in seeded.ids.items()}
 
 
 # -- the benchmark's bulk fill ----------------------------------------------------------------------------------

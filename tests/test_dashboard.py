@@ -10,11 +10,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from reviewer_app.config import ConfigError, load_config
+from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.prices import DEFAULT_PRICES, Price, estimate, parse_prices, price_of
 from reviewer_app.service import build_service
+from reviewer_app.store.base import Delivery, Usage
 from reviewer_app.web.dashboard import COOKIE, Dashboard
-from tests.dashboard_seed import EVIL_REPO, MODEL, seed
-from tests.helpers import SECRET
+from tests.dashboard_seed import EVIL_REPO, MODEL, queue_counts, seed
+from tests.helpers import SECRET, sha
 
 TOKEN = "dashboard-token-0123456789"
 
@@ -126,8 +128,10 @@ async def test_the_queue_page_shows_counts_running_jobs_and_failures(dash) -> No
     csp = r.headers["Content-Security-Policy"]
     assert "default-src 'none'" in csp and "script-src" not in csp and "'unsafe-inline'" not in csp
     assert r.headers["Cache-Control"] == "no-store"
-    for state, ids in seeded.ids.items():
-        assert re.search(rf"id='count-{state}'><b>{len(ids)}</b>", html), state
+    counts = queue_counts(seeded)
+    assert counts["succeeded"] == 3 and counts["failed"] == 1  # the day before is not counted
+    for state, n in counts.items():
+        assert re.search(rf"id='count-{state}'><b>{n}</b>", html), state
     running = seeded.ids["running"]
     for job_id in running:
         assert f"href='/dashboard/jobs/{job_id}'" in html
@@ -259,3 +263,22 @@ def test_prices_parse_override_and_match_dated_models() -> None:
             load_config({"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_PRICES": bad})
     with pytest.raises(ConfigError, match="16 characters"):
         load_config({"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_DASHBOARD_TOKEN": "short"})
+
+
+async def test_spend_of_today_shows_at_once_and_a_model_without_a_price_is_marked(dash) -> None:
+    client, _, store = dash
+    await login(client)
+    before = re.search(r"id=total>[^$]*\$([0-9.,]+)", await (await client.get("/dashboard/spend")).text()).group(1)
+    await client.get("/dashboard/spend.svg")
+    now = time.time()
+    spec = JobSpec(repo_id=5, repo_full_name="octo/new", installation_id=7, pr_number=1, head_sha=sha("new"))
+    await store.admit(Delivery("spend-today", "pull_request", "opened"), Enqueue(spec), now=now, max_attempts=3)
+    [lease] = [le for le in await store.claim(owner="w", limit=10, now=now, lease_seconds=60) if le.job.repo_id == 5]
+    await store.complete_if_lease_held(lease, now=now, outcome="done", usage=Usage("mystery-model", 1000, 100, 0, 0))
+    html = await (await client.get("/dashboard/spend")).text()
+    row = next(r for r in html.split("<tr>") if r.startswith("<td>octo/new</td>"))
+    assert "<td class=n>$0.00 + ?</td>" in row and "<td class=n>1,000</td>" in row
+    after = re.search(r"id=total>[^$]*\$([0-9.,]+)", html).group(1)
+    assert after == before  # an unpriced model adds tokens, not dollars
+    svg = await (await client.get("/dashboard/spend.svg")).text()
+    assert "octo/new" in svg  # the chart was drawn again: its numbers changed

@@ -405,6 +405,11 @@ class Store(Protocol):
         """Jobs newest first (ids below ``before_id``: the next page)."""
         ...
 
+    async def queue_now(self, *, now: float, finished_since: float) -> QueueStats:
+        """``stats``, but of the finished jobs only those finished since ``finished_since`` are counted (a few
+        indexed reads, however long the history the retention keeps)."""
+        ...
+
     async def failed_since(self, since: float, *, limit: int) -> list[Job]:
         """Jobs that failed since ``since``, the newest failure first."""
         ...

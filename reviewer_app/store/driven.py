@@ -260,6 +260,13 @@ class DrivenStore(FencedFinishes, abc.ABC):
     async def prune(self, before: float, batch: int) -> int:
         return await self._run(lambda: p.prune(before, batch))
 
+    async def queue_now(self, *, now: float, finished_since: float) -> QueueStats:
+        by_state = {r[0]: r[1] for r in await self._rows(s.QUEUE_COUNTS, (finished_since,))}
+        oldest = await self._rows(s.OLDEST_PENDING)
+        expired = await self._rows(s.EXPIRED_LEASES, (now,))
+        awaiting = await self._rows(s.AWAITING_RECONCILIATION)
+        return QueueStats(by_state, oldest[0][0], expired[0][0], awaiting[0][0])
+
     async def failed_since(self, since: float, *, limit: int) -> list[Job]:
         return [Job.from_row(r) for r in await self._rows(s.FAILED_SINCE, (since, limit))]
 

@@ -170,12 +170,13 @@ class Dashboard:
 
     async def queue(self, request: web.Request) -> web.Response:
         now = self.clock()
-        stats = await self.store.stats(now=now)
+        stats = await self.store.queue_now(now=now, finished_since=now - DAY_SECONDS)
         body = pages.queue_page(
             now=now,
             by_state=stats.by_state,
             oldest_pending=stats.oldest_pending_created_at,
             expired_leases=stats.expired_leases,
+            awaiting_reconciliation=stats.awaiting_reconciliation,
             paused=await self.store.get_setting("queue_paused") == "1",
             running=await self.store.list_jobs(states=(JobState.RUNNING.value,), limit=RUNNING_SHOWN),
             failed=await self.store.failed_since(now - DAY_SECONDS, limit=FAILED_SHOWN),

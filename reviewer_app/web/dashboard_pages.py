@@ -104,8 +104,11 @@ def num(value: int | float) -> str:
     return f"<td class=n>{value:,}</td>"
 
 
-def money(value: float | None) -> str:
-    return "<td class=n>?</td>" if value is None else f"<td class=n>${value:,.2f}</td>"
+def money(value: float | None, *, unpriced: bool = False) -> str:
+    """A cost; ``unpriced``: part of it is of a model without a price (shown as "+ ?")."""
+    if value is None:
+        return "<td class=n>?</td>"
+    return f"<td class=n>${value:,.2f}{' + ?' if unpriced else ''}</td>"
 
 
 def job_link(job_id: int) -> str:
@@ -130,16 +133,22 @@ def queue_page(
     by_state: Mapping[str, int],
     oldest_pending: float | None,
     expired_leases: int,
+    awaiting_reconciliation: int,
     paused: bool,
     running: Sequence[Job],
     failed: Sequence[Job],
 ) -> str:
-    cards = "".join(
-        f"<div class=card id='count-{s.value}'><b>{by_state.get(s.value, 0):,}</b>{s.value}</div>" for s in JobState
-    )
+    def card(state: JobState) -> str:
+        what = state.value if state in (JobState.QUEUED, JobState.RUNNING) else f"{state.value} (24 h)"
+        return f"<div class=card id='count-{state.value}'><b>{by_state.get(state.value, 0):,}</b>{what}</div>"
+
+    cards = "".join(card(s) for s in JobState)
     age = "none pending" if oldest_pending is None else duration(now - oldest_pending)
     cards += f"<div class=card id=oldest-pending><b>{e(age)}</b>oldest pending</div>"
     cards += f"<div class=card id=expired-leases><b>{expired_leases:,}</b>expired leases</div>"
+    cards += (
+        f"<div class=card id=awaiting-reconciliation><b>{awaiting_reconciliation:,}</b>publications to reconcile</div>"
+    )
     pause = (
         "<p class=paused id=paused>The queue is <b>paused</b>: running jobs finish, nothing new is claimed"
         " (<code>reviewer-app queue resume</code> resumes it).</p>"
@@ -164,6 +173,7 @@ def queue_page(
     )
     return (
         f"{pause}<div class=cards>{cards}</div>"
+        "<p class=muted>Queued and running: now. Finished states: jobs that finished in the last 24 hours.</p>"
         f"<h2>Running now ({len(running)})</h2>"
         + table(
             ("job", "pull request", "head", "attempt", "owner", "lease expires", "first started"),
@@ -348,26 +358,31 @@ SPEND_COLUMNS = (
 
 def spend_page(*, days: int, spend: Spend) -> str:
     """The chart, the table behind it (cost per day of each repository it draws), and the tokens per repository
-    and per day. Rows of ``spend.totals`` and ``spend.per_day`` have ``jobs``, the token columns and ``cost``
-    (None: a model without a price)."""
+    and per day. Rows of ``spend.totals`` and ``spend.per_day`` have ``jobs``, the token columns, ``cost`` and
+    ``unpriced``. Days without any spend are left out of the tables."""
     head = ("jobs", *(name for name, _ in SPEND_COLUMNS), "est. cost")
 
     def cells(r: Mapping[str, Any]) -> list[str]:
-        return [num(r["jobs"]), *(num(r[key]) for _, key in SPEND_COLUMNS), money(r["cost"])]
+        return [
+            num(r["jobs"]),
+            *(num(r[key]) for _, key in SPEND_COLUMNS),
+            money(r["cost"], unpriced=r["unpriced"]),
+        ]
 
-    total_cost = sum(r["cost"] or 0.0 for r in spend.totals)
+    total_cost = sum(r["cost"] for r in spend.totals)
     names = list(spend.series)
+    spent = [(i, day) for i, day in enumerate(spend.per_day) if day["jobs"]][::-1]
     behind = [
-        [td(day["date"]), *(money(spend.series[n][i]) for n in names), money(day["cost"])]
-        for i, day in enumerate(spend.per_day)
-    ][::-1]
+        [td(day["date"]), *(money(spend.series[n][i]) for n in names), money(day["cost"], unpriced=day["unpriced"])]
+        for i, day in spent
+    ]
     return (
         f"<p id=total>Estimated cost of the last {days} days: <b>${total_cost:,.2f}</b>"
         " (list prices per model: REVIEWER_PRICES adds or overrides them; a model without a price shows ?).</p>"
         "<img class=chart id=chart src='/dashboard/spend.svg' width=960 height=400"
         f" alt='Estimated cost per day and repository over the last {days} days'>"
         "<h2>Cost per day (the chart's numbers)</h2>"
-        + table(("day (UTC)", *names, "all"), behind, numeric=range(1, len(names) + 2))
+        + table(("day (UTC)", *names, "all"), behind, numeric=range(1, len(names) + 2), empty="No spend.")
         + "<h2>Per repository</h2>"
         + table(
             ("repository", *head),
@@ -378,7 +393,8 @@ def spend_page(*, days: int, spend: Spend) -> str:
         + "<h2>Tokens per day</h2>"
         + table(
             ("day (UTC)", *head),
-            ([td(r["date"]), *cells(r)] for r in reversed(spend.per_day)),
+            ([td(day["date"]), *cells(day)] for _, day in spent),
             numeric=range(1, len(head) + 1),
+            empty="No spend.",
         )
     )

@@ -28,15 +28,18 @@ class Spend:
 
 
 def _empty(repo: str) -> dict[str, Any]:
-    return {"repo": repo, "jobs": 0, "cost": None, **{key: 0 for _, key in SPEND_COLUMNS}}
+    """``unpriced``: some of the tokens are of a model without a price, so ``cost`` is less than the truth."""
+    return {"repo": repo, "jobs": 0, "cost": 0.0, "unpriced": False, **{key: 0 for _, key in SPEND_COLUMNS}}
 
 
 def _add(into: dict[str, Any], row: Mapping[str, Any], cost: float | None) -> None:
     into["jobs"] += int(row["jobs"])
     for _, key in SPEND_COLUMNS:
         into[key] += int(row[key] or 0)
-    if cost is not None:
-        into["cost"] = (into["cost"] or 0.0) + cost
+    if cost is None:
+        into["unpriced"] = True
+    else:
+        into["cost"] += cost
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], prices: Mapping[str, Price], *, now: float) -> Spend:
@@ -70,7 +73,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], prices: Mapping[str, Price], *,
         repo = str(row["repo"])
         _add(totals.setdefault(repo, _empty(repo)), row, cost)
         _add(per_day[i], row, cost)
-    ranked = sorted(totals.values(), key=lambda r: (-(r["cost"] or 0.0), r["repo"]))
+    ranked = sorted(totals.values(), key=lambda r: (-r["cost"], r["repo"]))
     shown = [r["repo"] for r in ranked[:CHART_SERIES]]
     series: dict[str, list[float]] = {repo: [0.0] * len(days) for repo in shown}
     if len(ranked) > CHART_SERIES:
