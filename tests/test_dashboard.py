@@ -282,3 +282,13 @@ async def test_spend_of_today_shows_at_once_and_a_model_without_a_price_is_marke
     assert after == before  # an unpriced model adds tokens, not dollars
     svg = await (await client.get("/dashboard/spend.svg")).text()
     assert "octo/new" in svg  # the chart was drawn again: its numbers changed
+
+
+async def test_no_token_reaches_the_log(dash, caplog) -> None:
+    client, _, _ = dash
+    caplog.set_level("DEBUG")
+    await login(client, "a-wrong-token-that-is-long")
+    await login(client)
+    await client.get("/dashboard")
+    assert "dashboard: login refused" in caplog.text and "dashboard: signed in" in caplog.text
+    assert TOKEN not in caplog.text and "a-wrong-token-that-is-long" not in caplog.text

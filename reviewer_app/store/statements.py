@@ -688,11 +688,15 @@ PRUNE_WORKERS = "DELETE FROM workers WHERE heartbeat_at < ?"
 
 # The queue now: pending jobs per state (their partial indexes), and finished jobs per state since a time (the
 # jobs_finished index), so the count does not grow with the history the retention keeps.
-QUEUE_COUNTS = f"""
+_QUEUE_COUNTS = f"""
 SELECT '{JobState.QUEUED.value}' AS state, COUNT(*) AS n FROM jobs WHERE state = '{JobState.QUEUED.value}'
 UNION ALL SELECT '{JobState.RUNNING.value}', COUNT(*) FROM jobs WHERE state = '{JobState.RUNNING.value}'
-UNION ALL SELECT state, COUNT(*) FROM jobs WHERE finished_at >= ? AND state IN ({_TERMINAL}) GROUP BY state
+UNION ALL SELECT state, COUNT(*) FROM jobs {{index}} WHERE finished_at >= ? AND state IN ({_TERMINAL}) GROUP BY state
 """
+# SQLite would walk jobs_by_state over the whole history (it groups by state): it is told to read the range.
+QUEUE_COUNTS = Dialects(
+    _QUEUE_COUNTS.format(index="INDEXED BY jobs_finished"), numbered(_QUEUE_COUNTS.format(index=""))
+)
 
 # Failures since a time, newest first (the jobs_failed index).
 FAILED_SINCE = f"""
