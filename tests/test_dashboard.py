@@ -150,6 +150,9 @@ async def test_the_workers_page_shows_a_gone_process_with_its_job(dash) -> None:
     assert "2 alive, 1 gone" in html
     gone_row = next(row for row in html.split("<tr>") if "host-b" in row)
     assert "class=gone" in gone_row and f"/dashboard/jobs/{seeded.ids['running'][1]}" in gone_row
+    assert "(rescued in " in gone_row
+    live_row = next(row for row in html.split("<tr>") if "host-a" in row)
+    assert f"/dashboard/jobs/{seeded.ids['running'][0]}" in live_row and "rescued" not in live_row
     assert "serve --no-worker" in html
 
 

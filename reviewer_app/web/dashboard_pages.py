@@ -190,9 +190,10 @@ def workers_page(*, now: float, workers: Sequence[WorkerStatus]) -> str:
     for w in workers:
         i = w.info
         status = "<td class=gone>gone</td>" if w.gone else "<td class=alive>alive</td>"
+        # A live process renews its leases; a gone one's expire, and the rescuer hands the jobs back then.
         held = ", ".join(
             f"<a href='/dashboard/jobs/{h.job_id}'>{h.job_id}</a> {e(h.repo)}#{h.pr_number}"
-            f" (rescued {e(ago(h.lease_expires_at, now))})"
+            + (f" (rescued {e(ago(h.lease_expires_at, now))})" if w.gone else "")
             for h in w.held
         )
         rows.append(

@@ -7,14 +7,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import pygal
-from pygal.style import Style
-
 from reviewer_app.core.prices import Price, price_of
 from reviewer_app.web.dashboard_pages import SPEND_COLUMNS
 
 DAYS = 30
 CHART_SERIES = 8  # repositories drawn on their own; the rest are summed as "others"
+COLORS = ("#0969da", "#1a7f37", "#bf8700", "#cf222e", "#8250df", "#1b7c83", "#bc4c00", "#57606a", "#a0a7b0")
 OTHERS = "(others)"  # not a repository name: those always hold a slash
 DAY_SECONDS = 86400
 
@@ -87,20 +85,22 @@ def date_of(day: int) -> str:
     return datetime.fromtimestamp(day * DAY_SECONDS, UTC).strftime("%Y-%m-%d")
 
 
-STYLE = Style(
-    background="white",
-    plot_background="white",
-    font_family="DejaVu Sans, sans-serif",
-    colors=("#0969da", "#1a7f37", "#bf8700", "#cf222e", "#8250df", "#1b7c83", "#bc4c00", "#57606a", "#a0a7b0"),
-)
-
-
 def chart_svg(spend: Spend) -> bytes:
     """A stacked bar per day: each repository's estimated cost, the costliest ``CHART_SERIES`` apart, the rest as
-    "others". pygal escapes the series names (repository names are untrusted text)."""
+    "others". pygal escapes the series names (repository names are untrusted text). Imported here: only a process
+    that draws a chart pays for loading it."""
+    import pygal
+    from pygal.style import Style
+
+    style = Style(
+        background="white",
+        plot_background="white",
+        font_family="DejaVu Sans, sans-serif",
+        colors=COLORS,
+    )
     chart = pygal.StackedBar(
         js=[],  # no script is fetched from elsewhere (the image runs none anyway)
-        style=STYLE,
+        style=style,
         width=960,
         height=400,
         title=f"Estimated cost per day (US$), last {DAYS} days",
