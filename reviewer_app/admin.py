@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from reviewer_app.config import Config
 from reviewer_app.core.states import JobEvent, JobState, sources_of
-from reviewer_app.store.base import Attempt, Job, Store, StoreUnavailable
+from reviewer_app.store.base import Attempt, Job, Store, StoreUnavailable, WorkerStatus
 from reviewer_app.store.factory import make_store
 
 COMMANDS = ("status", "jobs", "queue", "usage")
@@ -113,6 +113,7 @@ class Admin:
                 "count": stats.awaiting_reconciliation,
                 "jobs": [self.job_summary(j) for j in unreconciled],
             },
+            "workers": [worker_summary(w) for w in await self.store.workers(now=now)],
         }
 
     async def list_jobs(
@@ -172,6 +173,27 @@ def _attempt(a: Attempt) -> dict[str, Any]:
             "cache_creation": a.cache_creation_tokens,
             "cache_read": a.cache_read_tokens,
         },
+    }
+
+
+def worker_summary(w: WorkerStatus) -> dict[str, Any]:
+    """A registered process for `status --json` and the dashboard: alive, or gone with the jobs it held."""
+    i = w.info
+    return {
+        "id": i.id,
+        "host": i.host,
+        "pid": i.pid,
+        "role": i.role,
+        "version": i.version,
+        "slots": i.slots,
+        "jobs_running": i.jobs_running,
+        "started_at": i.started_at,
+        "heartbeat_at": i.heartbeat_at,
+        "gone": w.gone,
+        "held_jobs": [
+            {"id": h.job_id, "repo": h.repo, "pr": h.pr_number, "rescued_at": h.lease_expires_at} for h in w.held
+        ],
+        "rescued_at": w.rescued_at,
     }
 
 
@@ -243,6 +265,17 @@ def render_status(s: dict[str, Any]) -> str:
     lines.append(f"publications awaiting reconciliation: {waiting['count'] or 'none'}")
     for j in waiting["jobs"]:
         lines.append(f"{_job_line(j)}  intent {_ago(j['publish_intent_at'], now)}, no review id yet")
+    workers = s["workers"]
+    gone = sum(1 for w in workers if w["gone"])
+    lines.append(f"processes: {len(workers) - gone} alive, {gone} gone" if workers else "processes: none registered")
+    for w in workers:
+        what = "GONE" if w["gone"] else "alive"
+        lines.append(
+            f"  {w['role']:<17} {w['host']} pid {w['pid']}  {what}, heartbeat {_ago(w['heartbeat_at'], now)}"
+            f"  {w['jobs_running']}/{w['slots']} slot(s)  v{w['version']}  up since {_when(w['started_at'])}"
+        )
+        for h in w["held_jobs"]:
+            lines.append(f"    job {h['id']}  {h['repo']}#{h['pr']}  rescued {_ago(h['rescued_at'], now)}")
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlparse
 
+from reviewer_app.core.prices import PriceError, parse_prices
 from reviewer_app.redaction import redact_url
 
 
@@ -272,6 +273,22 @@ SETTINGS: tuple[Setting, ...] = (
         secret=True,
     ),
     Setting(
+        "REVIEWER_DASHBOARD_TOKEN",
+        "dashboard_token",
+        str,
+        "",
+        "token that logs in to the read-only dashboard at /dashboard (empty: no dashboard)",
+        secret=True,
+    ),
+    Setting(
+        "REVIEWER_PRICES",
+        "prices",
+        str,
+        "",
+        "model prices for the dashboard's spend, added to the defaults: model=input/output/cache_write/cache_read"
+        " in US dollars per million tokens, comma-separated",
+    ),
+    Setting(
         "REVIEWER_RETENTION_DAYS",
         "retention_days",
         float,
@@ -357,6 +374,8 @@ class Config:
     max_manual_per_pr_hour: int = 10
     max_auto_per_author_day: int = 20
     metrics_token: str = field(default="", repr=False)
+    dashboard_token: str = field(default="", repr=False)
+    prices: str = ""
     retention_days: float = 30.0
     recovery_seconds: float = 600.0
     delivery_window_days: float = 3.0
@@ -484,6 +503,12 @@ def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
             f"REVIEWER_DELIVERY_WINDOW_DAYS={cfg.delivery_window_days:g} is longer than "
             f"REVIEWER_RETENTION_DAYS={cfg.retention_days:g}: raise the retention or shorten the window"
         )
+    if cfg.dashboard_token and len(cfg.dashboard_token) < 16:
+        raise ConfigError("REVIEWER_DASHBOARD_TOKEN is shorter than 16 characters: use a long random token")
+    try:
+        parse_prices(cfg.prices)
+    except PriceError as exc:
+        raise ConfigError(str(exc)) from None
     if cfg.renew_seconds and cfg.renew_seconds >= cfg.lease_seconds:
         raise ConfigError("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
     if require_webhook_secret and not cfg.webhook_secret and not cfg.insecure_no_signature:

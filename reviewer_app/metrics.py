@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from reviewer_app.core.states import JobState
-from reviewer_app.store.base import QueueStats, Store, StoreUnavailable, Usage
+from reviewer_app.store.base import QueueStats, Store, StoreUnavailable, Usage, WorkerStatus
 
 # Reviews take seconds to minutes; queue waits range from instant to a long backlog.
 REVIEW_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0)
@@ -31,6 +31,7 @@ class QueueCollector(Collector):
         self._stats: QueueStats | None = None
         self._now = 0.0
         self._paused = False
+        self._workers: list[WorkerStatus] = []
         self._refreshed = False
 
     async def refresh(self) -> None:
@@ -39,10 +40,11 @@ class QueueCollector(Collector):
         try:
             stats = await self.store.stats(now=now)
             paused = await self.store.get_setting("queue_paused") == "1"
+            workers = await self.store.workers(now=now)
         except StoreUnavailable:
             self._stats = None
             return
-        self._stats, self._now, self._paused = stats, now, paused
+        self._stats, self._now, self._paused, self._workers = stats, now, paused, workers
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -77,6 +79,26 @@ class QueueCollector(Collector):
         )
         yield GaugeMetricFamily(
             "reviewer_queue_paused", "1 while the queue is paused by an operator.", value=1 if self._paused else 0
+        )
+        processes = GaugeMetricFamily(
+            "reviewer_processes",
+            "Processes in the worker registry by role and status (gone: no heartbeat for longer than the lease).",
+            labels=["role", "status"],
+        )
+        slots = GaugeMetricFamily("reviewer_process_slots", "Job slots of the processes alive now.")
+        counted: dict[tuple[str, str], int] = {}
+        for w in self._workers:
+            key = (w.info.role, "gone" if w.gone else "alive")
+            counted[key] = counted.get(key, 0) + 1
+        for (role, status), n in sorted(counted.items()):
+            processes.add_metric([role, status], n)
+        slots.add_metric([], sum(w.info.slots for w in self._workers if not w.gone))
+        yield processes
+        yield slots
+        yield GaugeMetricFamily(
+            "reviewer_jobs_held_by_gone_processes",
+            "Running jobs whose lease holder is gone: the rescuer hands each back when its lease expires.",
+            value=sum(len(w.held) for w in self._workers if w.gone),
         )
 
 

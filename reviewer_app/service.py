@@ -13,13 +13,16 @@ import aiohttp
 import anthropic
 from aiohttp import web
 
+from reviewer_app.admin import github_web_url
 from reviewer_app.config import Config
 from reviewer_app.core.admission import Guard
+from reviewer_app.core.prices import parse_prices
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.dispatch.duty import PeriodicDuty
+from reviewer_app.dispatch.registry import Registration
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import GitHubClient
@@ -33,6 +36,7 @@ from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store, new_owner_id
 from reviewer_app.store.factory import make_store
 from reviewer_app.web.app import healthz, make_app
+from reviewer_app.web.dashboard import Dashboard
 from reviewer_app.web.events import make_router
 from reviewer_app.web.health import Probes
 from reviewer_app.web.webhooks import Receiver
@@ -55,9 +59,12 @@ class Service:
     cleaner: Cleaner | None = None
     recovery: Recovery | None = None
     model_client: anthropic.AsyncAnthropic | None = None
+    registration: Registration | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
+        if self.registration is not None:
+            self.background.append(asyncio.create_task(self.registration.run(), name="worker-registry"))
         if self.dispatcher is not None:
             self.dispatcher.start()
         if self.check_sync is not None:
@@ -96,6 +103,8 @@ class Service:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.registration is not None:
+            await self.registration.deregister()
         if self.session is not None:
             await self.session.close()
         if self.model_client is not None:
@@ -280,7 +289,26 @@ async def build_service(
             guard=guard,
             on_admitted=on_admitted,
         )
-    app = make_app(receiver, probes) if receiver is not None else make_health_app(probes)
+    role = "worker" if not receive else ("serve" if worker else "serve --no-worker")
+    registration = Registration(
+        store,
+        worker_id=dispatcher.owner if dispatcher is not None else new_owner_id(role.split()[0]),
+        role=role,
+        slots=dispatcher.concurrency if dispatcher is not None else 0,
+        lease_seconds=cfg.lease_seconds,
+        interval=cfg.renew_interval,
+        clock=time.time,
+        jobs_running=(lambda: dispatcher.concurrency - dispatcher.free_slots) if dispatcher is not None else lambda: 0,
+    )
+    dashboard = None
+    if cfg.dashboard_token:
+        dashboard = Dashboard(
+            store,
+            token=cfg.dashboard_token,
+            prices=parse_prices(cfg.prices),
+            github_web_url=github_web_url(cfg.github_api_url),
+        )
+    app = make_app(receiver, probes, dashboard) if receiver is not None else make_health_app(probes)
     return Service(
         cfg=cfg,
         store=store,
@@ -295,6 +323,7 @@ async def build_service(
         cleaner=cleaner,
         recovery=recovery,
         model_client=stack.model_client if stack else None,
+        registration=registration,
     )
 
 

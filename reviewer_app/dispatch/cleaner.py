@@ -1,4 +1,5 @@
-"""The cleaner: finished jobs (with their attempts) and deliveries past the retention period are pruned."""
+"""The cleaner: finished jobs (with their attempts) and deliveries past the retention period are pruned, and so
+are processes of the worker registry gone for a day."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from reviewer_app.store.base import Store
 log = logging.getLogger(__name__)
 
 DAY = 86400.0
+GONE_WORKERS_KEPT = DAY  # a process gone without a word stays listed (as gone) this long after its last heartbeat
 
 
 class Cleaner:
@@ -35,6 +37,9 @@ class Cleaner:
             removed += n
             if n < self.batch:  # each table gave fewer than a batch: nothing older is left
                 break
+        forgotten = await self.store.prune_workers(self.clock() - GONE_WORKERS_KEPT)
+        if forgotten:
+            log.info("forgot %d process(es) of the worker registry gone for over a day", forgotten)
         if removed:
             self.pruned_total += removed
             log.info(

@@ -212,6 +212,52 @@ class QueueStats:
     awaiting_reconciliation: int = 0
 
 
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One process running against the database, as it registers itself (a row of the workers table)."""
+
+    id: str  # its lease owner name (new_owner_id): the running jobs it holds have jobs.lease_owner = id
+    host: str
+    pid: int
+    role: str  # "serve", "serve --no-worker" or "worker"
+    version: str
+    slots: int  # job slots (0: it runs no jobs)
+    lease_seconds: float  # its lease: a heartbeat older than this means the process is gone
+    started_at: float
+    heartbeat_at: float
+    jobs_running: int = 0
+
+
+@dataclass(frozen=True)
+class HeldJob:
+    """A running job as its lease holder's entry shows it: the rescuer hands it back at ``lease_expires_at``."""
+
+    job_id: int
+    repo: str
+    pr_number: int
+    lease_expires_at: float | None
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A registered process as seen at ``now``: alive, or gone with the jobs it held."""
+
+    info: WorkerInfo
+    gone: bool
+    held: tuple[HeldJob, ...] = ()
+
+    @property
+    def rescued_at(self) -> float | None:
+        """When the last of the jobs it held is rescued (its lease expires), if it held any."""
+        expiries = [h.lease_expires_at for h in self.held if h.lease_expires_at is not None]
+        return max(expiries) if expiries else None
+
+
+def is_gone(info: WorkerInfo, now: float) -> bool:
+    """A process whose heartbeat is older than its lease: its leases are expiring unrenewed too."""
+    return info.heartbeat_at + info.lease_seconds < now
+
+
 # Columns a worker may set on its own job while it holds the lease (progress checkpoints).
 PROGRESS_COLUMNS = frozenset(
     {"check_run_id", "check_run_status", "review_id", "publish_intent_at", "answer", "details", "outcome", "head_sha"}
@@ -404,6 +450,20 @@ class Store(Protocol):
         ...
 
     async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None: ...
+    # -- the worker registry
+    async def register_worker(self, info: WorkerInfo) -> None:
+        """Register a process, or refresh its heartbeat and jobs running (the same write on every beat)."""
+        ...
+
+    async def deregister_worker(self, worker_id: str) -> None: ...
+    async def workers(self, *, now: float) -> list[WorkerStatus]:
+        """Every registered process, alive or gone, with the running jobs each holds."""
+        ...
+
+    async def prune_workers(self, before: float) -> int:
+        """Forget processes whose last heartbeat is older than ``before``; the number forgotten."""
+        ...
+
     async def get_job(self, job_id: int) -> Job | None: ...
     async def list_jobs(
         self,
@@ -412,7 +472,25 @@ class Store(Protocol):
         repo: str | None = None,
         pr_number: int | None = None,
         limit: int = 100,
-    ) -> list[Job]: ...
+        before_id: int | None = None,
+    ) -> list[Job]:
+        """Jobs newest first (ids below ``before_id``: the next page)."""
+        ...
+
+    async def queue_now(self, *, now: float, finished_since: float) -> QueueStats:
+        """``stats``, but of the finished jobs only those finished since ``finished_since`` are counted (a few
+        indexed reads, however long the history the retention keeps)."""
+        ...
+
+    async def failed_since(self, since: float, *, limit: int) -> list[Job]:
+        """Jobs that failed since ``since``, the newest failure first."""
+        ...
+
+    async def spend_by_day(self, *, since: float, until: float) -> list[dict[str, Any]]:
+        """Model tokens per UTC day (``day``: days since the epoch), repository and model of the attempts started
+        from ``since`` to before ``until``."""
+        ...
+
     async def attempts_of(self, job_id: int) -> list[Attempt]: ...
     async def stats(self, *, now: float) -> QueueStats: ...
     async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool: ...
@@ -434,5 +512,7 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "Usage",
+    "WorkerInfo",
+    "WorkerStatus",
     "new_owner_id",
 ]

@@ -22,10 +22,14 @@ from reviewer_app.store.base import (
     Delivery,
     FencedFinishes,
     Finding,
+    HeldJob,
     Job,
     Lease,
     QueueStats,
     Usage,
+    WorkerInfo,
+    WorkerStatus,
+    is_gone,
 )
 
 T = TypeVar("T")
@@ -261,9 +265,13 @@ class DrivenStore(FencedFinishes, abc.ABC):
         repo: str | None = None,
         pr_number: int | None = None,
         limit: int = 100,
+        before_id: int | None = None,
     ) -> list[Job]:
         where: list[str] = ["1 = 1"]
         params: list[Any] = []
+        if before_id is not None:
+            where.append("id < ?")
+            params.append(before_id)
         if states:
             where.append(f"state IN ({', '.join('?' * len(states))})")
             params.extend(str(st) for st in states)
@@ -299,3 +307,46 @@ class DrivenStore(FencedFinishes, abc.ABC):
 
     async def prune(self, before: float, batch: int) -> int:
         return await self._run(lambda: p.prune(before, batch))
+
+    async def queue_now(self, *, now: float, finished_since: float) -> QueueStats:
+        by_state = {r[0]: r[1] for r in await self._rows(s.QUEUE_COUNTS, (finished_since,))}
+        oldest = await self._rows(s.OLDEST_PENDING)
+        expired = await self._rows(s.EXPIRED_LEASES, (now,))
+        awaiting = await self._rows(s.AWAITING_RECONCILIATION)
+        return QueueStats(by_state, oldest[0][0], expired[0][0], awaiting[0][0])
+
+    async def failed_since(self, since: float, *, limit: int) -> list[Job]:
+        return [Job.from_row(r) for r in await self._rows(s.FAILED_SINCE, (since, limit))]
+
+    async def spend_by_day(self, *, since: float, until: float) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._rows(s.SPEND_BY_DAY, (since, until))]
+
+    # -- the worker registry ------------------------------------------------------------------------------
+
+    async def register_worker(self, info: WorkerInfo) -> None:
+        params = (
+            info.id,
+            info.host,
+            info.pid,
+            info.role,
+            info.version,
+            info.slots,
+            info.lease_seconds,
+            info.started_at,
+            info.heartbeat_at,
+            info.jobs_running,
+        )
+        await self._run(lambda: p.changes(s.UPSERT_WORKER, params), one_statement=True)
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        await self._run(lambda: p.changes(s.DEREGISTER_WORKER, (worker_id,)), one_statement=True)
+
+    async def workers(self, *, now: float) -> list[WorkerStatus]:
+        infos = [WorkerInfo(*tuple(r)) for r in await self._rows(s.SELECT_WORKERS)]
+        held: dict[str, list[HeldJob]] = {}
+        for job_id, owner, repo, pr, expires in await self._rows(s.RUNNING_JOBS_BY_OWNER):
+            held.setdefault(owner, []).append(HeldJob(job_id, repo, pr, expires))
+        return [WorkerStatus(i, is_gone(i, now), tuple(held.get(i.id, ()))) for i in infos]
+
+    async def prune_workers(self, before: float) -> int:
+        return await self._run(lambda: p.changes(s.PRUNE_WORKERS, (before,)), one_statement=True)

@@ -693,3 +693,63 @@ AWAITING_RECONCILIATION = (
     "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
     " AND state IN ('queued', 'running')"
 )
+
+# -- the worker registry: the processes running against this database (migration 0011) ------------------------
+
+# Register a process, or refresh its row on each beat (a row pruned while the process was cut off comes back).
+UPSERT_WORKER = """
+INSERT INTO workers (id, host, pid, role, version, slots, lease_seconds, started_at, heartbeat_at, jobs_running)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running,
+       slots = excluded.slots
+"""
+DEREGISTER_WORKER = "DELETE FROM workers WHERE id = ?"
+SELECT_WORKERS = """
+SELECT id, host, pid, role, version, slots, lease_seconds, started_at, heartbeat_at, jobs_running
+  FROM workers ORDER BY role, host, started_at, id
+"""
+# Every running job with its lease holder (the jobs_running index): whose jobs a gone process held, and when the
+# rescuer hands them back.
+RUNNING_JOBS_BY_OWNER = f"""
+SELECT id, lease_owner, repo_full_name, pr_number, lease_expires_at FROM jobs
+ WHERE state = '{JobState.RUNNING.value}' ORDER BY lease_expires_at, id
+"""
+# Retention: processes whose last heartbeat is older than the cut-off.
+PRUNE_WORKERS = "DELETE FROM workers WHERE heartbeat_at < ?"
+
+# -- the dashboard's reads ------------------------------------------------------------------------------------
+
+# The queue now: pending jobs per state (their partial indexes), and finished jobs per state since a time (the
+# jobs_finished index), so the count does not grow with the history the retention keeps.
+_QUEUE_COUNTS = f"""
+SELECT '{JobState.QUEUED.value}' AS state, COUNT(*) AS n FROM jobs WHERE state = '{JobState.QUEUED.value}'
+UNION ALL SELECT '{JobState.RUNNING.value}', COUNT(*) FROM jobs WHERE state = '{JobState.RUNNING.value}'
+UNION ALL SELECT state, COUNT(*) FROM jobs {{index}} WHERE finished_at >= ? AND state IN ({_TERMINAL}) GROUP BY state
+"""
+# SQLite would walk jobs_by_state over the whole history (it groups by state): it is told to read the range.
+QUEUE_COUNTS = Dialects(
+    _QUEUE_COUNTS.format(index="INDEXED BY jobs_finished"), numbered(_QUEUE_COUNTS.format(index=""))
+)
+
+# Failures since a time, newest first (the jobs_failed index).
+FAILED_SINCE = f"""
+SELECT {JOB_COLUMNS} FROM jobs WHERE state = '{JobState.FAILED.value}' AND finished_at >= ?
+ ORDER BY finished_at DESC LIMIT ?
+"""
+
+# Model tokens per day (UTC), repository and model over attempts started in a period (the attempts_spend index
+# covers it). A column added to the grouping (say, batched or interactive) splits every row the same way.
+_SPEND_BY_DAY = """
+SELECT {day} AS day, j.repo_full_name AS repo, COALESCE(a.model, '') AS model, COUNT(DISTINCT j.id) AS jobs,
+       CAST(SUM(a.input_tokens) AS BIGINT) AS input_tokens, CAST(SUM(a.output_tokens) AS BIGINT) AS output_tokens,
+       CAST(SUM(a.cache_creation_tokens) AS BIGINT) AS cache_creation_tokens,
+       CAST(SUM(a.cache_read_tokens) AS BIGINT) AS cache_read_tokens
+  FROM attempts a JOIN jobs j ON j.id = a.job_id
+ WHERE a.started_at >= ? AND a.started_at < ? AND (a.input_tokens > 0 OR a.output_tokens > 0)
+ GROUP BY {day}, j.repo_full_name, COALESCE(a.model, '')
+ ORDER BY 1, 2, 3
+"""
+SPEND_BY_DAY = Dialects(
+    _SPEND_BY_DAY.format(day="CAST(a.started_at / 86400 AS INTEGER)"),
+    numbered(_SPEND_BY_DAY.format(day="CAST(FLOOR(a.started_at / 86400) AS BIGINT)")),
+)

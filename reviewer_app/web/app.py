@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from reviewer_app.web.app_registration import WEBHOOK_PATH
+from reviewer_app.web.dashboard import Dashboard
 from reviewer_app.web.health import Probes
 from reviewer_app.web.webhooks import Receiver
 
@@ -20,7 +21,7 @@ async def home(request: web.Request) -> web.Response:
     return web.Response(text="reviewer-app is running; its GitHub App is already configured.\n")
 
 
-def make_app(receiver: Receiver, probes: Probes | None = None) -> web.Application:
+def make_app(receiver: Receiver, probes: Probes | None = None, dashboard: Dashboard | None = None) -> web.Application:
     # The limit is enforced here too, so a chunked body over it is refused while it streams in.
     app = web.Application(client_max_size=receiver.max_body_bytes)
     app[RECEIVER] = receiver
@@ -28,4 +29,6 @@ def make_app(receiver: Receiver, probes: Probes | None = None) -> web.Applicatio
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", home)
     (probes or Probes(receiver.store)).register(app)
+    if dashboard is not None:
+        dashboard.register(app)
     return app

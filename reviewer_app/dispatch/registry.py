@@ -1,0 +1,83 @@
+"""The worker registry's client side: this process registers itself, beats, and deregisters on a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import replace
+from importlib import metadata
+
+from reviewer_app.dispatch.context import Clock
+from reviewer_app.store.base import Store, StoreUnavailable, WorkerInfo
+
+log = logging.getLogger(__name__)
+
+
+def app_version() -> str:
+    try:
+        return metadata.version("reviewer-app")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class Registration:
+    """One row of the workers table, kept fresh: written at start and on every beat (the lease-renewal interval),
+    deleted on a clean stop. A process that stops beating (SIGKILL, a crash, a lost network) stays listed, and is
+    shown as gone once its heartbeat is older than its lease: then its running jobs' leases are expiring too, and
+    the rescuer hands them back."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        worker_id: str,
+        role: str,
+        slots: int,
+        lease_seconds: float,
+        interval: float,
+        clock: Clock,
+        jobs_running: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.store = store
+        self.interval = interval
+        self.clock = clock
+        self.jobs_running = jobs_running
+        now = clock()
+        self.info = WorkerInfo(
+            id=worker_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            role=role,
+            version=app_version(),
+            slots=slots,
+            lease_seconds=lease_seconds,
+            started_at=now,
+            heartbeat_at=now,
+        )
+        self.beats = 0
+
+    async def beat(self) -> None:
+        """Register, or refresh the heartbeat and the number of jobs running here."""
+        self.info = replace(self.info, heartbeat_at=self.clock(), jobs_running=self.jobs_running())
+        await self.store.register_worker(self.info)
+        self.beats += 1
+
+    async def run(self) -> None:
+        """Beat now and every ``interval`` until cancelled; a beat the database refuses is tried at the next."""
+        while True:
+            try:
+                await self.beat()
+            except StoreUnavailable as exc:
+                log.warning("worker registry: heartbeat not recorded, trying again next beat: %s", exc)
+            except Exception:  # noqa: BLE001 - the heartbeat must outlive a bug in one round
+                log.exception("worker registry: heartbeat failed unexpectedly")
+            await asyncio.sleep(self.interval)
+
+    async def deregister(self) -> None:
+        """A clean stop: the row goes (a process that cannot reach the database stays listed, and turns gone)."""
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.deregister_worker(self.info.id)

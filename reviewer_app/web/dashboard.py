@@ -1,0 +1,274 @@
+"""The read-only dashboard at /dashboard: a login with REVIEWER_DASHBOARD_TOKEN, then pages that only read.
+
+The session is a signed cookie (HMAC-SHA256 under a key derived from the token, so every host of one deployment
+accepts it and a new token ends every session): HttpOnly, SameSite=Strict, Secure over https, path /dashboard.
+The token travels only in the login POST's body; nothing here logs it or puts it in a URL. Every route but login
+and logout is a GET that reads; the two POSTs refuse another origin."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from reviewer_app.admin import Admin
+from reviewer_app.core.prices import Price, estimate
+from reviewer_app.core.states import JobState
+from reviewer_app.store.base import Store
+from reviewer_app.web import dashboard_pages as pages
+from reviewer_app.web.dashboard_spend import DAY_SECONDS, DAYS, Spend, chart_svg, summarise
+
+log = logging.getLogger(__name__)
+
+COOKIE = "reviewer_dashboard"
+SESSION_SECONDS = 12 * 3600
+PAGE_SIZE = 50
+RUNNING_SHOWN = 200
+FAILED_SHOWN = 50
+# The days before today change little (a late attempt's tokens, pruning): their spend is read again at most this
+# often by each process; today's is read at every request.
+PAST_DAYS_SECONDS = 600.0
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _headers(nonce: str = "") -> dict[str, str]:
+    style = f"'nonce-{nonce}'" if nonce else "'none'"
+    return {
+        "Content-Security-Policy": f"default-src 'none'; style-src {style}; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'",
+        # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on the login POST, and the
+        # origin check needs the real one; links out to GitHub still carry no referrer.
+        "Referrer-Policy": "same-origin",
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "no-store",
+    }
+
+
+class Dashboard:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        token: str,
+        prices: Mapping[str, Price],
+        github_web_url: str = "https://github.com",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.prices = prices
+        self.clock = clock
+        self.admin = Admin(store, clock=clock, web_url=github_web_url)
+        self._token = token.encode()
+        self._key = hmac.new(self._token, b"reviewer-app dashboard session v1", hashlib.sha256).digest()
+        self._past: tuple[int, float, list[dict[str, Any]]] | None = None  # (today, read at, rows before today)
+        # The last spend summed, keyed by what it was summed from, with its chart once drawn.
+        self._summary: tuple[tuple[Any, ...], Spend, bytes | None] | None = None
+
+    def register(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get("/dashboard/login", self.login_page)
+        r.add_post("/dashboard/login", self.login)
+        r.add_post("/dashboard/logout", self.logout)
+        r.add_get("/dashboard", self._signed_in(self.queue))
+        r.add_get("/dashboard/workers", self._signed_in(self.workers))
+        r.add_get("/dashboard/jobs", self._signed_in(self.jobs))
+        r.add_get("/dashboard/jobs/{job_id:[0-9]+}", self._signed_in(self.job))
+        r.add_get("/dashboard/spend", self._signed_in(self.spend))
+        r.add_get("/dashboard/spend.svg", self._signed_in(self.spend_svg))
+
+    # -- the session --------------------------------------------------------------------------------------
+
+    def _sign(self, payload: str) -> str:
+        return hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
+
+    def new_session(self) -> str:
+        payload = f"v1.{int(self.clock()) + SESSION_SECONDS}.{secrets.token_hex(16)}"
+        return f"{payload}.{self._sign(payload)}"
+
+    def session_valid(self, value: str | None) -> bool:
+        if not value or value.count(".") != 3:
+            return False
+        payload, _, mac = value.rpartition(".")
+        if not hmac.compare_digest(mac.encode(), self._sign(payload).encode()):
+            return False
+        expires = payload.split(".")[1]
+        return expires.isdigit() and int(expires) > self.clock()
+
+    def _signed_in(self, handler: Handler) -> Handler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if not self.session_valid(request.cookies.get(COOKIE)):
+                raise web.HTTPSeeOther("/dashboard/login", headers=_headers())
+            return await handler(request)
+
+        return guarded
+
+    @staticmethod
+    def _same_origin(request: web.Request) -> bool:
+        """A form POST from this server's own pages; a browser always sends Origin with a POST."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True  # not a browser (curl): no cookie of a victim rides along
+        return urlsplit(origin).netloc == request.host
+
+    @staticmethod
+    def _https(request: web.Request) -> bool:
+        return request.secure or request.headers.get("X-Forwarded-Proto", "").lower() == "https"
+
+    # -- login and logout ---------------------------------------------------------------------------------
+
+    def _html(
+        self, title: str, body: str, *, status: int = 200, here: str = "", signed_in: bool = True
+    ) -> web.Response:
+        nonce = secrets.token_urlsafe(16)
+        text = pages.page(title, body, nonce=nonce, here=here, signed_in=signed_in)
+        return web.Response(text=text, status=status, content_type="text/html", headers=_headers(nonce))
+
+    async def login_page(self, request: web.Request) -> web.Response:
+        return self._html("Log in", pages.login_form(), signed_in=False)
+
+    async def login(self, request: web.Request) -> web.Response:
+        if not self._same_origin(request):
+            return self._html(
+                "Log in", pages.login_form(error="Cross-site login refused."), status=403, signed_in=False
+            )
+        form = await request.post()
+        given = form.get("token")
+        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self._token):
+            log.warning("dashboard: login refused (wrong token) from %s", request.remote)
+            return self._html("Log in", pages.login_form(error="Wrong token."), status=401, signed_in=False)
+        response = web.HTTPSeeOther("/dashboard", headers=_headers())
+        response.set_cookie(
+            COOKIE,
+            self.new_session(),
+            max_age=SESSION_SECONDS,
+            path="/dashboard",
+            httponly=True,
+            samesite="Strict",
+            secure=self._https(request),
+        )
+        log.info("dashboard: signed in from %s", request.remote)
+        raise response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        if not self._same_origin(request):
+            return self._html(
+                "Log in", pages.login_form(error="Cross-site logout refused."), status=403, signed_in=False
+            )
+        response = web.HTTPSeeOther("/dashboard/login", headers=_headers())
+        response.del_cookie(COOKIE, path="/dashboard")
+        raise response
+
+    # -- pages --------------------------------------------------------------------------------------------
+
+    async def queue(self, request: web.Request) -> web.Response:
+        now = self.clock()
+        stats = await self.store.queue_now(now=now, finished_since=now - DAY_SECONDS)
+        body = pages.queue_page(
+            now=now,
+            by_state=stats.by_state,
+            oldest_pending=stats.oldest_pending_created_at,
+            expired_leases=stats.expired_leases,
+            awaiting_reconciliation=stats.awaiting_reconciliation,
+            paused=await self.store.get_setting("queue_paused") == "1",
+            running=await self.store.list_jobs(states=(JobState.RUNNING.value,), limit=RUNNING_SHOWN),
+            failed=await self.store.failed_since(now - DAY_SECONDS, limit=FAILED_SHOWN),
+        )
+        return self._html("Queue", body, here="/dashboard")
+
+    async def workers(self, request: web.Request) -> web.Response:
+        now = self.clock()
+        body = pages.workers_page(now=now, workers=await self.store.workers(now=now))
+        return self._html("Workers", body, here="/dashboard/workers")
+
+    async def jobs(self, request: web.Request) -> web.Response:
+        q = request.query
+        repo, pr, state, before = (q.get(k, "").strip() for k in ("repo", "pr", "state", "before"))
+        error = ""
+        if pr and not pr.isdigit():
+            error, pr = f"pull request {pr!r} is not a number", ""
+        if state and state not in {s.value for s in JobState}:
+            error, state = f"{state!r} is not a job state", ""
+        jobs = await self.store.list_jobs(
+            states=(state,) if state else (),
+            repo=repo or None,
+            pr_number=int(pr) if pr else None,
+            limit=PAGE_SIZE + 1,
+            before_id=int(before) if before.isdigit() else None,
+        )
+        next_before = jobs[PAGE_SIZE - 1].id if len(jobs) > PAGE_SIZE else None
+        body = pages.jobs_page(
+            now=self.clock(),
+            jobs=jobs[:PAGE_SIZE],
+            repo=repo,
+            pr=pr,
+            state=state,
+            next_before=next_before,
+            error=error,
+        )
+        return self._html("Jobs", body, here="/dashboard/jobs")
+
+    async def job(self, request: web.Request) -> web.Response:
+        job_id = int(request.match_info["job_id"])
+        job = await self.store.get_job(job_id)
+        if job is None:
+            return self._html(f"Job {job_id}", "<p>No such job (it may have been pruned).</p>", status=404)
+        attempts = await self.store.attempts_of(job_id)
+        costs = [
+            estimate(
+                {
+                    "model": a.model,
+                    "input_tokens": a.input_tokens,
+                    "output_tokens": a.output_tokens,
+                    "cache_creation_tokens": a.cache_creation_tokens,
+                    "cache_read_tokens": a.cache_read_tokens,
+                },
+                self.prices,
+            )
+            for a in attempts
+        ]
+        body = pages.job_page(now=self.clock(), job=job, attempts=attempts, links=self.admin.links(job), costs=costs)
+        return self._html(f"Job {job_id}", body, here="/dashboard/jobs")
+
+    async def _spend(self) -> Spend:
+        """The last 30 days' spend: the days before today from a read at most PAST_DAYS_SECONDS old, today's read
+        now; summed again (and the chart drawn again) only when a number changed."""
+        now = self.clock()
+        today = int(now // DAY_SECONDS)
+        midnight = today * DAY_SECONDS
+        past = self._past
+        if past is None or past[0] != today or now - past[1] > PAST_DAYS_SECONDS:
+            since = (today - DAYS + 1) * DAY_SECONDS
+            past = self._past = (today, now, await self.store.spend_by_day(since=since, until=midnight))
+        todays = await self.store.spend_by_day(since=midnight, until=now + DAY_SECONDS)
+        key = (today, past[1], tuple(tuple(sorted(r.items())) for r in todays))
+        if self._summary is None or self._summary[0] != key:
+            self._summary = (key, summarise(past[2] + todays, self.prices, now=now), None)
+        return self._summary[1]
+
+    async def _chart(self) -> bytes:
+        spend = await self._spend()
+        assert self._summary is not None
+        key, _, svg = self._summary
+        if svg is None:  # drawing takes longer than reading: once per change of the numbers
+            svg = chart_svg(spend)
+            self._summary = (key, spend, svg)
+        return svg
+
+    async def spend(self, request: web.Request) -> web.Response:
+        spend = await self._spend()
+        body = pages.spend_page(days=DAYS, spend=spend)
+        return self._html("Spend", body, here="/dashboard/spend")
+
+    async def spend_svg(self, request: web.Request) -> web.Response:
+        headers = _headers()
+        # The image's own styles are inline; as an <img> it runs no script, and opened alone none is allowed either.
+        headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+        return web.Response(body=await self._chart(), content_type="image/svg+xml", headers=headers)
