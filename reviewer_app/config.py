@@ -264,6 +264,15 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "REVIEWER_MAX_REPLIES_PER_THREAD_HOUR",
+        "max_replies_per_thread_hour",
+        int,
+        5,
+        "answers per review thread (or per PR conversation) per hour; answers also count against the daily limit "
+        "(0: no limit)",
+        minimum=0,
+    ),
+    Setting(
         "REVIEWER_METRICS_TOKEN",
         "metrics_token",
         str,
@@ -356,6 +365,7 @@ class Config:
     max_reviews_per_day: int = 500
     max_manual_per_pr_hour: int = 10
     max_auto_per_author_day: int = 20
+    max_replies_per_thread_hour: int = 5
     metrics_token: str = field(default="", repr=False)
     retention_days: float = 30.0
     recovery_seconds: float = 600.0

@@ -111,6 +111,9 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
             summary += "\n\n**Problems in .github/reviewer.yml** (defaults applied):\n" + "\n".join(
                 f"- {p}" for p in problems
             )
+        answers = report.get("answers")
+        if isinstance(answers, int) and answers > 0:
+            summary += f"\n\nAnswers in this pull request's threads so far: {answers}."
         conclusion = report.get("conclusion")
         return CheckView(key, "completed", title, summary, conclusion if conclusion in CONCLUSIONS else "success")
     if job.state == JobState.SUPERSEDED:

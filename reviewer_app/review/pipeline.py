@@ -21,6 +21,7 @@ from reviewer_app.core.admission import (
     TRIGGER_RETARGET,
     Enqueue,
     decide_observed_head,
+    is_reply,
 )
 from reviewer_app.core.anchoring import anchor
 from reviewer_app.core.commands import WRITE_PERMISSIONS
@@ -206,6 +207,7 @@ class ReviewPipeline:
             "review_url": f"{links.pr_url}#pullrequestreview-{review_id}",
             "not_reviewed": not_reviewed_line(group_by_reason(not_covered)),
             "conclusion": conclusion_for(counts, rc.conclusions),
+            "answers": await _answers_on_pr(ctx),
         }
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(
@@ -639,6 +641,15 @@ class ReviewPipeline:
         reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
         found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
         return None if found is None else int(found["id"])
+
+
+async def _answers_on_pr(ctx: JobContext) -> int:
+    """How many answers in threads (review/answer.py) the app posted on this pull request so far."""
+    job = ctx.job
+    done = await ctx.store.list_jobs(
+        states=[JobState.SUCCEEDED.value], repo=job.repo_full_name, pr_number=job.pr_number, limit=500
+    )
+    return sum(1 for j in done if is_reply(j.trigger))
 
 
 def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:

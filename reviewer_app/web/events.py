@@ -18,6 +18,7 @@ from reviewer_app.core.admission import (
     decide_rerun,
     require_shape,
 )
+from reviewer_app.core.replies import decide_review_comment
 from reviewer_app.core.timestamps import parse_time
 
 
@@ -78,6 +79,16 @@ async def on_issue_comment(event: sansio.Event, decisions: Decisions) -> None:
             app_slug=decisions.app_slug,
             bot_login=decisions.bot_login,
             guard=decisions.guard,
+        )
+    )
+
+
+@comments.register("pull_request_review_comment")
+async def on_review_comment(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
+    decisions.items.append(
+        decide_review_comment(
+            str(event.data.get("action")), event.data, bot_login=decisions.bot_login, guard=decisions.guard
         )
     )
 

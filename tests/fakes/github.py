@@ -853,6 +853,9 @@ class FakeGitHub:
         r.add_get("/_fake/state", self._admin_state)
         r.add_post("/_fake/inject", self._admin_inject)
         r.add_post("/_fake/load", self._admin_load)
+        from tests.fakes import github_replies  # replies: review threads (tests/fakes/github_replies.py)
+
+        github_replies.register(self, app)  # replies: its routes
         return app
 
     @web.middleware
