@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from reviewer_app.admin import render_usage
 from reviewer_app.core.markers import make_answer_marker
 from reviewer_app.core.states import JobState
 from tests.fakes.github import Pull
@@ -17,8 +18,10 @@ from tests.fakes.github_replies import add_review_reply
 from tests.harness import REPO, Harness, harness
 from tests.helpers import eventually
 from tests.pg import create_schema, drop_schema, postgres_dsn
+from tests.test_fake_schema import REPO_ROUTE, disagreements
 
 BOT = "reviewer-app[bot]"
+THREAD_ROUTE = REPO_ROUTE + "/pulls/{number}/comments"
 FINDING = {"path": "src/widget.py", "line": 2, "body": "This returns a constant; is that intended?"}
 
 
@@ -115,6 +118,12 @@ async def test_a_reply_by_the_author_gets_exactly_one_answer_in_the_same_thread(
         assert len(h.reviews()) == 1
         usage = {r["kind"]: r for r in await h.store.usage_by_repo(since=0)}
         assert usage["answers"]["jobs"] == 1 and usage["reviews"]["jobs"] == 1
+        table = render_usage(list(usage.values()), 7).splitlines()
+        assert any(line.startswith(REPO) and " answers " in line for line in table)
+        # What the fake served and the app sent on the thread's routes is what GitHub's schema allows.
+        problems, seen = disagreements(h.github.requests)
+        assert problems == [], "\n".join(problems)
+        assert {("GET", THREAD_ROUTE), ("POST", THREAD_ROUTE + "/{comment_id}/replies")} <= seen
 
 
 @BACKENDS
