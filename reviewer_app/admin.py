@@ -55,6 +55,9 @@ class Admin:
             out["check_run"] = f"{self.web_url}/{job.repo_full_name}/runs/{job.check_run_id}"
         if job.review_id is not None:
             out["review"] = f"{pull}#pullrequestreview-{job.review_id}"
+        answer = job.details.get("answer_url")  # an answer in a thread (review/answer.py)
+        if isinstance(answer, str) and answer.startswith(f"{self.web_url}/"):
+            out["answer"] = answer
         return out
 
     def job_summary(self, job: Job) -> dict[str, Any]:

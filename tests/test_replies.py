@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reviewer_app.admin import render_usage
+from reviewer_app.admin import Admin, render_usage
 from reviewer_app.core.markers import make_answer_marker
 from reviewer_app.core.states import JobState
 from tests.fakes.github import Pull
@@ -106,6 +106,8 @@ async def test_a_reply_by_the_author_gets_exactly_one_answer_in_the_same_thread(
         assert "@\u200boctocat" in answer["body"]  # the model's text is neutralised: it pings nobody
         assert answer["body"].endswith(make_answer_marker(payload["comment"]["id"]))
         assert job.details["answer_comment_id"] == answer["id"] and job.review_id is None
+        link = f"https://github.com/{REPO}/pull/1#discussion_r{answer['id']}"
+        assert Admin(h.store).links(job)["answer"] == link  # `reviewer-app jobs show` links to it
         asked = h.anthropic.message_requests[-1].body["messages"][0]["content"]
         assert "Why is this a problem?" in asked and "@@ " in asked and "def f1():" in asked  # thread, hunk, code
         # The same delivery again, and the same body under a new delivery id (a replay): no second answer.
