@@ -55,6 +55,9 @@ class Admin:
             out["check_run"] = f"{self.web_url}/{job.repo_full_name}/runs/{job.check_run_id}"
         if job.review_id is not None:
             out["review"] = f"{pull}#pullrequestreview-{job.review_id}"
+        answer = job.details.answer_url  # an answer in a thread (review/answer.py)
+        if isinstance(answer, str) and answer.startswith(f"{self.web_url}/"):
+            out["answer"] = answer
         return out
 
     def job_summary(self, job: Job) -> dict[str, Any]:
@@ -376,7 +379,11 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     queue = sub.add_parser("queue", help="pause or resume claims").add_subparsers(dest="queue_command", required=True)
     queue.add_parser("pause", parents=[common], help="stop claiming new jobs (running ones finish)")
     queue.add_parser("resume", parents=[common], help="claim again")
-    usage = sub.add_parser("usage", parents=[common], help="model tokens per repository and model (what reviews cost)")
+    usage = sub.add_parser(
+        "usage",
+        parents=[common],
+        help="model tokens per repository, kind (reviews, answers) and model",
+    )
     usage.add_argument("--days", type=float, default=7.0, help="look back this many days (default 7)")
 
 
@@ -384,8 +391,18 @@ def render_usage(rows: list[dict[str, Any]], days: float) -> str:
     if not rows:
         return f"no model usage in the last {days:g} days"
     head = f"model tokens in the last {days:g} days (attempts that called the model):"
-    cols = ("repository", "model", "jobs", "input", "output", "cache write", "cache read")
-    keys = ("repo", "model", "jobs", "input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+    # Reviews and answers in threads (review/answer.py) on lines of their own: what each costs.
+    cols = ("repository", "kind", "model", "jobs", "input", "output", "cache write", "cache read")
+    keys = (
+        "repo",
+        "kind",
+        "model",
+        "jobs",
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_tokens",
+        "cache_read_tokens",
+    )
     table = [cols, *[tuple(str(r[k]) for k in keys) for r in rows]]
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in table]

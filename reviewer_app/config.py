@@ -265,6 +265,15 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "REVIEWER_MAX_REPLIES_PER_THREAD_HOUR",
+        "max_replies_per_thread_hour",
+        int,
+        5,
+        "answers per review thread (or per PR conversation) per hour; answers also count against the daily limit "
+        "(0: no limit)",
+        minimum=0,
+    ),
+    Setting(
         "REVIEWER_METRICS_TOKEN",
         "metrics_token",
         str,
@@ -373,6 +382,7 @@ class Config:
     max_reviews_per_day: int = 500
     max_manual_per_pr_hour: int = 10
     max_auto_per_author_day: int = 20
+    max_replies_per_thread_hour: int = 5
     metrics_token: str = field(default="", repr=False)
     dashboard_token: str = field(default="", repr=False)
     prices: str = ""

@@ -15,11 +15,11 @@ from aiohttp import web
 
 from reviewer_app.admin import github_web_url
 from reviewer_app.config import Config
-from reviewer_app.core.admission import Guard
+from reviewer_app.core.admission import Guard, is_reply
 from reviewer_app.core.prices import parse_prices
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
-from reviewer_app.dispatch.context import Runner
+from reviewer_app.dispatch.context import JobContext, Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.dispatch.duty import PeriodicDuty
 from reviewer_app.dispatch.registry import Registration
@@ -29,6 +29,7 @@ from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.outbox import OutboxSender
 from reviewer_app.github.recovery import Recovery
 from reviewer_app.metrics import Metrics
+from reviewer_app.review.answer import Answerer
 from reviewer_app.review.claude import ClaudeReviewer, make_client
 from reviewer_app.review.explore import ToolLimits
 from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
@@ -120,7 +121,16 @@ class ReviewStack:
     github: GitHubClient
     checks: CheckRuns
     pipeline: ReviewPipeline
+    answerer: Answerer
     model_client: anthropic.AsyncAnthropic | None = None
+
+    def runner(self) -> Runner:
+        """Reviews to the review pipeline, answers in threads (trigger ``reply:``) to the answerer."""
+
+        async def run(ctx: JobContext) -> str:
+            return await (self.answerer if is_reply(ctx.job.trigger) else self.pipeline)(ctx)
+
+        return run
 
 
 def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:
@@ -150,7 +160,8 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
         repository_tools=cfg.repository_tools,
         tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
     )
-    return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings), client)
+    pipeline = ReviewPipeline(github, claude, checks, settings)
+    return ReviewStack(session, github, checks, pipeline, Answerer(github, claude), client)
 
 
 def retry_policy(cfg: Config) -> RetryPolicy:
@@ -190,7 +201,7 @@ async def build_service(
         if cfg.runner == "noop":
             runner = noop_runner(cfg.noop_seconds)
         elif stack is not None:
-            runner = stack.pipeline
+            runner = stack.runner()
             # One host at a time per pass (a duty lease in the database): no two hosts create the same check run
             # or send the same reaction.
             duty_owner = new_owner_id("duty")
@@ -250,6 +261,7 @@ async def build_service(
         reviews_per_day=cfg.max_reviews_per_day,
         manual_per_pr_hour=cfg.max_manual_per_pr_hour,
         author_per_day=cfg.max_auto_per_author_day,
+        replies_per_thread_hour=cfg.max_replies_per_thread_hour,
     )
     receiver: Receiver | None = None
     if receive:

@@ -47,6 +47,11 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
         gh.ReposOwnerRepoIssuesCommentsCommentIdReactionsPostBody,
         gh.Reaction,
     ),
+    ("GET", REPO_ROUTE + "/pulls/{number}/comments"): (None, list[gh.PullRequestReviewComment]),
+    ("POST", REPO_ROUTE + "/pulls/{number}/comments/{comment_id}/replies"): (
+        gh.ReposOwnerRepoPullsPullNumberCommentsCommentIdRepliesPostBody,
+        gh.PullRequestReviewComment,
+    ),
     ("GET", REPO_ROUTE + "/compare/{basehead}"): (None, gh.CommitComparison),
     ("GET", REPO_ROUTE + "/collaborators/{user}/permission"): (None, gh.RepositoryCollaboratorPermission),
     ("GET", REPO_ROUTE + "/contents/{path}"): (None, gh.ContentFile),

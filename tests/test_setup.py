@@ -53,7 +53,7 @@ EXPECTED_PERMISSIONS = {
     "issues": "write",
     "metadata": "read",
 }
-EXPECTED_EVENTS = ["pull_request", "issue_comment", "check_run", "check_suite"]
+EXPECTED_EVENTS = ["pull_request", "issue_comment", "pull_request_review_comment", "check_run", "check_suite"]
 GITHUB_CREDENTIALS = ("GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_PATH", "GITHUB_WEBHOOK_SECRET")
 
 

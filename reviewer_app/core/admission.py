@@ -19,6 +19,14 @@ AUTOMATIC_TRIGGERS = frozenset({TRIGGER_AUTO, TRIGGER_DRAFT})
 # A base retargeted ("base:<delivery id>"): a full review of the head, owned by the pull request like a request,
 # but skipped while automatic reviews are paused.
 TRIGGER_RETARGET = "base:"
+# An answer to a person in a thread the app started, or to a question that mentions it ("reply:<comment id>"): not a
+# review of any head. A push never supersedes it, and it never counts as the head reviewed (core/replies.py).
+TRIGGER_REPLY = "reply:"
+
+
+def is_reply(trigger: str) -> bool:
+    return trigger.startswith(TRIGGER_REPLY)
+
 
 # Why pending work ends with its episode: the pull request closed, or the app lost access to it. Such a job is
 # history; when the pull request (or the installation, or the repository) comes back, its head is owed a review.
@@ -31,6 +39,7 @@ NO_ACCESS = "GitHub refused the app's access to the installation (suspended or u
 
 # Lower number, earlier claim. Manual requests go ahead of automatic work.
 PRIORITY_MANUAL = 0
+PRIORITY_REPLY = 5  # a person is waiting, but the hourly allowance of requested reviews (priority 0) is not theirs
 PRIORITY_AUTO = 10
 
 
@@ -81,6 +90,7 @@ class Guard:
     reviews_per_day: int = 0  # per installation
     manual_per_pr_hour: int = 0  # manual re-requests per pull request
     author_per_day: int = 0  # automatic reviews per outside author (details.author) per day
+    replies_per_thread_hour: int = 0  # answers per thread (details.thread) per hour
     refusal_effects: tuple[Effect, ...] = ()  # what to send when the guard refuses
 
 
@@ -182,11 +192,15 @@ def quietened(decision: Reply) -> str:
     return f"{decision.reason}: not repeated, already answered on this pull request in the last {minutes:g} minutes"
 
 
-def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int, author_today: int = 0) -> str | None:
+def guard_refusal(
+    decision: Enqueue, *, manual_recent: int, reviews_today: int, author_today: int = 0, thread_recent: int = 0
+) -> str | None:
     """Why the budget guard refuses this job, or None (pure, over the counts the admitting transaction read)."""
     guard = decision.guard
     if guard is None:
         return None
+    if limits_thread(decision) and thread_recent >= guard.replies_per_thread_hour:
+        return f"limit of {guard.replies_per_thread_hour} answers per thread per hour reached"
     if guard.manual_per_pr_hour and not decision.automatic and manual_recent >= guard.manual_per_pr_hour:
         return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
     if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
@@ -207,6 +221,11 @@ def limits_author(decision: Enqueue) -> bool:
     return bool(decision.guard and decision.guard.author_per_day and decision.job.details.author)
 
 
+def limits_thread(decision: Enqueue) -> bool:
+    """Whether the per-thread limit applies (the store counts the thread's answers only then)."""
+    return bool(decision.guard and decision.guard.replies_per_thread_hour and decision.job.details.thread)
+
+
 class MalformedPayload(ValueError):
     """The payload lacks a field the event must carry; the receiver answers 400."""
 
@@ -217,6 +236,7 @@ class MalformedPayload(ValueError):
 _EVENT_OBJECTS: dict[str, tuple[str, ...]] = {
     "pull_request": ("pull_request", "repository"),
     "issue_comment": ("issue", "comment", "repository"),
+    "pull_request_review_comment": ("pull_request", "comment", "repository"),
     "check_run": ("check_run", "repository"),
     "check_suite": ("check_suite", "repository"),
     "installation": ("installation",),
@@ -422,6 +442,15 @@ def decide_comment(
     if is_bot(user_type=user.get("type"), login=login, bot_login=bot_login):
         return Ignore("comments by bots are never commands")
     command = parse_command(str(comment.get("body") or ""), app_slug=app_slug)
+    if command is None or command.verb == "unknown":
+        # "@app why is this slow?" reads as an unknown command; a question that mentions the app gets an answer.
+        from reviewer_app.core.replies import decide_question
+
+        question = decide_question(
+            payload, app_slug=app_slug, bot_login=bot_login, guard=guard, delivery_id=delivery_id
+        )
+        if question is not None:
+            return question
     if command is None:
         return Ignore("no command in the comment")
     inst = _installation_id(payload)

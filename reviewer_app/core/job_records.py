@@ -73,6 +73,7 @@ class CheckReport:
     not_reviewed: str = ""  # "Not reviewed: 3 files (...)", empty when nothing was left out
     conclusion: str = ""
     resolved: int = 0  # the app's own earlier threads it resolved on this pull request (review/memory.py)
+    answers: int = 0  # answers the app posted in this pull request's threads so far (review/answer.py)
 
     @classmethod
     def from_dict(cls, value: Any) -> CheckReport | None:
@@ -86,6 +87,7 @@ class CheckReport:
             not_reviewed=_str(value.get("not_reviewed")) or "",
             conclusion=_str(value.get("conclusion")) or "",
             resolved=value["resolved"] if type(value.get("resolved")) is int else 0,
+            answers=value["answers"] if type(value.get("answers")) is int else 0,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +100,8 @@ class CheckReport:
         }
         if self.resolved:
             out["resolved"] = self.resolved
+        if self.answers:
+            out["answers"] = self.answers
         return out
 
 
@@ -154,7 +158,19 @@ class ModelProgress:
 
 
 # JobDetails' fields by their JSON type; the rest are records of their own.
-_TEXT = ("action", "base_ref", "base_sha", "title", "author", "requested_by", "delivery_id")
+_TEXT = (
+    "action",
+    "base_ref",
+    "base_sha",
+    "title",
+    "author",
+    "requested_by",
+    "delivery_id",
+    "thread",
+    "asked_by",
+    "answer_url",
+)
+_INTS = ("comment_id", "rerun_of", "in_reply_to", "answer_comment_id")
 _FLAGS = ("full", "verify_permission")
 
 
@@ -174,12 +190,18 @@ class JobDetails:
     verify_permission: bool = False  # ask GitHub for the requester's access before reviewing
     rerun_of: int | None = None  # the check run whose Re-run asked for it
     delivery_id: str | None = None  # the webhook delivery that asked for it (every log line of the job names it)
+    # An answer job (core/replies.py): the thread it answers in, its first comment, and who asked.
+    thread: str | None = None  # counted against the per-thread limit
+    in_reply_to: int | None = None  # the review thread's first comment; None for a question in the conversation
+    asked_by: str | None = None
     # Set by the worker.
     model_progress: ModelProgress | None = None  # a model answer not yet stored
     counts: ReviewCounts | None = None  # of the published review
     report: CheckReport | None = None
     incremental: bool | None = None  # whether the published review covered only changes since the last one
     config_errors: tuple[str, ...] = ()  # problems found in .github/reviewer.yml (defaults applied)
+    answer_comment_id: int | None = None  # the answer an answer job posted
+    answer_url: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     @classmethod
@@ -189,8 +211,7 @@ class JobDetails:
         return cls(
             **{name: _str(value.get(name)) for name in _TEXT},
             **{name: value.get(name) is True for name in _FLAGS},
-            comment_id=_int(value.get("comment_id")),
-            rerun_of=_int(value.get("rerun_of")),
+            **{name: _int(value.get(name)) for name in _INTS},
             model_progress=ModelProgress.from_dict(value.get("model_progress")),
             counts=_counts(value.get("counts")),
             report=CheckReport.from_dict(value.get("report")),
@@ -208,10 +229,7 @@ class JobDetails:
         out: dict[str, Any] = dict(self.extra)
         out.update({name: getattr(self, name) for name in _TEXT if getattr(self, name) is not None})
         out.update({name: True for name in _FLAGS if getattr(self, name)})
-        if self.comment_id is not None:
-            out["comment_id"] = self.comment_id
-        if self.rerun_of is not None:
-            out["rerun_of"] = self.rerun_of
+        out.update({name: getattr(self, name) for name in _INTS if getattr(self, name) is not None})
         if self.model_progress is not None:
             out["model_progress"] = self.model_progress.to_dict()
         if self.counts is not None:

@@ -24,13 +24,15 @@ The rules (docs/architecture.md draws them):
 - Automatic work on a paused pull request is recorded as skipped (its check run says why); requests still follow.
   A retargeted base (trigger ``base:<delivery>``) is both: it follows the pull request like a request, and is
   skipped while paused like automatic work.
+- An answer in a thread (trigger ``reply:<comment>``) is about the thread, not a head: a push neither supersedes it
+  nor moves it, and it never counts as a review of the head.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue
+from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue, is_reply
 
 # How a job ended that still answers for its revision: a request with the same revision key is a duplicate.
 LIVE_STATES = ("queued", "running", "succeeded")
@@ -53,6 +55,10 @@ class PendingJob:
     @property
     def requested(self) -> bool:
         return self.trigger not in AUTOMATIC_TRIGGERS
+
+    @property
+    def reply(self) -> bool:
+        return is_reply(self.trigger)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,7 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
             p.id
             for p in facts.pending
             if p.requested
+            and not p.reply
             and p.head_sha
             and p.head_sha != spec.head_sha
             and order(spec.head_sha, before, event_at, p) >= 0
@@ -136,7 +143,7 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
     newer: PendingJob | None = None
     for p in facts.pending:
         if p.requested:
-            continue  # requests are never superseded by a push; they follow it (above)
+            continue  # requests are never superseded by a push (they follow it, above), nor are answers
         if p.head_sha == spec.head_sha:
             # The same head under another trigger: a waiting draft job is replaced by the ready one, anything else
             # stays (a running draft job of this head finishes; the new job then finds the head reviewed).

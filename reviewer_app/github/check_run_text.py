@@ -148,6 +148,8 @@ def check_reviewed(counts: ReviewCounts, *, head_sha: str, report: CheckReport |
         parts.append(f"{plural(counts.nit, 'nit')} folded in the review.")
     if report.not_reviewed:
         parts.append(f"{report.not_reviewed}; the review lists them.")
+    if report.answers > 0:
+        parts.append(f"Answers in this pull request's threads so far: {report.answers}.")
     if report.resolved > 0:
         parts.append(f"{plural(report.resolved, 'earlier review thread')} resolved: the code they pointed at changed.")
     parts.append(f"<sub>{counts.line()}</sub>")

@@ -617,6 +617,28 @@ class GitHubClient:
             data={"body": body},
         )
 
+    async def list_review_comments(self, installation_id: int, repo: str, number: int) -> list[Json]:
+        """Every review comment of the pull request (the threads on its diff), oldest first."""
+        return await self._get_all(
+            "/repos/{owner}/{name}/pulls/{number}/comments{?per_page}",
+            {**_split_repo(repo), "number": number, "per_page": PER_PAGE},
+            installation_id=installation_id,
+            what=f"review comments of {repo}#{number}",
+        )
+
+    async def create_review_comment_reply(
+        self, installation_id: int, repo: str, number: int, comment_id: int, body: str
+    ) -> Json:
+        """A reply in the review thread that ``comment_id`` (its first comment) starts."""
+        return await self._write(
+            "POST",
+            "/repos/{owner}/{name}/pulls/{number}/comments/{comment_id}/replies",
+            {**_split_repo(repo), "number": number, "comment_id": comment_id},
+            installation_id=installation_id,
+            what=f"reply in thread {comment_id} of {repo}#{number}",
+            data={"body": body},
+        )
+
     async def create_reaction(self, installation_id: int, repo: str, comment_id: int, content: str) -> Json:
         return await self._write(
             "POST",

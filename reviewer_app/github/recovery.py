@@ -15,6 +15,7 @@ from reviewer_app.core.admission import (
     Guard,
     MalformedPayload,
     decide_observed_head,
+    is_reply,
 )
 from reviewer_app.core.cancel_reasons import ended_with_episode
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
@@ -89,7 +90,7 @@ def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
     head replaced (skipped as a draft, then marked ready). For a pull request that is no longer a draft, a job its
     draft got does not count (a review it published is found by the caller's look at the reviews)."""
     jobs = list(jobs)
-    if any(not j.head_sha and j.state in PENDING for j in jobs):
+    if any(not j.head_sha and j.state in PENDING and not is_reply(j.trigger) for j in jobs):  # answers review nothing
         return True
     mine = [j for j in jobs if j.head_sha == head_sha and (draft or j.trigger != TRIGGER_DRAFT)]
     if not mine:

@@ -258,6 +258,27 @@ class ClaudeReviewer:
             if malformed >= tries:
                 raise PermanentError(f"model returned a malformed review {tries} times")
 
+    async def answer(self, system: str, user: str, *, meter: UsageMeter) -> tuple[str, str]:
+        """A plain-text answer to one question (review/answer.py): (the text, the model that wrote it). No tools, no
+        cache breakpoints (a thread's question is asked once); an answer without text is retried as a transient
+        error."""
+        meter.calls += 1
+        self.calls_made += 1
+        try:
+            response = await self._client.messages.create(
+                model=self.model,
+                max_tokens=self._max_output_tokens,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+            )
+        except anthropic.AnthropicError as err:
+            raise map_api_error(err, now=self._clock()) from err
+        meter.add(response.usage)
+        text = "\n".join(b.text for b in response.content if getattr(b, "type", "") == "text").strip()
+        if not text:
+            raise TransientError(f"the model's answer had no text (stop_reason={response.stop_reason})")
+        return text, response.model
+
     async def _system_blocks(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The system prompt, marked for caching when the fixed prefix (tools and system) is long enough."""
         key = tuple(t["name"] for t in tools)

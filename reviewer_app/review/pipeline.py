@@ -21,6 +21,7 @@ from reviewer_app.core.admission import (
     TRIGGER_RETARGET,
     Enqueue,
     decide_observed_head,
+    is_reply,
 )
 from reviewer_app.core.anchoring import anchor
 from reviewer_app.core.cancel_reasons import COVERED_PREFIX
@@ -214,6 +215,7 @@ class ReviewPipeline:
             not_reviewed=not_reviewed_line(group_by_reason(not_covered)),
             conclusion=conclusion_for(counts, rc.conclusions),
             resolved=resolved,
+            answers=await _answers_on_pr(ctx),
         )
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(
@@ -684,6 +686,15 @@ def _earlier_entry(finding: Finding, line: int, links: Links) -> str:
     else:
         url = links.permalink(finding.path, line)
     return earlier_finding_entry(finding.severity, finding.path, line, finding.title, url)
+
+
+async def _answers_on_pr(ctx: JobContext) -> int:
+    """How many answers in threads (review/answer.py) the app posted on this pull request so far."""
+    job = ctx.job
+    done = await ctx.store.list_jobs(
+        states=[JobState.SUCCEEDED.value], repo=job.repo_full_name, pr_number=job.pr_number, limit=500
+    )
+    return sum(1 for j in done if is_reply(j.trigger))
 
 
 def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:

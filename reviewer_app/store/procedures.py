@@ -24,6 +24,7 @@ from reviewer_app.core.admission import (
     SetPause,
     guard_refusal,
     limits_author,
+    limits_thread,
     pause_key,
     quiet_comments,
     quietened,
@@ -313,8 +314,16 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     author_today = 0
     if limits_author(decision):
         author_today = (yield Row(s.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400, spec.details.author)))[0]
+    thread_recent = 0
+    if limits_thread(decision):
+        thread = spec.details.thread
+        thread_recent = (yield Row(s.THREAD_REPLIES_SINCE, (spec.repo_id, spec.pr_number, now - 3600, thread)))[0]
     refusal = guard_refusal(
-        decision, manual_recent=manual_recent, reviews_today=reviews_today, author_today=author_today
+        decision,
+        manual_recent=manual_recent,
+        reviews_today=reviews_today,
+        author_today=author_today,
+        thread_recent=thread_recent,
     )
     plan = plan_enqueue(
         decision, PRFacts(paused=bool(paused), live_revision_job=live_id, pending=pending, refusal=refusal)

@@ -208,6 +208,18 @@ REQUESTS_BY_SINCE = Dialects(
     numbered(_REQUESTS_BY_SINCE.format(requester="(details::jsonb ->> 'requested_by')")),
 )
 
+# Answers in one thread of a pull request since a time that count against the thread's hourly limit (spent: an
+# answer the worker skipped, e.g. for a commenter without write access, does not). Parameters: repository, PR,
+# since, thread key.
+_THREAD_REPLIES_SINCE = f"""
+SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ? AND created_at > ? AND {SPENT_JOB}
+   AND trigger LIKE 'reply:%' AND {{thread}} = ?
+"""
+THREAD_REPLIES_SINCE = Dialects(
+    _THREAD_REPLIES_SINCE.format(thread="json_extract(details, '$.thread')"),
+    numbered(_THREAD_REPLIES_SINCE.format(thread="(details::jsonb ->> 'thread')")),
+)
+
 # An operator's retry of a finished job. A check run GitHub shows completed is forgotten (with any creation claim):
 # GitHub does not reliably reopen a completed run, so the new attempt gets a new one (same external_id).
 OPERATOR_RETRY = f"""
@@ -224,14 +236,15 @@ UPDATE jobs SET state = '{JobState.QUEUED.value}', attempts = 0, next_attempt_at
 
 # Jobs whose check run does not show their current phase yet (the key names the phase and the attempt). A running
 # job's check run belongs to its worker, so hosts never race to create it (a sync that was already creating it when
-# the worker claimed the job shows it in progress itself: CheckRuns.sync_job).
+# the worker claimed the job shows it in progress itself: CheckRuns.sync_job). An answer in a thread has no check
+# run (it reviews no head).
 CHECK_KEY = (
     "CASE WHEN state = 'queued' THEN 'queued:' || attempts"
     " WHEN state = 'running' THEN 'in_progress:' || attempts ELSE 'completed' END"
 )
 NEEDS_CHECK_SYNC = f"""
 SELECT {JOB_COLUMNS} FROM jobs
- WHERE installation_id IS NOT NULL AND head_sha <> '' AND state <> 'running'
+ WHERE installation_id IS NOT NULL AND head_sha <> '' AND state <> 'running' AND trigger NOT LIKE 'reply:%'
    AND COALESCE(check_run_status, '') <> {CHECK_KEY}
    AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
  ORDER BY updated_at LIMIT ?
@@ -383,13 +396,14 @@ UPDATE duty_leases SET expires_at = ? WHERE duty = ? AND owner = ?
 # Model tokens per repository and model since a time: what reviews cost (integers in both dialects: PostgreSQL's
 # SUM of integers is NUMERIC).
 USAGE_BY_REPO = """
-SELECT j.repo_full_name AS repo, COALESCE(a.model, '') AS model, COUNT(DISTINCT j.id) AS jobs,
+SELECT j.repo_full_name AS repo, CASE WHEN j.trigger LIKE 'reply:%' THEN 'answers' ELSE 'reviews' END AS kind,
+       COALESCE(a.model, '') AS model, COUNT(DISTINCT j.id) AS jobs,
        CAST(SUM(a.input_tokens) AS BIGINT) AS input_tokens, CAST(SUM(a.output_tokens) AS BIGINT) AS output_tokens,
        CAST(SUM(a.cache_creation_tokens) AS BIGINT) AS cache_creation_tokens,
        CAST(SUM(a.cache_read_tokens) AS BIGINT) AS cache_read_tokens
   FROM attempts a JOIN jobs j ON j.id = a.job_id
  WHERE a.started_at >= ? AND (a.input_tokens > 0 OR a.output_tokens > 0)
- GROUP BY j.repo_full_name, COALESCE(a.model, '')
+ GROUP BY j.repo_full_name, CASE WHEN j.trigger LIKE 'reply:%' THEN 'answers' ELSE 'reviews' END, COALESCE(a.model, '')
  ORDER BY SUM(a.input_tokens) + SUM(a.output_tokens) DESC
 """
 

@@ -16,6 +16,7 @@ from reviewer_app.core.admission import (
     decide_rerun,
     require_shape,
 )
+from reviewer_app.core.replies import decide_review_comment
 
 
 @dataclass
@@ -66,6 +67,20 @@ async def on_issue_comment(event: sansio.Event, decisions: Decisions) -> None:
             str(event.data.get("action")),
             event.data,
             app_slug=decisions.app_slug,
+            bot_login=decisions.bot_login,
+            guard=decisions.guard,
+            delivery_id=str(event.delivery_id),
+        )
+    )
+
+
+@comments.register("pull_request_review_comment")
+async def on_review_comment(event: sansio.Event, decisions: Decisions) -> None:
+    require_shape(event.event, event.data)
+    decisions.items.append(
+        decide_review_comment(
+            str(event.data.get("action")),
+            event.data,
             bot_login=decisions.bot_login,
             guard=decisions.guard,
             delivery_id=str(event.delivery_id),

@@ -29,6 +29,7 @@ from tests.fakes.github.routes import (
     issues,
     pulls,
     reviews,
+    threads,
 )
 from tests.fakes.github.state import GitHubState
 
@@ -42,6 +43,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     *reviews.ROUTES,
     *checks.ROUTES,
     *issues.ROUTES,
+    *threads.ROUTES,
     *contents.ROUTES,
     *compare.ROUTES,
     *collaborators.ROUTES,
