@@ -29,6 +29,7 @@ HANDLED: dict[str, tuple[str, ...]] = {
     "check_suite": ("rerequested",),
     "installation": ("created", "deleted", "suspend", "unsuspend", "new_permissions_accepted"),
     "installation_repositories": ("added", "removed"),
+    "pull_request_review_comment": ("created",),
 }
 
 APP_ID = 4242  # the fake GitHub's default App id
@@ -200,6 +201,129 @@ def issue_comment_event(
     if action == "edited":
         payload["changes"] = {"body": {"from": "an earlier version"}}
     return payload
+
+
+def rest_review_comment(
+    comment_id: int,
+    *,
+    login: str,
+    body: str,
+    in_reply_to: int | None = None,
+    path: str = "src/widget.py",
+    line: int = 2,
+    repo: str = "octo/widgets",
+    number: int = 1,
+    commit: str | None = None,
+) -> dict[str, Any]:
+    """A review comment as the REST API serves it (what ``review_comment_event`` wraps)."""
+    api, html = f"https://api.github.com/repos/{repo}", f"https://github.com/{repo}/pull/{number}"
+    return {
+        "url": f"{api}/pulls/comments/{comment_id}",
+        "pull_request_review_id": 880000 + comment_id,
+        "id": comment_id,
+        "node_id": f"PRRC_{comment_id}",
+        "diff_hunk": "@@ -1,3 +1,3 @@\n def f():\n-    return 1\n+    return 2",
+        "path": path,
+        "commit_id": commit or sha("head"),
+        "original_commit_id": commit or sha("head"),
+        "in_reply_to_id": in_reply_to,
+        "user": {"login": login},
+        "body": body,
+        "created_at": "2026-12-01T10:00:00Z",
+        "updated_at": "2026-12-01T10:00:00Z",
+        "html_url": f"{html}#discussion_r{comment_id}",
+        "pull_request_url": f"{api}/pulls/{number}",
+        "_links": {
+            "self": {"href": f"{api}/pulls/comments/{comment_id}"},
+            "html": {"href": f"{html}#discussion_r{comment_id}"},
+            "pull_request": {"href": f"{api}/pulls/{number}"},
+        },
+        "line": line,
+        "original_line": line,
+        "side": "RIGHT",
+        "start_line": None,
+        "start_side": None,
+        "subject_type": "line",
+    }
+
+
+_LONG_FORM_ONLY = frozenset(
+    {
+        "merged", "mergeable", "rebaseable", "mergeable_state", "merged_by", "comments", "review_comments",
+        "maintainer_can_modify", "commits", "additions", "deletions", "changed_files",
+    }
+)  # fmt: skip
+
+
+def review_comment_event(
+    comment: dict[str, Any],
+    *,
+    login: str,
+    association: str = "NONE",
+    user_type: str | None = None,
+    action: str = "created",
+    number: int = 1,
+    head: str | None = None,
+    base_sha: str | None = None,
+    base_ref: str = "main",
+    repo: str = "octo/widgets",
+    repo_id: int = 1001,
+    installation_id: int = 77,
+    author: str = "alice",
+    state: str | None = None,
+) -> dict[str, Any]:
+    """A ``pull_request_review_comment`` event: ``comment`` is the review comment as the REST API serves it (the fake
+    GitHub's listing), written by ``login``; the pull request around it as the ``pull_request`` event carries it."""
+    kind = user_type or _bot_or_user(login)
+    around = pull_request_event(
+        "synchronize",  # its pull_request declares `assignee`, as the review comment event's does
+        number=number,
+        head=head,
+        base_sha=base_sha,
+        base_ref=base_ref,
+        repo=repo,
+        repo_id=repo_id,
+        installation_id=installation_id,
+        author=author,
+        state=state,
+        sender=login,
+    )
+    user = fill(_template("issue_comment")["comment"]["user"], _account("commenter", login, kind))
+    body = {
+        key: comment.get(key)
+        for key in (
+            "url", "pull_request_review_id", "id", "node_id", "diff_hunk", "path", "commit_id", "original_commit_id",
+            "in_reply_to_id", "body", "created_at", "updated_at", "html_url", "pull_request_url", "_links", "line",
+            "original_line", "side", "start_line", "start_side", "subject_type",
+        )
+    }  # fmt: skip
+    if body["in_reply_to_id"] is None:
+        del body["in_reply_to_id"]  # a comment that starts a thread carries no in_reply_to_id
+    body.update(
+        user=user,
+        author_association=association,
+        position=comment.get("position", comment.get("line")),
+        original_position=comment.get("original_position", comment.get("line")),
+        original_start_line=comment.get("original_start_line"),
+        start_side=comment.get("start_side"),
+        subject_type=comment.get("subject_type") or "line",
+        reactions={
+            "url": f"{body['url']}/reactions",
+            "total_count": 0,
+            **{k: 0 for k in ("+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes")},
+        },
+    )
+    sender = fill(_template("issue_comment")["sender"], _account("sender", login, kind))
+    # The review comment event's pull request is the short form: no merge state, no counts.
+    pull = {k: v for k, v in around["pull_request"].items() if k not in _LONG_FORM_ONLY}
+    return {
+        "action": action,
+        "comment": body,
+        "pull_request": pull,
+        "repository": around["repository"],
+        "sender": sender,
+        "installation": around["installation"],
+    }
 
 
 def _check_values(

@@ -17,6 +17,7 @@ from tests.fakes.github import Pull
 from tests.fakes.github.routes.threads import add_review_reply
 from tests.harness import REPO, Harness, harness
 from tests.helpers import eventually
+from tests.payloads import review_comment_event
 from tests.pg import create_schema, drop_schema, postgres_dsn
 from tests.test_fake_schema import REPO_ROUTE, disagreements
 
@@ -66,20 +67,21 @@ def reply_payload(
 ) -> dict[str, Any]:
     comment = add_review_reply(h.github, REPO, pull.number, root_id, login, body, association=association)
     repo = h.github.repos[REPO]
-    return {
-        "action": "created",
-        "comment": {**comment, "user": {**comment["user"], "type": user_type}},
-        "pull_request": {
-            "number": pull.number,
-            "state": pull.state,
-            "user": {"login": pull.user, "type": "User"},
-            "head": {"sha": pull.head_sha},
-            "base": {"sha": pull.base_sha, "ref": pull.base_ref},
-        },
-        "repository": {"id": repo.id, "full_name": REPO},
-        "installation": {"id": h.installation_id},
-        "sender": {"login": login, "type": user_type},
-    }
+    return review_comment_event(
+        comment,
+        login=login,
+        association=association,
+        user_type=user_type,
+        number=pull.number,
+        head=pull.head_sha,
+        base_sha=pull.base_sha,
+        base_ref=pull.base_ref,
+        repo=REPO,
+        repo_id=repo.id,
+        installation_id=h.installation_id,
+        author=pull.user,
+        state=pull.state,
+    )
 
 
 def answers_in(h: Harness, root_id: int) -> list[dict[str, Any]]:

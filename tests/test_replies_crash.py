@@ -19,6 +19,7 @@ from tests.fakes.github.shapes import user_json
 from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
 from tests.helpers import webhook_headers
+from tests.payloads import review_comment_event
 from tests.pg import create_schema, drop_schema, postgres_dsn
 from tests.serve_process import ServeProcess, fakes_env
 from tests.test_serve_subprocess import wait_until
@@ -76,14 +77,17 @@ def test_killed_mid_answer_the_next_worker_answers_once(tmp_path, backend) -> No
     reply = add_review_reply(github, REPO, 1, root_id, pull.user, "It is on purpose, no?")
     anthropic.script_text_answer("Then say so in a comment next to it.")
     db = Database(tmp_path, backend)
-    payload = {
-        "action": "created",
-        "comment": reply,
-        "pull_request": {"number": 1, "state": "open", "user": {"login": pull.user}, "head": {"sha": pull.head_sha}},
-        "repository": {"id": repo.id, "full_name": REPO},
-        "installation": {"id": inst.id},
-        "sender": {"login": pull.user, "type": "User"},
-    }
+    payload = review_comment_event(
+        reply,
+        login=pull.user,
+        number=1,
+        head=pull.head_sha,
+        base_sha=pull.base_sha,
+        repo=REPO,
+        repo_id=repo.id,
+        installation_id=inst.id,
+        author=pull.user,
+    )
     try:
         with FakesThread(github, anthropic) as fakes:
             # The answer's POST hangs: the process dies with its request in flight, its answer stored.
