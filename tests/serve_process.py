@@ -38,6 +38,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until(cond: Any, timeout: float = 60.0) -> Any:
+    """Poll ``cond`` (from a test thread, while processes work) until it is truthy; its value. The deadline is
+    generous because a loaded machine runs the processes slowly; a condition met returns at once."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: Linux kills it when the test process dies (a killed pytest leaves no server)."""
     if sys.platform.startswith("linux"):

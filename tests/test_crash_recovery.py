@@ -11,8 +11,8 @@ from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
 from tests.helpers import webhook_headers
 from tests.payloads import pull_request_event
-from tests.serve_process import ServeProcess, fakes_env
-from tests.test_serve_subprocess import job_row, wait_until
+from tests.serve_process import ServeProcess, fakes_env, wait_until
+from tests.test_serve_subprocess import job_row
 
 
 def test_killed_after_the_model_answered_publishes_once_without_a_second_model_call(tmp_path) -> None:
@@ -66,7 +66,7 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
 
         second = ServeProcess(env, tmp_path / "serve2.log").start()
         try:
-            wait_until(lambda: job_row(db, job_id)["state"] == "succeeded", timeout=30)
+            wait_until(lambda: job_row(db, job_id)["state"] == "succeeded")
             reviews = fakes.call(github.reviews_for, REPO, 1)
             assert len(reviews) == 1 and "Stored answer." in reviews[0]["body"]
             assert len(anthropic.message_requests) == 1

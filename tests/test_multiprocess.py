@@ -34,8 +34,8 @@ from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
 from tests.helpers import SECRET, encode, pr_payload, sha, webhook_headers
 from tests.pg import create_schema, drop_schema, postgres_dsn
-from tests.serve_process import ServeProcess, fakes_env, free_port
-from tests.test_postgres_hosts import query, wait_until
+from tests.serve_process import ServeProcess, fakes_env, free_port, wait_until
+from tests.test_postgres_hosts import query
 
 PRS = 40
 PUSHES = 6  # synchronize events per PR after its `opened`: 7 revisions per PR, 280 in all
@@ -344,7 +344,7 @@ def post_everything(
             if not killed and len(posts) >= POSTS // 2:
                 try_kill(k)
         if not killed:  # nothing suitable held halfway: kill it while it works off the backlog
-            wait_until(lambda: try_kill(rounds), timeout=20)
+            wait_until(lambda: try_kill(rounds))
     finally:
         prs_pool.shutdown()
         posts_pool.shutdown()
@@ -379,7 +379,7 @@ def test_a_worker_without_a_port_runs_jobs_a_receiver_admits_and_stops_on_sigter
                 conn.row_factory = sqlite3.Row
                 return conn.execute("SELECT state, lease_owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
 
-        wait_until(lambda: job()["state"] == "succeeded", timeout=20)
+        wait_until(lambda: job()["state"] == "succeeded")
         assert owner_of(worker) in job()["lease_owner"]
         with pytest.raises(urllib.error.URLError):
             urllib.request.urlopen(worker.url + "/healthz", timeout=2)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 
 from tests.helpers import SECRET, encode, pr_payload, sha, webhook_headers
 from tests.pg import create_schema, drop_schema, postgres_dsn
-from tests.serve_process import ServeProcess
+from tests.serve_process import ServeProcess, wait_until
 
 
 @pytest.fixture
@@ -38,16 +37,6 @@ def query(url: str, sql: str, *args: Any) -> list[asyncpg.Record]:
             await conn.close()
 
     return asyncio.run(run())
-
-
-def wait_until(cond: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def job(url: str, job_id: int) -> asyncpg.Record:
@@ -73,7 +62,7 @@ def test_a_webhook_received_by_one_host_starts_at_once_on_another(database: tupl
     worker = ServeProcess({**base_env(url), "REVIEWER_SCAN_SECONDS": "60"}, tmp_path / "worker.log").start()
     try:
         job_id = admit(receiver, head=1)
-        wait_until(lambda: job(url, job_id)["state"] == "succeeded", timeout=10)
+        wait_until(lambda: job(url, job_id)["state"] == "succeeded")
         assert str(worker.proc.pid) in job(url, job_id)["lease_owner"]  # type: ignore[union-attr]
     finally:
         receiver.kill()

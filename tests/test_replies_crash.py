@@ -21,8 +21,7 @@ from tests.harness import REPO, SOURCE
 from tests.helpers import webhook_headers
 from tests.payloads import review_comment_event
 from tests.pg import create_schema, drop_schema, postgres_dsn
-from tests.serve_process import ServeProcess, fakes_env
-from tests.test_serve_subprocess import wait_until
+from tests.serve_process import ServeProcess, fakes_env, wait_until
 
 BOT = "reviewer-app[bot]"
 
@@ -120,7 +119,7 @@ def test_killed_mid_answer_the_next_worker_answers_once(tmp_path, backend) -> No
             second = ServeProcess(env, tmp_path / "serve2.log")
             try:
                 second.start(timeout=60)
-                wait_until(lambda: db.job(job_id)["state"] == "succeeded", timeout=30)
+                wait_until(lambda: db.job(job_id)["state"] == "succeeded")
                 comments = fakes.call(github.review_comments_for, REPO, 1)
                 answers = [c for c in comments if c["user"]["login"] == BOT and c.get("in_reply_to_id") == root_id]
                 assert len(answers) == 1 and "say so in a comment" in answers[0]["body"]

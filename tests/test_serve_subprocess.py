@@ -5,20 +5,9 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import time
 
 from tests.helpers import SECRET, encode, pr_payload, sha, webhook_headers
-from tests.serve_process import ServeProcess
-
-
-def wait_until(cond, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+from tests.serve_process import ServeProcess, wait_until
 
 
 def job_row(db: str, job_id: int):

@@ -23,8 +23,7 @@ from reviewer_app.service import build_service
 from reviewer_app.store.base import Delivery
 from tests.helpers import SECRET, encode, eventually, pr_payload, sha, webhook_headers
 from tests.pg import create_schema, drop_schema, postgres_dsn
-from tests.serve_process import ServeProcess
-from tests.test_postgres_hosts import wait_until
+from tests.serve_process import ServeProcess, wait_until
 
 NOW = 1_800_000_000.0
 
