@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +13,10 @@ from hypothesis import settings
 from reviewer_app.store.postgres import PostgresStore
 from reviewer_app.store.sqlite import SqliteStore
 from tests.pg import fresh_schema
+
+# A SIGTERM (a timeout wrapper, CI cancelling) ends the run through SystemExit, so every test's cleanup and the
+# atexit hook of tests/serve_process.py run: no `reviewer-app serve` started by a test outlives the run.
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 STORE_BACKENDS = ["sqlite", "postgres"]
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
+import atexit
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -50,10 +49,15 @@ def wait_until(cond: Any, timeout: float = 60.0) -> Any:
     raise AssertionError(f"condition not met within {timeout} s")
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: Linux kills it when the test process dies (a killed pytest leaves no server)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _kill_leftovers() -> None:
+    """At exit (a finished run, or SIGTERM turned into SystemExit by conftest.py): no server outlives the tests."""
+    for proc in list(_LIVE):
+        if proc.poll() is None:
+            proc.kill()
+
+
+_LIVE: set[subprocess.Popen[bytes]] = set()
+atexit.register(_kill_leftovers)
 
 
 class ServeProcess:
@@ -91,8 +95,8 @@ class ServeProcess:
             env=self.env,
             stdout=log,
             stderr=log,
-            preexec_fn=_die_with_parent,
         )
+        _LIVE.add(self.proc)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
