@@ -8,11 +8,55 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlparse
 
+from reviewer_app.core.pricing import Price
 from reviewer_app.redaction import redact_url
 
 
 class ConfigError(ValueError):
     """A setting is missing or wrong; the message is one line that says what to fix."""
+
+
+# Anthropic's list prices in US dollars per million tokens (input, output, 5-minute cache write, cache read), by model
+# name prefix; Message Batches bill half of each (core/pricing.py). REVIEWER_PRICES adds or replaces entries.
+DEFAULT_PRICES: dict[str, Price] = {
+    "claude-opus-4-6": Price(5.0, 25.0, 6.25, 0.50),
+    "claude-opus-4-5": Price(5.0, 25.0, 6.25, 0.50),
+    "claude-opus-4-1": Price(15.0, 75.0, 18.75, 1.50),
+    "claude-opus-4": Price(15.0, 75.0, 18.75, 1.50),
+    "claude-sonnet-4": Price(3.0, 15.0, 3.75, 0.30),
+    "claude-3-7-sonnet": Price(3.0, 15.0, 3.75, 0.30),
+    "claude-haiku-4-5": Price(1.0, 5.0, 1.25, 0.10),
+    "claude-3-5-haiku": Price(0.80, 4.0, 1.0, 0.08),
+    "claude-3-haiku": Price(0.25, 1.25, 0.30, 0.03),
+}
+_PRICE_FIELDS = ("input", "output", "cache_write", "cache_read")
+
+
+def parse_prices(text: str) -> dict[str, Price]:
+    """REVIEWER_PRICES as a table; raises ConfigError with a one-line message."""
+    if not text.strip():
+        return {}
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ConfigError("REVIEWER_PRICES is not valid JSON; see docs/configuration.md") from None
+    if not isinstance(data, dict):
+        raise ConfigError('REVIEWER_PRICES must be a JSON object: {"model": {"input": ..., "output": ...}}')
+    table: dict[str, Price] = {}
+    for model, entry in data.items():
+        if not isinstance(entry, dict) or set(entry) - {*_PRICE_FIELDS, "batch_factor"}:
+            raise ConfigError(
+                f"REVIEWER_PRICES[{model!r}] must name only {', '.join(_PRICE_FIELDS)} (and batch_factor)"
+            )
+        values = {k: entry.get(k, 0) for k in _PRICE_FIELDS}
+        if "batch_factor" in entry:
+            values["batch_factor"] = entry["batch_factor"]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in values.values()):
+            raise ConfigError(f"REVIEWER_PRICES[{model!r}]: prices must be numbers >= 0")
+        table[str(model)] = Price(**{k: float(v) for k, v in values.items()})
+    return table
 
 
 @dataclass(frozen=True)
@@ -304,6 +348,47 @@ SETTINGS: tuple[Setting, ...] = (
         "interval of the sweep of open pull requests for unreviewed heads (0: off)",
         minimum=0,
     ),
+    Setting(
+        "REVIEWER_BATCH",
+        "batch",
+        bool,
+        True,
+        "send reviews that can wait through Message Batches at half price (the sweep's, repositories with "
+        "`batch: true`, jobs waiting past REVIEWER_BATCH_AFTER_SECONDS); 0: every review interactive",
+    ),
+    Setting(
+        "REVIEWER_BATCH_AFTER_SECONDS",
+        "batch_after_seconds",
+        float,
+        0.0,
+        "an automatic job that has waited this long for a slot is batched (0: waiting alone never batches)",
+        minimum=0,
+    ),
+    Setting(
+        "REVIEWER_BATCH_POLL_SECONDS",
+        "batch_poll_seconds",
+        float,
+        60.0,
+        "how often the batch duty asks Anthropic whether the batches it waits on have ended",
+        minimum=0.01,
+    ),
+    Setting(
+        "REVIEWER_BATCH_GATHER_SECONDS",
+        "batch_gather_seconds",
+        float,
+        2.0,
+        "how long a batched request waits for others to share its batch before it is sent",
+        minimum=0,
+        maximum=60,
+    ),
+    Setting(
+        "REVIEWER_PRICES",
+        "prices",
+        str,
+        "",
+        'model prices for `reviewer-app usage`, as JSON: {"model": {"input": 3, "output": 15, "cache_write": 3.75, '
+        '"cache_read": 0.3}} in US dollars per million tokens; added to (or replacing) the built-in table',
+    ),
     Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
     Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
 )
@@ -361,8 +446,18 @@ class Config:
     recovery_seconds: float = 600.0
     delivery_window_days: float = 3.0
     sweep_seconds: float = 3600.0
+    batch: bool = True
+    batch_after_seconds: float = 0.0
+    batch_poll_seconds: float = 60.0
+    batch_gather_seconds: float = 2.0
+    prices: str = ""
     log_level: str = "INFO"
     log_format: str = "text"
+
+    @property
+    def price_table(self) -> dict[str, Price]:
+        """The built-in prices with REVIEWER_PRICES laid over them (validated at start)."""
+        return {**DEFAULT_PRICES, **parse_prices(self.prices)}
 
     @property
     def renew_interval(self) -> float:
@@ -484,6 +579,7 @@ def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
             f"REVIEWER_DELIVERY_WINDOW_DAYS={cfg.delivery_window_days:g} is longer than "
             f"REVIEWER_RETENTION_DAYS={cfg.retention_days:g}: raise the retention or shorten the window"
         )
+    parse_prices(cfg.prices)  # a wrong table fails at start, not when an operator asks for the usage
     if cfg.renew_seconds and cfg.renew_seconds >= cfg.lease_seconds:
         raise ConfigError("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
     if require_webhook_secret and not cfg.webhook_secret and not cfg.insecure_no_signature:

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from reviewer_app.config import Config
 from reviewer_app.core.admission import Guard
+from reviewer_app.core.batching import BatchPolicy
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import Runner
@@ -26,6 +27,7 @@ from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.outbox import OutboxSender
 from reviewer_app.github.recovery import Recovery
 from reviewer_app.metrics import Metrics
+from reviewer_app.review.batches import Batches, BatchPoller, BatchSubmitter
 from reviewer_app.review.claude import ClaudeReviewer, make_client
 from reviewer_app.review.explore import ToolLimits
 from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
@@ -55,6 +57,7 @@ class Service:
     cleaner: Cleaner | None = None
     recovery: Recovery | None = None
     model_client: anthropic.AsyncAnthropic | None = None
+    batch_poll: PeriodicDuty | None = None  # the Message Batches duty (review/batches.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -69,6 +72,8 @@ class Service:
             self.background.append(asyncio.create_task(pruning.run(), name="cleaner"))
         if self.recovery is not None:
             self.background.append(asyncio.create_task(self.recovery.run(), name="recovery"))
+        if self.batch_poll is not None:
+            self.background.append(asyncio.create_task(self.batch_poll.run(), name="batches"))
         if self.github is not None and self.receiver is not None:
             self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
 
@@ -112,6 +117,7 @@ class ReviewStack:
     checks: CheckRuns
     pipeline: ReviewPipeline
     model_client: anthropic.AsyncAnthropic | None = None
+    batch_poller: BatchPoller | None = None
 
 
 def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:
@@ -141,7 +147,13 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
         repository_tools=cfg.repository_tools,
         tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
     )
-    return ReviewStack(session, github, checks, ReviewPipeline(github, claude, checks, settings), client)
+    batches, poller = None, None
+    if cfg.batch:
+        submitter = BatchSubmitter(client, gather_seconds=cfg.batch_gather_seconds, clock=time.time)
+        batches = Batches(submitter, claude, BatchPolicy(enabled=True, after_seconds=cfg.batch_after_seconds))
+        poller = BatchPoller(client, store, clock=time.time, on_usage=metrics.usage if metrics is not None else None)
+    pipeline = ReviewPipeline(github, claude, checks, settings, batches)
+    return ReviewStack(session, github, checks, pipeline, client, poller)
 
 
 def retry_policy(cfg: Config) -> RetryPolicy:
@@ -169,6 +181,7 @@ async def build_service(
     stack: ReviewStack | None = None
     check_sync: PeriodicDuty | None = None
     outbox: PeriodicDuty | None = None
+    batch_poll: PeriodicDuty | None = None
     if cfg.github_configured and cfg.runner == "review":
         if cfg.anthropic_api_key:
             stack = build_review_stack(cfg, store, metrics)
@@ -202,6 +215,16 @@ async def build_service(
                 store=store,
                 owner=duty_owner,
             )
+            if stack.batch_poller is not None:
+                # One host at a time asks about batches; a result is recorded once whichever host reads it.
+                batch_poll = PeriodicDuty(
+                    "batches",
+                    stack.batch_poller.run_once,
+                    interval=cfg.batch_poll_seconds,
+                    clock=time.time,
+                    store=store,
+                    owner=duty_owner,
+                )
         else:
             log.warning(
                 "no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "
@@ -295,6 +318,7 @@ async def build_service(
         cleaner=cleaner,
         recovery=recovery,
         model_client=stack.model_client if stack else None,
+        batch_poll=batch_poll,
     )
 
 

@@ -40,6 +40,7 @@ from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
 from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
+from reviewer_app.review.batches import PENDING, Batches
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
@@ -100,12 +101,18 @@ class ReviewPipeline:
     the model's answer is stored before publication, and publication reconciles against the marker first."""
 
     def __init__(
-        self, github: GitHubClient, claude: ClaudeReviewer, checks: CheckRuns, settings: ReviewSettings
+        self,
+        github: GitHubClient,
+        claude: ClaudeReviewer,
+        checks: CheckRuns,
+        settings: ReviewSettings,
+        batches: Batches | None = None,
     ) -> None:
         self.github = github
         self.claude = claude
         self.checks = checks
         self.settings = settings
+        self.batches = batches  # Message Batches for work that can wait (review/batches.py); None: all interactive
         self.reader = ContentReader(github)
         # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
         # lookup; a changed permission counts after at most a minute.
@@ -479,6 +486,8 @@ class ReviewPipeline:
         comments: list[ModelComment] = []
         model = ""
         tools = self._tools(job.installation_id, job.repo_full_name, job.head_sha, rc)
+        # [batches] A part may be answered by a Message Batch (half price) instead of a call now.
+        route = await self.batches.route(ctx, repo_batch=rc.batch, tools=tools is not None) if self.batches else None
         progress: dict[str, Any] = dict(ctx.job.details.get(PROGRESS_KEY) or {})
         progress.setdefault("parts", {})
         progress.setdefault("turns", {})
@@ -501,10 +510,20 @@ class ReviewPipeline:
                 # since then makes this call pointless, and pushing right after a review starts is free to anyone.
                 current = await self.github.get_pull(inst, job.repo_full_name, job.pr_number)
                 await self._still_applies(ctx, current)
-                done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
+                # [batches] the batch's answer, checkpointed like a finished part; PENDING: it waits on a batch.
+                batched = await route.answer(key, blocks, shared=len(plan.parts) > 1) if route else None
+                if batched is PENDING:
+                    continue
+                if isinstance(batched, dict):
+                    progress["parts"][key] = done = batched
+                    await save()
+                else:
+                    done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
             model = done["model"]
             summaries.append(done["summary"].strip())
             comments.extend(ModelComment(**c) for c in done["comments"])
+        if route is not None:
+            await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
         if not plan.parts:
             summaries.append("There was nothing in this pull request that the reviewer reviews.")
         not_covered = [(s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]]
