@@ -183,3 +183,31 @@ async def test_usage_counts_batched_tokens_apart_from_interactive_ones(tmp_path,
         assert by_way[True]["jobs"] == 1 and by_way[False]["jobs"] == 1
         assert by_way[True]["input_tokens"] > 0 and by_way[False]["input_tokens"] > 0
         assert all(r["repo"] == REPO for r in rows)
+
+
+async def test_a_head_found_by_the_sweep_is_batched(tmp_path, backend) -> None:
+    async with batching(tmp_path, backend, repo_config=None, REVIEWER_SWEEP_SECONDS="3600") as h:
+        # No webhook brought this pull request: the sweep at start admits its head.
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        await eventually(lambda: _async(len(bot_reviews(h)) == 1), timeout=20)
+        assert bot_reviews(h)[0]["commit_id"] == pull.head_sha
+        assert len(h.anthropic.batch_creates) == 1
+        assert h.anthropic.message_requests == []
+        [job] = await h.store.list_jobs()
+        assert job.details["action"] == "sweep"
+
+
+async def test_a_requested_review_runs_now_even_where_the_repository_batches(tmp_path, backend) -> None:
+    async with batching(tmp_path, backend) as h:
+        h.anthropic.hold_batches = True  # the push's job waits on its batch meanwhile
+        pull, auto = await h.open_pr(1)
+        await requests_of(h, auto, "pending")
+        answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review"))
+        await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        assert await h.store.batch_requests_of(answer["job_id"]) == []
+        assert len(h.anthropic.message_requests) == 1
+        assert len(h.anthropic.batch_creates) == 1  # only the push's
+
+
+async def _async(value: Any) -> Any:
+    return value

@@ -37,7 +37,7 @@ def reason(trigger: str = "auto", action: str | None = "opened", repo: bool | No
         ({"trigger": "draft", "action": "sweep"}, True),
         ({"trigger": "base:123", "repo": True}, True),  # a retargeted base is automatic work
         # Requested reviews and replies always run now, whatever else says batch.
-        ({"trigger": "review:42", "action": "sweep", "repo": True, "waited": 9999}, False),
+        ({"trigger": "manual:42", "action": "sweep", "repo": True, "waited": 9999}, False),
         ({"trigger": "rerun:7", "repo": True}, False),
         ({"repo": False, "action": "sweep", "waited": 9999}, False),  # the repository opted out
         ({"repo": True, "tools": True}, False),  # repository tools need turns a batch cannot hold
