@@ -269,13 +269,14 @@ async def test_usage_adds_up_per_repository_and_model_in_plain_integers(store) -
     assert row == {
         "repo": "o/r",
         "model": "claude-x",
+        "batched": False,
         "jobs": 2,
         "input_tokens": 200,
         "output_tokens": 40,
         "cache_creation_tokens": 10,
         "cache_read_tokens": 14,
     }
-    assert all(type(v) is int for k, v in row.items() if k not in ("repo", "model"))
+    assert all(type(v) is int for k, v in row.items() if k not in ("repo", "model", "batched"))
     assert await store.usage_by_repo(since=NOW + 1) == []
 
 
