@@ -97,12 +97,16 @@ async def test_one_request_that_errored_in_its_batch_is_asked_interactively(tmp_
 async def test_an_expired_batch_falls_back_to_an_interactive_call(tmp_path, backend) -> None:
     async with batching(tmp_path, backend) as h:
         h.anthropic.hold_batches = True
-        _, job_id = await h.open_pr(1)
+        pull, job_id = await h.open_pr(1)
         [request] = await requests_of(h, job_id, "pending")
         job = await h.wait_state(job_id, JobState.QUEUED)  # deferred: not running, not failed
         assert job.attempts == 0 and "waiting for Message Batch" in (job.last_error or "")
         assert h.anthropic.message_requests == []
 
+        async def shows_the_wait() -> bool:
+            return [r["output"]["title"] for r in h.check_runs(pull.head_sha)] == ["Waiting for a batch review"]
+
+        await eventually(shows_the_wait)  # the check run says why nothing happens yet
         h.anthropic.expire_batches()
         await quiet(h)
         [request] = await h.store.batch_requests_of(job_id)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_RETARGET
 
+WAITING_PREFIX = "waiting for Message Batch"  # how a deferred job's last_error starts while it waits on a batch
 SWEEP_ACTION = "sweep"  # details["action"] of a job the sweep of open pull requests admitted
 # Results of a batched request, as the API reports them; only "succeeded" carries an answer. Every other one (and a
 # succeeded answer that does not fit the review tool) is asked again interactively.

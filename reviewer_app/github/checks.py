@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from reviewer_app.core.admission import TRIGGER_DRAFT
+from reviewer_app.core.batching import WAITING_PREFIX
 from reviewer_app.core.errors import InstallationUnavailable, JobError, LeaseLost, PermanentError, RateLimited
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.github.client import GitHubClient
@@ -86,6 +87,14 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
     ``cancelled`` are used, and a failed review is ``neutral``."""
     key = check_key(job)
     if job.state == JobState.QUEUED:
+        if (job.last_error or "").startswith(WAITING_PREFIX):  # [batches] deferred while its batch runs
+            return CheckView(
+                key,
+                "queued",
+                "Waiting for a batch review",
+                "The review was sent through Anthropic's Message Batches (half price) and is posted when the batch "
+                "ends, within 24 hours.",
+            )
         if job.attempts == 0:
             return CheckView(
                 key,

@@ -21,7 +21,7 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from reviewer_app.core.batching import SUCCEEDED, BatchPolicy, batch_reason, custom_id
+from reviewer_app.core.batching import SUCCEEDED, WAITING_PREFIX, BatchPolicy, batch_reason, custom_id
 from reviewer_app.core.errors import Deferred, PermanentError, TransientError
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.review.claude import ClaudeReviewer, MalformedAnswer, answer_from, map_api_error
@@ -172,7 +172,7 @@ class BatchRoute:
             self._out.add(batch_id)
         if self._out:
             raise Deferred(
-                f"waiting for Message Batch {', '.join(sorted(self._out))} ({self.reason or 'sent earlier'}); "
+                f"{WAITING_PREFIX} {', '.join(sorted(self._out))} ({self.reason or 'sent earlier'}); "
                 "reviewed when it ends, within 24 hours",
                 retry_at=ctx.clock() + RECHECK_SECONDS,
             )
