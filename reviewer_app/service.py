@@ -116,8 +116,8 @@ class ReviewStack:
     github: GitHubClient
     checks: CheckRuns
     pipeline: ReviewPipeline
-    model_client: anthropic.AsyncAnthropic | None = None
-    batch_poller: BatchPoller | None = None
+    model_client: anthropic.AsyncAnthropic
+    batch_poller: BatchPoller  # the batch duty's pass (review/batches.py)
 
 
 def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:
@@ -147,11 +147,10 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
         repository_tools=cfg.repository_tools,
         tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
     )
-    batches, poller = None, None
-    if cfg.batch:
-        submitter = BatchSubmitter(client, gather_seconds=cfg.batch_gather_seconds, clock=time.time)
-        batches = Batches(submitter, claude, BatchPolicy(enabled=True, after_seconds=cfg.batch_after_seconds))
-        poller = BatchPoller(client, store, clock=time.time, on_usage=metrics.usage if metrics is not None else None)
+    # With REVIEWER_BATCH=0 nothing new is batched, but requests already out are still collected and used.
+    submitter = BatchSubmitter(client, gather_seconds=cfg.batch_gather_seconds, clock=time.time)
+    batches = Batches(submitter, claude, BatchPolicy(enabled=cfg.batch, after_seconds=cfg.batch_after_seconds))
+    poller = BatchPoller(client, store, clock=time.time, on_usage=metrics.usage if metrics is not None else None)
     pipeline = ReviewPipeline(github, claude, checks, settings, batches)
     return ReviewStack(session, github, checks, pipeline, client, poller)
 
@@ -215,16 +214,15 @@ async def build_service(
                 store=store,
                 owner=duty_owner,
             )
-            if stack.batch_poller is not None:
-                # One host at a time asks about batches; a result is recorded once whichever host reads it.
-                batch_poll = PeriodicDuty(
-                    "batches",
-                    stack.batch_poller.run_once,
-                    interval=cfg.batch_poll_seconds,
-                    clock=time.time,
-                    store=store,
-                    owner=duty_owner,
-                )
+            # One host at a time asks about batches; a result is recorded once whichever host reads it.
+            batch_poll = PeriodicDuty(
+                "batches",
+                stack.batch_poller.run_once,
+                interval=cfg.batch_poll_seconds,
+                clock=time.time,
+                store=store,
+                owner=duty_owner,
+            )
         else:
             log.warning(
                 "no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "

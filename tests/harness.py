@@ -172,8 +172,7 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
                 "REVIEWER_SWEEP_SECONDS": "0",
                 # Every review interactive unless a test turns Message Batches on (tests/test_batches*.py).
                 "REVIEWER_BATCH": "0",
-                "REVIEWER_BATCH_POLL_SECONDS": "0.05",
-                "REVIEWER_BATCH_GATHER_SECONDS": "0.05",
+                "REVIEWER_BATCH_POLL_SECONDS": "1",
                 **env,
             }
         )

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from reviewer_app.core.batching import BatchPolicy
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import BatchRequest
 from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import eventually
 from tests.pg import fresh_schema
-from tests.test_pr_episodes import bot_reviews, push_payload, quiet
+from tests.test_pr_episodes import bot_reviews, pause_queue, push_payload, quiet, resume_queue
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 
@@ -26,7 +28,12 @@ async def batching(
     tmp_path: Any, backend: str, *, repo_config: str | None = BATCH_REPO, **env: str
 ) -> AsyncIterator[Harness]:
     """The app with Message Batches on, polled often, and (by default) a repository that asks for batch reviews."""
-    settings = {"REVIEWER_BATCH": "1", "REVIEWER_BATCH_GATHER_SECONDS": "0.3", **env}
+    settings = {
+        "REVIEWER_BATCH": "1",
+        "REVIEWER_BATCH_GATHER_SECONDS": "0.3",
+        "REVIEWER_BATCH_POLL_SECONDS": "0.05",
+        **env,
+    }
     async with contextlib.AsyncExitStack() as stack:
         if backend == "postgres":
             dsn, schema = await stack.enter_async_context(fresh_schema())
@@ -48,12 +55,15 @@ async def requests_of(h: Harness, job_id: int, *states: str) -> list[BatchReques
 
 
 async def test_jobs_ready_together_share_one_batch_and_results_out_of_order_reach_their_jobs(tmp_path, backend) -> None:
-    async with batching(tmp_path, backend) as h:
+    # Ready together: admitted while the queue is paused, claimed in one go; a wide gathering window for a busy host.
+    async with batching(tmp_path, backend, REVIEWER_BATCH_GATHER_SECONDS="2") as h:
         h.anthropic.reverse_results = True
         h.anthropic.script_tool_answer({"summary": "First answer.", "comments": []})
         h.anthropic.script_tool_answer({"summary": "Second answer.", "comments": []})
+        await pause_queue(h)
         _, one = await h.open_pr(1)
         _, two = await h.open_pr(2)
+        await resume_queue(h)
         await quiet(h)
 
         assert len(h.anthropic.batch_creates) == 1
@@ -76,12 +86,14 @@ async def test_jobs_ready_together_share_one_batch_and_results_out_of_order_reac
 
 
 async def test_one_request_that_errored_in_its_batch_is_asked_interactively(tmp_path, backend) -> None:
-    async with batching(tmp_path, backend) as h:
+    async with batching(tmp_path, backend, REVIEWER_BATCH_GATHER_SECONDS="2") as h:
         h.anthropic.script_overloaded()  # the batch's first request errors
         h.anthropic.script_tool_answer({"summary": "Batched answer.", "comments": []})
         h.anthropic.script_tool_answer({"summary": "Interactive answer.", "comments": []})
+        await pause_queue(h)
         _, one = await h.open_pr(1)
         _, two = await h.open_pr(2)
+        await resume_queue(h)
         await quiet(h)
 
         assert len(h.anthropic.batch_creates) == 1
@@ -215,3 +227,21 @@ async def test_a_requested_review_runs_now_even_where_the_repository_batches(tmp
 
 async def _async(value: Any) -> Any:
     return value
+
+
+async def test_turning_batching_off_still_collects_what_is_already_in_a_batch(tmp_path, backend) -> None:
+    async with batching(tmp_path, backend) as h:
+        h.anthropic.hold_batches = True
+        _, job_id = await h.open_pr(1)
+        await requests_of(h, job_id, "pending")
+        # As after a restart with REVIEWER_BATCH=0: nothing new is batched, but the request out is still used.
+        pipeline = h.svc.dispatcher.runner
+        pipeline.batches = replace(pipeline.batches, policy=BatchPolicy(enabled=False))
+        _, later = await h.open_pr(2)
+        await h.wait_state(later, JobState.SUCCEEDED)
+        assert len(h.anthropic.message_requests) == 1 and len(h.anthropic.batch_creates) == 1
+        h.anthropic.hold_batches = False
+        await quiet(h)
+        assert len(h.anthropic.message_requests) == 1  # PR 1's answer came from its batch
+        assert (await h.store.batch_requests_of(job_id))[0].state == "succeeded"
+        assert len(bot_reviews(h, 1)) == 1
