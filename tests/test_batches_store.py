@@ -119,3 +119,27 @@ async def test_retention_prunes_a_jobs_batch_requests_with_it(store) -> None:
     assert await store.prune(NOW + 100, 10) >= 1
     assert await store.get_job(job_id) is None
     assert await store.batch_requests_of(job_id) == []
+
+
+async def test_migrate_store_moves_a_batched_jobs_request_to_postgresql(tmp_path, pg_schema) -> None:
+    from reviewer_app.store.migrate import migrate_store
+    from reviewer_app.store.postgres import PostgresStore
+    from reviewer_app.store.sqlite import SqliteStore
+
+    dsn, schema = pg_schema
+    sqlite = SqliteStore(str(tmp_path / "reviewer.db"))
+    await sqlite.open()
+    try:
+        job_id = await deferred_job(sqlite)
+    finally:
+        await sqlite.close()
+    report = await migrate_store(f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=NOW + 10)
+    assert report.rows["batch requests"] == 1
+    pg = PostgresStore(dsn, schema=schema)
+    await pg.open()
+    try:
+        [request] = await pg.batch_requests_of(job_id)
+        assert (request.state, request.batch_id) == ("pending", "b-1")
+        assert await pg.open_batches() == ["b-1"]  # PostgreSQL's duty collects it
+    finally:
+        await pg.close()
