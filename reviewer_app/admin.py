@@ -366,7 +366,9 @@ def usage_report(rows: list[dict[str, Any]], prices: Mapping[str, Price]) -> dic
     totals: dict[str, Any] = {}
     for way, batched in (("interactive", False), ("batched", True)):
         mine = [r for r in priced if r["batched"] is batched]
-        totals[f"{way}_tokens"] = sum(r["input_tokens"] + r["output_tokens"] for r in mine)
+        totals[f"{way}_tokens"] = sum(
+            r["input_tokens"] + r["output_tokens"] + r["cache_creation_tokens"] + r["cache_read_tokens"] for r in mine
+        )
         totals[f"{way}_usd"] = sum(r["cost_usd"] or 0.0 for r in mine)
     totals["saved_usd"] = sum(r["saved_usd"] or 0.0 for r in priced)
     totals["unpriced_models"] = sorted({r["model"] or "unknown" for r in priced if r["cost_usd"] is None})

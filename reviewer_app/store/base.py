@@ -319,7 +319,7 @@ class Store(Protocol):
         """Every request the job sent through Message Batches, oldest first."""
         ...
 
-    async def open_batches(self, *, limit: int = 100) -> list[str]:
+    async def open_batches(self, *, limit: int = 1000) -> list[str]:
         """Batches with a request whose result was not reported yet."""
         ...
 

@@ -161,7 +161,7 @@ class DrivenStore(FencedFinishes, abc.ABC):
     async def batch_requests_of(self, job_id: int) -> list[BatchRequest]:
         return [BatchRequest(*tuple(r)) for r in await self._rows(s.SELECT_BATCH_REQUESTS_OF_JOB, (job_id,))]
 
-    async def open_batches(self, *, limit: int = 100) -> list[str]:
+    async def open_batches(self, *, limit: int = 1000) -> list[str]:
         return [r[0] for r in await self._rows(s.OPEN_BATCHES, (limit,))]
 
     async def open_requests_of_batch(self, batch_id: str) -> list[str]:
