@@ -245,3 +245,16 @@ async def test_turning_batching_off_still_collects_what_is_already_in_a_batch(tm
         assert len(h.anthropic.message_requests) == 1  # PR 1's answer came from its batch
         assert (await h.store.batch_requests_of(job_id))[0].state == "succeeded"
         assert len(bot_reviews(h, 1)) == 1
+
+
+async def test_batches_refused_by_the_api_turn_batching_off_and_the_review_runs_interactively(
+    tmp_path, backend
+) -> None:
+    async with batching(tmp_path, backend) as h:
+        h.anthropic.script_batch_create_error(404, "not_found_error", "Not found")  # e.g. a gateway without batches
+        _, job_id = await h.open_pr(1)
+        job = await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert len(h.anthropic.batch_creates) == 1 and len(h.anthropic.message_requests) == 1
+        assert job.attempts == 2  # the refused attempt counts; the next one asked interactively
+        assert await h.store.batch_requests_of(job_id) == []
+        assert h.svc.dispatcher.runner.batches.submitter.unavailable is not None
