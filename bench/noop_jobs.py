@@ -18,6 +18,7 @@ from typing import Any
 
 from reviewer_app.config import load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
+from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.runners import noop_runner
@@ -61,7 +62,7 @@ def enqueue(repo_id: int, number: int, tag: str) -> tuple[Delivery, Enqueue]:
         installation_id=1,
         pr_number=number,
         head_sha=f"{tag}{number:032x}"[-40:],
-        details={"action": "opened", "title": "bench"},
+        details=JobDetails(action="opened", title="bench"),
     )
     return Delivery(delivery_id=f"{tag}-{number}", event="pull_request", action="opened"), Enqueue(spec)
 

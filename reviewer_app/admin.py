@@ -81,7 +81,7 @@ class Admin:
             "check_run_id": job.check_run_id,
             "review_id": job.review_id,
             "publish_intent_at": job.publish_intent_at,
-            "delivery_id": job.details.get("delivery_id"),
+            "delivery_id": job.details.delivery_id,
             "links": self.links(job),
         }
 
@@ -131,7 +131,11 @@ class Admin:
     async def show(self, job_id: int) -> dict[str, Any]:
         job = await self._job(job_id)
         attempts = await self.store.attempts_of(job_id)
-        return {**self.job_summary(job), "details": job.details, "attempt_history": [_attempt(a) for a in attempts]}
+        return {
+            **self.job_summary(job),
+            "details": job.details.to_dict(),
+            "attempt_history": [_attempt(a) for a in attempts],
+        }
 
     async def retry(self, job_id: int) -> dict[str, Any]:
         job = await self._job(job_id)

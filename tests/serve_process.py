@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +38,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: Linux kills it when the test process dies (a killed pytest leaves no server)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class ServeProcess:
     """`reviewer-app serve` (or ``command="worker"``, which gets ``--port`` for its health port unless
     ``health=False``: then ``start`` only checks that the process is up, and the test waits on its effects)."""
@@ -63,7 +71,7 @@ class ServeProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 15.0) -> ServeProcess:
+    def start(self, timeout: float = 60.0) -> ServeProcess:  # a deadline: a loaded machine imports slowly
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         extra = ("--port", str(self.port)) if self.command == "worker" and self.health else ()
         self.proc = subprocess.Popen(
@@ -71,6 +79,7 @@ class ServeProcess:
             env=self.env,
             stdout=log,
             stderr=log,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -84,6 +93,7 @@ class ServeProcess:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.05)
+        self.kill()  # a process that never became healthy must not outlive its test (it would load the machine)
         raise AssertionError(f"{self.command} did not become healthy: {self.log_path.read_text()}")
 
     def kill(self) -> None:

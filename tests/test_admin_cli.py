@@ -13,6 +13,7 @@ import pytest
 
 from reviewer_app.cli import main
 from reviewer_app.core.admission import Enqueue, JobSpec
+from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery, Usage
 from reviewer_app.store.sqlite import SqliteStore
@@ -48,7 +49,7 @@ async def _fill(path: Path) -> Jobs:
             installation_id=7,
             pr_number=pr,
             head_sha=sha(head),
-            details={"delivery_id": f"delivery-{n}"},
+            details=JobDetails(delivery_id=f"delivery-{n}"),
         )
         result = await store.admit(
             Delivery(f"delivery-{n}", "pull_request", "opened"), Enqueue(spec), now=at, max_attempts=max_attempts

@@ -210,7 +210,7 @@ async def test_a_head_found_by_the_sweep_is_batched(tmp_path, backend) -> None:
         assert len(h.anthropic.batch_creates) == 1
         assert h.anthropic.message_requests == []
         [job] = await h.store.list_jobs()
-        assert job.details["action"] == "sweep"
+        assert job.details.action == "sweep"
 
 
 async def test_a_requested_review_runs_now_even_where_the_repository_batches(tmp_path, backend) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reviewer_app.core.admission import (
@@ -12,7 +14,7 @@ from reviewer_app.core.admission import (
     CancelPR,
     InstallationChange,
 )
-from reviewer_app.core.cancel_reasons import CancelReason, cancel_reason
+from reviewer_app.core.cancel_reasons import CancelReason, cancel_reason, ended_with_episode
 from reviewer_app.store.base import Delivery
 from tests.test_store_contract import NOW, admit, delivery, spec
 
@@ -70,3 +72,30 @@ async def test_jobs_that_were_not_cancelled_have_no_reason(store) -> None:
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
     assert await store.complete_if_lease_held(lease, now=NOW + 1, outcome="published")
     assert (await store.get_job(r.job_id)).cancel_reason is None
+
+
+async def test_the_check_run_reads_why_from_the_column_and_shows_the_words_of_the_outcome(store) -> None:
+    from reviewer_app.github.check_run_text import desired_check
+
+    r = await admit(store, spec())
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    assert await store.cancel_if_lease_held(lease, now=NOW + 1, outcome="refused: limit of 3 reviews per day reached")
+    cancelled = await store.get_job(r.job_id)
+    refused = desired_check(cancelled)
+    assert (refused.title, refused.conclusion) == ("Review skipped: budget limit reached", "neutral")
+    assert refused.summary.startswith("No review was run: the limit of 3 reviews per day reached.")
+    # The words alone decide nothing: an operator's cancellation that quotes them is shown as cancelled.
+    operator = desired_check(replace(cancelled, cancel_reason=CancelReason.OPERATOR))
+    assert (operator.title, operator.conclusion) == ("Review cancelled", "cancelled")
+
+
+@pytest.mark.parametrize(
+    ("reason", "ended"),
+    [
+        *((r, True) for r in ("pr_closed", "uninstalled", "suspended", "repo_removed", "no_access")),
+        *((r, False) for r in ("skipped", "covered", "refused", "operator", "other")),
+        (None, False),
+    ],
+)
+def test_an_episode_ends_by_its_reason(reason: str | None, ended: bool) -> None:
+    assert ended_with_episode(CancelReason(reason) if reason else None) is ended

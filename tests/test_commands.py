@@ -134,8 +134,8 @@ def test_only_the_owner_skips_the_permission_check() -> None:
     member = decide_comment("created", payload("MEMBER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     owner = decide_comment("created", payload("OWNER"), app_slug="reviewer-app", bot_login="reviewer-app[bot]")
     assert isinstance(member, Enqueue) and isinstance(owner, Enqueue)
-    assert member.job.details["verify_permission"] is True and member.effects == ()
-    assert "verify_permission" not in owner.job.details and [e.content for e in owner.effects] == ["+1"]
+    assert member.job.details.verify_permission is True and member.effects == ()
+    assert owner.job.details.verify_permission is False and [e.content for e in owner.effects] == ["+1"]
 
 
 @pytest.mark.parametrize("association", ["NONE", "CONTRIBUTOR"])
@@ -317,7 +317,7 @@ async def test_a_push_after_a_review_is_reviewed_incrementally_and_a_force_push_
         job = await h.wait_state(second["job_id"], JobState.SUCCEEDED)
         sent = json.dumps(h.anthropic.message_requests[-1].messages)
         assert "src/newer.py" in sent and "src/widget.py" not in sent
-        assert "Incremental review" in h.reviews()[-1]["body"] and job.details["incremental"] is True
+        assert "Incremental review" in h.reviews()[-1]["body"] and job.details.incremental is True
 
         rewritten = added_file("src/rewritten.py", ["x = 1"])
         h.github.advance_head(REPO, 1, files=[SOURCE, rewritten], force=True)
@@ -325,7 +325,7 @@ async def test_a_push_after_a_review_is_reviewed_incrementally_and_a_force_push_
         job = await h.wait_state(third["job_id"], JobState.SUCCEEDED)
         sent = json.dumps(h.anthropic.message_requests[-1].messages)
         assert "src/widget.py" in sent and "src/rewritten.py" in sent
-        assert "Incremental review" not in h.reviews()[-1]["body"] and job.details["incremental"] is False
+        assert "Incremental review" not in h.reviews()[-1]["body"] and job.details.incremental is False
 
 
 async def test_review_full_ignores_earlier_reviews(tmp_path) -> None:
@@ -334,7 +334,7 @@ async def test_review_full_ignores_earlier_reviews(tmp_path) -> None:
         await h.wait_state(first, JobState.SUCCEEDED)
         answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review full"))
         job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
-        assert len(h.reviews()) == 2 and job.details["incremental"] is False
+        assert len(h.reviews()) == 2 and job.details.incremental is False
 
 
 async def test_check_run_rerun_creates_a_new_review_of_that_head(tmp_path) -> None:
@@ -483,7 +483,7 @@ async def test_a_push_past_compares_300_files_is_reviewed_in_full(tmp_path) -> N
         h.github.set_compare_files(REPO, old, pull.head_sha, many)
         second = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
         job = await h.wait_state(second["job_id"], JobState.SUCCEEDED)
-        assert "Incremental review" not in h.reviews()[-1]["body"] and job.details["incremental"] is False
+        assert "Incremental review" not in h.reviews()[-1]["body"] and job.details.incremental is False
 
 
 async def test_a_pull_request_over_githubs_3000_listed_files_says_what_was_not_seen(tmp_path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from reviewer_app.core.diff import parse_patch
 from reviewer_app.core.states import JobState
 from reviewer_app.review.context import has_grammar, plan_context
-from reviewer_app.review.prompt import SYSTEM_PROMPT, PromptFile, neutralize, render_file
+from reviewer_app.review.prompt import SYSTEM_PROMPT, PromptFile, escape_frame_tags, render_file
 from reviewer_app.review.repo_config import CONFIG_PATH
 from tests.fakes.github import pull_file
 from tests.harness import REPO, harness
@@ -48,9 +48,9 @@ def check_numbers(text: str, old: str, new: str) -> int:
             continue
         text = match["text"].rstrip("\r")
         if match["old"].strip():
-            assert neutralize(old_lines[int(match["old"]) - 1].rstrip("\r")) == text, row
+            assert escape_frame_tags(old_lines[int(match["old"]) - 1].rstrip("\r")) == text, row
         if match["new"].strip():
-            assert neutralize(new_lines[int(match["new"]) - 1].rstrip("\r")) == text, row
+            assert escape_frame_tags(new_lines[int(match["new"]) - 1].rstrip("\r")) == text, row
         context += match["mark"] == "."
     return context
 
@@ -285,4 +285,4 @@ async def test_a_generated_header_above_the_diff_is_found_in_the_head_file(tmp_p
         job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         assert h.anthropic.message_requests == []  # nothing left worth the model's attention
         assert "generated (its header says so)" in h.reviews()[0]["body"]
-        assert job.details["counts"]["files_reviewed"] == 0
+        assert job.details.counts.files_reviewed == 0

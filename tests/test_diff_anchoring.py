@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reviewer_app.core.anchoring import anchor
-from reviewer_app.core.diff import FileDiff, PatchParseError, numbered_patch, parse_patch
+from reviewer_app.core.diff import FileDiff, PatchParseError, parse_patch
 from reviewer_app.core.markers import make_marker, parse_markers
 from reviewer_app.core.review_model import InlineComment, ModelComment
 from reviewer_app.review.render import inline_comment
@@ -106,29 +106,6 @@ def test_path_with_odd_characters_is_kept_verbatim() -> None:
     diff = parse_patch("dir/with space\tand tab.py", "@@ -1 +1 @@\n-a\n+b")
     assert diff.path == "dir/with space\tand tab.py"
     assert diff.added_lines == {1}
-
-
-def test_numbered_patch_shows_new_side_numbers_only() -> None:
-    diff = parse_patch("src/app.py", PATCH)
-    assert numbered_patch(diff) == "\n".join(
-        [
-            "@@ -20,4 +10,4 @@ def first():",
-            "10   a",
-            "   - b",
-            "11 + B",
-            "12   c",
-            "   - d",
-            "13 + e",
-            "@@ -40,2 +30,3 @@ def second():",
-            "30   x",
-            "31 + y",
-            "32   z",
-        ]
-    )
-
-
-def test_numbered_patch_of_empty_diff_is_empty() -> None:
-    assert numbered_patch(FileDiff("a.bin")) == ""
 
 
 DIFFS = {"src/app.py": parse_patch("src/app.py", PATCH)}

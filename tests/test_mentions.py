@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reviewer_app.core.markers import neutralise
-from reviewer_app.github.checks import CheckView
+from reviewer_app.core.markers import safe_for_github
+from reviewer_app.github.check_run_text import CheckView
 
 ZWSP = "\u200b"
 # What GitHub renders before it looks for mentions, roughly: entities decoded, emphasis, escapes, links and inline
@@ -55,13 +55,13 @@ def pings(text: str) -> bool:
     ],
 )
 def test_every_spelling_of_a_mention_is_made_inert(text: str, expected: str) -> None:
-    out = neutralise(text, 1000)
+    out = safe_for_github(text, 1000)
     assert out == expected and not pings(out)
 
 
 def test_neutralising_twice_changes_nothing() -> None:
-    once = neutralise("_@octocat_ &#64;x &commat;y z@w", 1000)
-    assert neutralise(once, 1000) == once
+    once = safe_for_github("_@octocat_ &#64;x &commat;y z@w", 1000)
+    assert safe_for_github(once, 1000) == once
 
 
 # Text built from the pieces mentions are made of, and from anything at all.
@@ -116,7 +116,7 @@ _FENCE_LINE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 def test_no_mention_or_at_entity_survives_outside_fences(text: str) -> None:
     # Fenced code is left as written (mentions do not ping there): keep fences out of the generated prose.
     text = _FENCE_LINE.sub("", text.replace("\r", ""))
-    out = neutralise(text, 100_000)
+    out = safe_for_github(text, 100_000)
     assert not pings(out), out
     assert not _AT_ENTITY.search(out), out
     assert all(out[i + 1 : i + 2] == ZWSP for i, c in enumerate(out) if c == "@"), out
@@ -124,7 +124,7 @@ def test_no_mention_or_at_entity_survives_outside_fences(text: str) -> None:
 
 @given(_TEXT, st.integers(min_value=1, max_value=200))
 def test_no_mention_survives_truncation(text: str, limit: int) -> None:
-    out = neutralise(_FENCE_LINE.sub("", text.replace("\r", "")), limit)
+    out = safe_for_github(_FENCE_LINE.sub("", text.replace("\r", "")), limit)
     assert len(out) <= limit and not pings(out), out
 
 

@@ -192,7 +192,7 @@ async def test_review_then_push_moves_the_request_to_the_new_head_and_keeps_full
         moved = await h.job(first)
         assert moved.state == JobState.SUPERSEDED and moved.superseded_by is not None
         successor = await h.wait_state(moved.superseded_by, JobState.SUCCEEDED)
-        assert successor.trigger == moved.trigger and successor.details["full"] is True
+        assert successor.trigger == moved.trigger and successor.details.full is True
         assert successor.head_sha == b
         await quiet(h)
         # One review for the one request, of the newest head; the automatic job of B was skipped (auto: false).
@@ -396,9 +396,9 @@ async def test_a_retargeted_base_gets_a_full_review_of_the_head(tmp_path) -> Non
         answer = await h.deliver("pull_request", edited)
         assert answer["outcome"] == "enqueued", answer
         job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
-        assert job.head_sha == pull.head_sha and job.details["full"] is True and len(h.reviews()) == 2
+        assert job.head_sha == pull.head_sha and job.details.full is True and len(h.reviews()) == 2
         assert "Incremental review" not in h.reviews()[-1]["body"]
-        again = await h.deliver("pull_request", edited, delivery=job.details["delivery_id"])
+        again = await h.deliver("pull_request", edited, delivery=job.details.delivery_id)
         assert again["outcome"] == "duplicate-delivery" and len(h.reviews()) == 2
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from reviewer_app.core.admission import PRIORITY_MANUAL, Enqueue, JobSpec
+from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.pr_work import PAUSED_SKIP, PendingJob, Plan, PRFacts, order, plan_enqueue
 from tests.helpers import sha
 
@@ -14,16 +15,11 @@ A, B, C = sha("a"), sha("b"), sha("c")
 
 
 def push(head: str, *, before: str | None = None, at: float | None = None, trigger: str = "auto") -> Enqueue:
-    details: dict[str, object] = {}
-    if before:
-        details["before"] = before
-    if at is not None:
-        details["event_at"] = at
-    return Enqueue(JobSpec(1, "o/r", 7, 1, head, trigger=trigger, details=details))
+    return Enqueue(JobSpec(1, "o/r", 7, 1, head, trigger=trigger, event_at=at, before_sha=before))
 
 
 def request(head: str = "", trigger: str = "manual:5") -> Enqueue:
-    spec = JobSpec(1, "o/r", 7, 1, head, trigger=trigger, priority=PRIORITY_MANUAL, details={"full": True})
+    spec = JobSpec(1, "o/r", 7, 1, head, trigger=trigger, priority=PRIORITY_MANUAL, details=JobDetails(full=True))
     return Enqueue(spec, supersede_older_heads=False, automatic=False)
 
 

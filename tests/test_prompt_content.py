@@ -71,7 +71,7 @@ def test_minified_code_and_generated_tables_are_known_by_their_shape() -> None:
     assert reason_of(added("static/vendor.js", ["var a=1;" * 200])) == sel.REASON_GENERATED_SHAPE
     table = [f"    (0x{i:04X}, 0x{i + 7:04X}, 'Category{i % 13}')," for i in range(600)]
     assert reason_of(added("src/tables.py", ["TABLE = [", *table, "]"])) == sel.REASON_GENERATED_SHAPE
-    for real in ("reviewer_app/store/sqlite.py", "tests/fakes/github.py"):  # long, hand-written files
+    for real in ("reviewer_app/store/sqlite.py", "tests/fakes/github/state.py"):  # long, hand-written files
         text = (Path(__file__).resolve().parent.parent / real).read_text()
         assert reason_of(added(real, text.split("\n"))) is None
 
@@ -193,7 +193,7 @@ async def test_the_prompt_opens_with_every_changed_file_and_where_it_is(tmp_path
         shown = files_shown(req)
         assert '<file path="src/new_name.py" status="renamed" renamed_from="src/old_name.py">' in shown
         assert "T1 = 1" not in shown and "int a;" not in shown
-        assert job.details["counts"]["files_reviewed"] == 2 and job.details["counts"]["not_covered"] == 4
+        assert job.details.counts.files_reviewed == 2 and job.details.counts.not_covered == 4
 
 
 async def test_a_large_review_lists_every_file_with_its_part_in_every_part(tmp_path) -> None:
@@ -244,7 +244,7 @@ async def test_a_file_without_a_patch_is_diffed_from_its_contents_and_its_commen
         [review] = h.reviews()
         assert h.github.review_comments_for(REPO, 1) == []  # GitHub has no patch to anchor it on
         assert "Why + 1 here?" in review["body"]
-        assert job.details["counts"]["files_reviewed"] == 2 and job.details["counts"]["not_covered"] == 0
+        assert job.details.counts.files_reviewed == 2 and job.details.counts.not_covered == 0
 
 
 async def test_a_file_without_a_patch_that_cannot_be_read_is_named_and_never_counted_as_reviewed(tmp_path) -> None:
@@ -260,7 +260,7 @@ async def test_a_file_without_a_patch_that_cannot_be_read_is_named_and_never_cou
         assert "src/core.py" not in files_shown(req)
         [review] = h.reviews()
         assert "src/core.py" in review["body"].split("<summary>Not reviewed", 1)[1]
-        assert job.details["counts"]["files_reviewed"] == 1 and job.details["counts"]["not_covered"] == 1
+        assert job.details.counts.files_reviewed == 1 and job.details.counts.not_covered == 1
         [run] = h.check_runs(pull.head_sha)
         assert run["output"]["title"].startswith("Reviewed 1 file:")
         assert "1 file not reviewed" in run["output"]["summary"]

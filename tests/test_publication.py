@@ -6,7 +6,8 @@ import asyncio
 import time
 
 from reviewer_app.core.states import JobState
-from reviewer_app.github.checks import CheckRuns, desired_check
+from reviewer_app.github.check_run_text import desired_check
+from reviewer_app.github.checks import CheckRuns
 from tests.harness import REPO, SOURCE, harness
 from tests.helpers import eventually
 

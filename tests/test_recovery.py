@@ -274,7 +274,7 @@ async def test_the_sweep_reviews_only_heads_nobody_reviewed(tmp_path) -> None:
         draft = await h.wait_state(jobs[5].id, JobState.CANCELLED)
         assert draft.trigger == "draft" and "draft pull request" in draft.outcome
         assert [len(bot_reviews(h, n)) for n in (1, 2, 3, 4, 5)] == [1, 1, 1, 1, 0]
-        assert sorted(jobs) == [1, 2, 4, 5] and jobs[1].details["action"] == "sweep"
+        assert sorted(jobs) == [1, 2, 4, 5] and jobs[1].details.action == "sweep"
         assert await r.sweep_once() == 0
 
 

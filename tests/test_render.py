@@ -6,18 +6,10 @@ import re
 
 import pytest
 
-from reviewer_app.core.markers import Marker, make_marker, parse_markers
-from reviewer_app.core.review_model import ModelComment
-from reviewer_app.review.render import (
-    Links,
-    ReviewCounts,
-    check_cancelled,
-    check_failed,
-    check_reviewed,
-    check_superseded,
-    neutralise,
-    render_review_body,
-)
+from reviewer_app.core.markers import Marker, make_marker, parse_markers, safe_for_github
+from reviewer_app.core.review_model import ModelComment, ReviewCounts
+from reviewer_app.github.check_run_text import check_cancelled, check_failed, check_reviewed, check_superseded
+from reviewer_app.review.render import Links, render_review_body
 
 SHA = "c" * 40
 ZWSP = "\u200b"
@@ -44,19 +36,19 @@ GITHUB_MENTION = re.compile(r"(?:^|[^A-Za-z0-9_])@[A-Za-z0-9]", re.MULTILINE)
         ("cr\rline", "cr\nline"),
     ],
 )
-def test_neutralise(text: str, expected: str) -> None:
-    assert neutralise(text, 1000) == expected
+def test_safe_for_github(text: str, expected: str) -> None:
+    assert safe_for_github(text, 1000) == expected
 
 
-def test_neutralise_leaves_fenced_code_alone() -> None:
+def test_safe_for_github_leaves_fenced_code_alone() -> None:
     text = "Use this:\n```suggestion\n@property\ndef name(self) -> str:\n```\nthanks @dave"
-    assert neutralise(text, 1000) == (
+    assert safe_for_github(text, 1000) == (
         f"Use this:\n```suggestion\n@property\ndef name(self) -> str:\n```\nthanks @{ZWSP}dave"
     )
 
 
-def test_neutralise_closes_a_fence_left_open() -> None:
-    assert neutralise("~~~\n@decorator", 1000) == "~~~\n@decorator\n~~~"
+def test_safe_for_github_closes_a_fence_left_open() -> None:
+    assert safe_for_github("~~~\n@decorator", 1000) == "~~~\n@decorator\n~~~"
 
 
 @pytest.mark.parametrize(
@@ -71,36 +63,36 @@ def test_neutralise_closes_a_fence_left_open() -> None:
     ],
 )
 def test_no_mention_survives_outside_column_zero_fences(text: str) -> None:
-    assert not GITHUB_MENTION.search(neutralise(text, 1000))
+    assert not GITHUB_MENTION.search(safe_for_github(text, 1000))
 
 
 def test_escaped_html_block_cannot_turn_a_fence_into_prose() -> None:
     # Raw, "<div>" would open an HTML block in which "```" is text and "@erin" pings; escaped, the fence
     # is a real code block on GitHub too, so leaving its content alone is right.
-    assert neutralise("<div>\n```\n@erin\n```", 1000) == "&lt;div>\n```\n@erin\n```"
+    assert safe_for_github("<div>\n```\n@erin\n```", 1000) == "&lt;div>\n```\n@erin\n```"
 
 
-def test_neutralise_strips_injected_markers() -> None:
+def test_safe_for_github_strips_injected_markers() -> None:
     text = f"Fine. {make_marker(42, SHA)}"
-    assert parse_markers(neutralise(text, 1000)) == []
+    assert parse_markers(safe_for_github(text, 1000)) == []
 
 
 @pytest.mark.parametrize("limit", [20, 50, 200])
-def test_neutralise_truncates_with_a_note(limit: int) -> None:
-    out = neutralise("word " * 100, limit)
+def test_safe_for_github_truncates_with_a_note(limit: int) -> None:
+    out = safe_for_github("word " * 100, limit)
     assert len(out) <= limit
     assert out.endswith("…(truncated)")
 
 
 def test_truncation_inside_a_fence_closes_it() -> None:
-    out = neutralise("intro\n```\n" + "code line\n" * 50, 60)
+    out = safe_for_github("intro\n```\n" + "code line\n" * 50, 60)
     assert len(out) <= 60
     assert out.endswith("```\n\n…(truncated)")
 
 
-def test_neutralise_rejects_a_non_positive_limit() -> None:
+def test_safe_for_github_rejects_a_non_positive_limit() -> None:
     with pytest.raises(ValueError):
-        neutralise("x", 0)
+        safe_for_github("x", 0)
 
 
 COUNTS = ReviewCounts(files_reviewed=3, inline=2, moved=2, not_covered=2)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from reviewer_app.core.cancel_reasons import COVERED_PREFIX, CancelReason
 from reviewer_app.core.states import JobState
-from reviewer_app.github.checks import COVERED_PREFIX, desired_check
+from reviewer_app.github.check_run_text import desired_check
 from reviewer_app.review.repo_config import CONFIG_PATH, parse_repo_config
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
@@ -205,10 +206,16 @@ async def test_the_check_run_of_a_head_already_reviewed_says_success(tmp_path) -
     async with harness(tmp_path) as h:
         _, job_id = await h.open_pr()
         job = await h.wait_state(job_id, JobState.SUCCEEDED)
-    covered = replace(job, state=JobState.CANCELLED, outcome=f"{COVERED_PREFIX}commit {job.head_sha} was reviewed")
+    covered = replace(
+        job,
+        state=JobState.CANCELLED,
+        outcome=f"{COVERED_PREFIX}commit {job.head_sha} was reviewed",
+        cancel_reason=CancelReason.COVERED,
+    )
     view = desired_check(covered)
     assert (view.status, view.conclusion, view.title) == ("completed", "success", "Already reviewed")
-    skipped = desired_check(replace(covered, outcome="skipped: draft pull request"))
+    assert view.summary == f"No new review: commit {job.head_sha} was reviewed."
+    skipped = desired_check(replace(covered, outcome="skipped: draft pull request", cancel_reason=CancelReason.SKIPPED))
     assert skipped.conclusion == "skipped"
 
 

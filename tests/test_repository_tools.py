@@ -75,7 +75,7 @@ async def test_the_model_reads_a_file_then_submits_and_each_turn_is_paid_on_reco
         assert result["cache_control"] == {"type": "ephemeral"}  # the next turn reads every turn before it
         [attempt] = await h.store.attempts_of(job_id)
         assert attempt.input_tokens > 0 and attempt.output_tokens > 0
-        assert "model_progress" not in job.details  # the stored answer replaced the turns
+        assert job.details.model_progress is None  # the stored answer replaced the turns
         reads = h.github.requests_matching("GET", r"/contents/src/util\.py")
         assert [r.query.get("ref") for r in reads] == [pull.head_sha]
 
@@ -155,7 +155,7 @@ async def test_a_failed_attempt_resumes_from_its_checkpointed_turn_without_askin
         first, second = await h.store.attempts_of(job_id)
         assert first.outcome == "retry" and first.input_tokens > 0  # the turn it paid for is on record
         assert second.outcome == "succeeded" and second.cache_read_tokens > 0
-        assert "model_progress" not in job.details
+        assert job.details.model_progress is None
 
 
 async def test_tools_are_off_unless_the_repository_or_the_server_opts_in(tmp_path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from reviewer_app.core.admission import NO_ACCESS
+from reviewer_app.core.review_model import ReviewCounts
 from reviewer_app.core.states import JobState
 from tests.fakes.github import added_file, pull_file
 from tests.harness import REPO, SOURCE, harness
@@ -65,16 +66,7 @@ async def test_comment_outside_the_diff_moves_into_the_body_and_the_review_is_ac
         assert len(h.github.review_comments_for(REPO, 1)) == 1
         assert "This line is not in the diff." in review["body"] and "line 400" in review["body"]
         assert "Not even a changed file." in review["body"]
-        assert job.details["counts"] == {
-            "files_reviewed": 1,
-            "inline": 1,
-            "moved": 2,
-            "not_covered": 0,
-            "critical": 0,
-            "warning": 3,
-            "suggestion": 0,
-            "nit": 0,
-        }
+        assert job.details.counts == ReviewCounts(files_reviewed=1, inline=1, moved=2, not_covered=0, warning=3)
 
 
 async def test_a_diff_larger_than_the_budget_names_what_it_skipped_and_no_request_exceeds_it(tmp_path) -> None:
@@ -96,7 +88,7 @@ async def test_a_diff_larger_than_the_budget_names_what_it_skipped_and_no_reques
         for path in skipped:
             assert path in review["body"]
         assert "over the review budget" in review["body"] or "larger than the token budget" in review["body"]
-        assert job.details["counts"]["not_covered"] == len(skipped)
+        assert job.details.counts.not_covered == len(skipped)
 
 
 async def test_prompt_injection_in_the_pr_changes_nothing_but_the_text(tmp_path) -> None:
@@ -196,9 +188,9 @@ async def test_revoked_installation_ends_the_job_without_retrying_for_hours(tmp_
         # Ended with its episode (as if the suspension's webhook had come first): once the installation is back,
         # the sweep reviews the head again instead of counting it as failed.
         assert job.attempts == 1 and job.outcome == NO_ACCESS
-        from reviewer_app.core.pr_work import ended_with_episode
+        from reviewer_app.core.cancel_reasons import ended_with_episode
 
-        assert ended_with_episode(job.outcome)
+        assert ended_with_episode(job.cancel_reason)
 
 
 async def test_cost_per_repository_is_answerable(tmp_path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reviewer_app.core.diff import FileDiff, numbered_patch, parse_patch
+from reviewer_app.core.diff import FileDiff, parse_patch
 from reviewer_app.review import selection as sel
 from reviewer_app.review.budget import (
     REASON_LARGER_THAN_BUDGET,
@@ -16,6 +16,7 @@ from reviewer_app.review.budget import (
     classify,
     plan_parts,
 )
+from reviewer_app.review.prompt import PromptFile, render_file
 from reviewer_app.review.selection import SkippedFile, select_files
 
 SIMPLE_PATCH = "@@ -1,2 +1,3 @@\n a\n+b\n c"
@@ -234,10 +235,17 @@ def test_plan_is_deterministic_whatever_the_input_order() -> None:
     assert plan(shuffled, costs, max_parts=2) == expected
 
 
-def test_default_render_estimates_the_numbered_patch() -> None:
+def test_the_budget_estimates_the_text_the_model_is_sent() -> None:
     files = [diff_of("a.py", 20), diff_of("b.py", 20)]
-    one = len(numbered_patch(files[0]))
-    result = plan_parts(files, max_input_tokens=50 + one + one // 2, fixed_overhead_tokens=50, estimate=len)
+    sent = [render_file(PromptFile(f.path, f)) for f in files]  # as build_user_blocks renders each file
+    one = len(sent[0])
+    result = plan_parts(
+        files,
+        max_input_tokens=50 + one + one // 2,
+        fixed_overhead_tokens=50,
+        estimate=len,
+        render=lambda f: render_file(PromptFile(f.path, f)),
+    )
     assert [[f.path for f in part] for part in result.parts] == [["a.py"], ["b.py"]]
     assert result.part_tokens == [50 + one, 50 + one]
 

@@ -26,7 +26,7 @@ from reviewer_app.envfile import EnvFileError, apply_env_file, parse_env, read_e
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.service import build_service
 from reviewer_app.web import app as web_app
-from reviewer_app.web.setup import (
+from reviewer_app.web.app_registration import (
     MANIFEST_FILE,
     AppRegistration,
     SetupError,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from reviewer_app.core.admission import CancelPR, Enqueue, JobSpec
+from reviewer_app.core.job_records import StoredAnswer
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery, Usage
 from tests.helpers import sha
@@ -21,7 +23,6 @@ def spec(
     delay: float = 0,
     event_at: float | None = None,
 ) -> JobSpec:
-    details = {} if event_at is None else {"event_at": event_at}
     return JobSpec(
         repo_id=1,
         repo_full_name="o/r",
@@ -31,7 +32,7 @@ def spec(
         trigger=trigger,
         priority=priority,
         delay_seconds=delay,
-        details=details,
+        event_at=event_at,
     )
 
 
@@ -101,6 +102,15 @@ async def test_an_older_event_does_not_supersede_a_newer_one(store) -> None:
     old = await admit(store, spec(head=1, event_at=100))
     assert old.superseded == ()
     assert (await store.get_job(new.job_id)).state == JobState.QUEUED
+
+
+async def test_the_event_time_and_the_replaced_head_are_stored_once_in_their_columns(store) -> None:
+    r = await admit(store, replace(spec(event_at=123.5), before_sha=sha(0)))
+    job = await store.get_job(r.job_id)
+    assert job.event_at == 123.5 and not {"event_at", "before"} & set(job.details.to_dict())
+    # The column is what ordering reads: the head this job replaced, pushed again late, is known older.
+    older = await admit(store, spec(head=0))
+    assert older.job_id and (await store.get_job(older.job_id)).state == JobState.SUPERSEDED
 
 
 async def test_closed_cancels_pending_jobs_of_that_pr_only(store) -> None:
@@ -209,11 +219,11 @@ async def test_concurrent_claims_never_hand_one_job_to_two_workers(store) -> Non
 async def test_progress_and_usage_are_recorded_under_the_lease(store) -> None:
     r = await admit(store, spec())
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=10)
-    assert await store.save_progress_if_lease_held(lease, now=NOW, check_run_id=55, answer={"summary": "ok"})
+    assert await store.save_progress_if_lease_held(lease, now=NOW, check_run_id=55, answer=StoredAnswer("ok"))
     await store.record_usage_if_lease_held(lease, Usage("claude-x", 100, 20, 5, 7))
     assert await store.complete_if_lease_held(lease, now=NOW, outcome="reviewed")
     job = await store.get_job(r.job_id)
-    assert job.check_run_id == 55 and job.answer == {"summary": "ok"}
+    assert job.check_run_id == 55 and job.answer == StoredAnswer("ok")
     [a] = await store.attempts_of(r.job_id)
     assert (a.model, a.input_tokens, a.output_tokens, a.cache_creation_tokens, a.cache_read_tokens) == (
         "claude-x",

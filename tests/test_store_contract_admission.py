@@ -14,6 +14,7 @@ from reviewer_app.core.admission import (
     ReposRemoved,
     SetPause,
 )
+from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery, Usage
 from tests.helpers import sha
@@ -144,9 +145,9 @@ async def test_the_last_reviewed_head_is_the_latest_published_review(store) -> N
 async def test_a_manual_job_learns_its_head_under_the_lease(store) -> None:
     r = await admit(store, manual())
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
-    assert await store.save_progress_if_lease_held(lease, now=NOW, head_sha=sha(9), details={"full": True})
+    assert await store.save_progress_if_lease_held(lease, now=NOW, head_sha=sha(9), details=JobDetails(full=True))
     job = await store.get_job(r.job_id)
-    assert (job.head_sha, job.details) == (sha(9), {"full": True})
+    assert (job.head_sha, job.details) == (sha(9), JobDetails(full=True))
 
 
 async def test_check_run_sync_sees_each_phase_once(store) -> None:
@@ -312,16 +313,16 @@ async def test_a_claimed_job_superseded_later_still_counts_against_the_daily_lim
     first = await admit(store, Enqueue(spec(pr=9, head=1), guard=daily))
     [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
     assert lease.job_id == first.job_id
-    pushed = Enqueue(replace(spec(pr=9, head=2), details={"before": sha(1)}), guard=daily)
+    pushed = Enqueue(replace(spec(pr=9, head=2), before_sha=sha(1)), guard=daily)
     assert (await admit(store, pushed)).superseded == (first.job_id,)
-    again = await admit(store, Enqueue(replace(spec(pr=9, head=3), details={"before": sha(2)}), guard=daily))
+    again = await admit(store, Enqueue(replace(spec(pr=9, head=3), before_sha=sha(2)), guard=daily))
     assert again.outcome == "refused" and "per day" in again.reason
     # A superseded job that never ran spent nothing.
     other = Guard(reviews_per_day=2)
     waiting = await admit(store, Enqueue(spec(pr=10, head=1), guard=other), now=NOW + 86401)
-    moved = Enqueue(replace(spec(pr=10, head=2), details={"before": sha(1)}), guard=other)
+    moved = Enqueue(replace(spec(pr=10, head=2), before_sha=sha(1)), guard=other)
     assert (await admit(store, moved, now=NOW + 86402)).superseded == (waiting.job_id,)
-    third = Enqueue(replace(spec(pr=10, head=3), details={"before": sha(2)}), guard=other)
+    third = Enqueue(replace(spec(pr=10, head=3), before_sha=sha(2)), guard=other)
     assert (await admit(store, third, now=NOW + 86403)).outcome == "enqueued"
 
 
@@ -330,7 +331,7 @@ async def test_an_outside_authors_automatic_reviews_have_a_daily_limit_of_their_
     guard = Guard(author_per_day=2)
 
     def by(author: str, pr: int) -> Enqueue:
-        return Enqueue(replace(spec(pr=pr), details={"author": author}), guard=guard)
+        return Enqueue(replace(spec(pr=pr), details=JobDetails(author=author)), guard=guard)
 
     assert [(await admit(store, by("mallory", pr))).outcome for pr in (20, 21)] == ["enqueued", "enqueued"]
     refused = await admit(store, by("mallory", 22))

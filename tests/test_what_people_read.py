@@ -81,7 +81,7 @@ async def test_nits_are_folded_when_the_repository_wants_them_and_not_shown_othe
         [review] = h.reviews()
         folded = review["body"].split("<details>\n<summary>1 nit, folded</summary>", 1)[1].split("</details>")[0]
         assert "Trailing comma." in folded
-        assert job.details["counts"]["nit"] == 1
+        assert job.details.counts.nit == 1
     (tmp_path / "off").mkdir()
     async with harness(tmp_path / "off") as h:
         h.anthropic.script_tool_answer(answer)
@@ -90,7 +90,7 @@ async def test_nits_are_folded_when_the_repository_wants_them_and_not_shown_othe
         assert "nit" not in user_text(h.anthropic.message_requests[0]).split("<pr_data>")[0]
         [review] = h.reviews()
         assert "Trailing comma." not in review["body"] and "nit" not in review["body"]
-        assert job.details["counts"]["nit"] == 0
+        assert job.details.counts.nit == 0
 
 
 async def test_the_check_run_concludes_by_the_repositorys_rule(tmp_path) -> None:

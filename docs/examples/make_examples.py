@@ -19,13 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from reviewer_app.core.anchoring import anchor  # noqa: E402
 from reviewer_app.core.diff import parse_patch  # noqa: E402
+from reviewer_app.core.job_records import CheckReport  # noqa: E402
 from reviewer_app.core.markers import make_marker  # noqa: E402
-from reviewer_app.core.review_model import ModelComment  # noqa: E402
+from reviewer_app.core.review_model import ModelComment, ReviewCounts  # noqa: E402
+from reviewer_app.github.check_run_text import check_reviewed, conclusion_for  # noqa: E402
 from reviewer_app.review.render import (  # noqa: E402
     Links,
-    ReviewCounts,
-    check_reviewed,
-    conclusion_for,
     group_by_reason,
     inline_comment,
     not_reviewed_line,
@@ -156,12 +155,12 @@ def main() -> None:
         links=links,
     )
     comments = [inline_comment(c) for c in anchored.inline]
-    report = {
-        "summary": SUMMARY,
-        "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
-        "review_url": f"{PR}#pullrequestreview-2468",
-        "not_reviewed": not_reviewed_line(group_by_reason(NOT_COVERED)),
-    }
+    report = CheckReport(
+        summary=SUMMARY,
+        top=tuple(f.entry for f in top_findings(anchored.inline, anchored.moved, links)),
+        review_url=f"{PR}#pullrequestreview-2468",
+        not_reviewed=not_reviewed_line(group_by_reason(NOT_COVERED)),
+    )
     title, summary = check_reviewed(counts, head_sha=SHA, report=report)
     conclusion = conclusion_for(counts)
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.timestamps import parse_time
 
 AUTO_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review"})
@@ -27,7 +28,6 @@ UNINSTALLED = "the app was uninstalled"
 SUSPENDED = "the installation was suspended"
 REPO_REMOVED = "the repository was removed from the installation"
 NO_ACCESS = "GitHub refused the app's access to the installation (suspended or uninstalled)"
-EPISODE_ENDINGS = (PR_CLOSED, PR_CLOSED_AT_WORKER, UNINSTALLED, SUSPENDED, REPO_REMOVED, NO_ACCESS)
 
 # Lower number, earlier claim. Manual requests go ahead of automatic work.
 PRIORITY_MANUAL = 0
@@ -46,7 +46,13 @@ class JobSpec:
     trigger: str = TRIGGER_AUTO
     priority: int = PRIORITY_AUTO
     delay_seconds: float = 0.0
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JobDetails = field(default_factory=JobDetails)
+    # When GitHub says the event happened (the pull request's updated_at), to order heads no push links; None when
+    # the request carries no time (a comment, a Re-run).
+    event_at: float | None = None
+    # The head a push replaced (a synchronize's `before`): the ordering signal admission trusts over a one-second
+    # updated_at.
+    before_sha: str | None = None
 
     @property
     def revision_key(self) -> str:
@@ -74,7 +80,7 @@ class Guard:
 
     reviews_per_day: int = 0  # per installation
     manual_per_pr_hour: int = 0  # manual re-requests per pull request
-    author_per_day: int = 0  # automatic reviews per outside author (details["author"]) per day
+    author_per_day: int = 0  # automatic reviews per outside author (details.author) per day
     refusal_effects: tuple[Effect, ...] = ()  # what to send when the guard refuses
 
 
@@ -176,7 +182,7 @@ def guard_refusal(decision: Enqueue, *, manual_recent: int, reviews_today: int, 
     if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
         return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
     if limits_author(decision) and author_today >= guard.author_per_day:
-        author = decision.job.details["author"]
+        author = decision.job.details.author
         return f"limit of {guard.author_per_day} automatic reviews per day of pull requests by {author} reached"
     return None
 
@@ -188,8 +194,7 @@ OUTSIDE_ASSOCIATIONS = frozenset({"CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR", "FIRS
 
 def limits_author(decision: Enqueue) -> bool:
     """Whether the per-author limit applies to this decision (the store counts the author's jobs only then)."""
-    author = decision.job.details.get("author")
-    return bool(decision.guard and decision.guard.author_per_day and isinstance(author, str) and author)
+    return bool(decision.guard and decision.guard.author_per_day and decision.job.details.author)
 
 
 class MalformedPayload(ValueError):
@@ -234,6 +239,15 @@ def require_shape(event: str, payload: dict[str, Any]) -> None:
     if missing or foreign:
         problem = f"has no {', '.join(missing)}" if missing else f"carries {', '.join(foreign)}"
         raise MalformedPayload(f"not a {event} payload: it {problem}")
+
+
+def _text(value: Any) -> str | None:
+    """``value`` when it is a non-empty string (an optional part of a payload), else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def _whole(value: Any) -> int | None:
+    return value if _is_int(value) else None
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -302,24 +316,21 @@ def decide_pull_request(
         trigger=TRIGGER_DRAFT if draft else TRIGGER_AUTO,
         priority=PRIORITY_AUTO,
         delay_seconds=debounce_seconds if action == "synchronize" else 0.0,
-        details={
-            "action": action,
-            "base_ref": _get(payload, "pull_request").get("base", {}).get("ref"),
-            "base_sha": _get(payload, "pull_request").get("base", {}).get("sha"),
-            "title": _get(payload, "pull_request").get("title"),
-            # The head this push replaced: the ordering signal admission trusts over a one-second updated_at.
-            **(
-                {"before": payload["before"]}
-                if action == "synchronize" and isinstance(payload.get("before"), str)
-                else {}
-            ),
-        },
+        details=JobDetails(
+            action=action,
+            base_ref=_text(_get(payload, "pull_request").get("base", {}).get("ref")),
+            base_sha=_text(_get(payload, "pull_request").get("base", {}).get("sha")),
+            title=_text(_get(payload, "pull_request").get("title")),
+            delivery_id=delivery_id or None,
+        ),
+        event_at=parse_time(_get(payload, "pull_request").get("updated_at")),
+        before_sha=_text(payload.get("before")) if action == "synchronize" else None,
     )
     pull = _get(payload, "pull_request")
     association = str(pull.get("author_association") or "").upper()
     login = _obj(pull.get("user")).get("login")
     if guard and guard.author_per_day and association in OUTSIDE_ASSOCIATIONS and isinstance(login, str) and login:
-        spec.details["author"] = login
+        spec = replace(spec, details=replace(spec.details, author=login))
         return Enqueue(spec, guard=Guard(reviews_per_day=guard.reviews_per_day, author_per_day=guard.author_per_day))
     daily = Guard(reviews_per_day=guard.reviews_per_day) if guard and guard.reviews_per_day else None
     return Enqueue(spec, guard=daily)
@@ -333,14 +344,14 @@ def _decide_retarget(payload: dict[str, Any], *, guard: Guard | None, delivery_i
     daily limit counts it."""
     if not isinstance(payload.get("changes"), dict) or not isinstance(payload["changes"].get("base"), dict):
         return Ignore("pull_request edited without a new base changes no code")
-    decision = decide_pull_request("opened", payload, guard=guard)
+    decision = decide_pull_request("opened", payload, guard=guard, delivery_id=delivery_id)
     if not isinstance(decision, Enqueue):
         return decision
-    base_sha = decision.job.details.get("base_sha")
+    base_sha = decision.job.details.base_sha
     spec = replace(
         decision.job,
         trigger=f"{TRIGGER_RETARGET}{delivery_id or base_sha}",
-        details={**decision.job.details, "action": "edited", "full": True},
+        details=replace(decision.job.details, action="edited", full=True),
     )
     return replace(decision, job=spec, supersede_older_heads=False)
 
@@ -364,11 +375,8 @@ def decide_observed_head(
     }
     decision = decide_pull_request("opened", payload, guard=guard)
     if isinstance(decision, Enqueue):
-        decision.job.details["action"] = action
-        event_at = parse_time(pull.get("updated_at"))
-        if event_at is not None:
-            decision.job.details["event_at"] = event_at
-        decision = replace(decision, observed=True)
+        spec = replace(decision.job, details=replace(decision.job.details, action=action))
+        decision = replace(decision, job=spec, observed=True)
     return decision
 
 
@@ -379,7 +387,13 @@ def _installation_id(payload: dict[str, Any]) -> int | None:
 
 
 def decide_comment(
-    action: str, payload: dict[str, Any], *, app_slug: str, bot_login: str, guard: Guard | None = None
+    action: str,
+    payload: dict[str, Any],
+    *,
+    app_slug: str,
+    bot_login: str,
+    guard: Guard | None = None,
+    delivery_id: str = "",
 ) -> Decision:
     """The decision for an ``issue_comment`` event: slash commands on pull requests."""
     from reviewer_app.core.commands import HELP_QUIET_SECONDS, help_text, is_bot, may_command, parse_command
@@ -455,12 +469,13 @@ def decide_comment(
         head_sha="",  # a comment does not name the head: the worker reviews the head it finds
         trigger=f"manual:{comment_id}",
         priority=PRIORITY_MANUAL,
-        details={
-            "full": command.verb == "full",
-            "requested_by": login,
-            "comment_id": comment_id,
-            **({"verify_permission": True} if verify else {}),
-        },
+        details=JobDetails(
+            full=command.verb == "full",
+            requested_by=login,
+            comment_id=comment_id,
+            verify_permission=verify,
+            delivery_id=delivery_id or None,
+        ),
     )
     accepted = () if verify else (react("+1"),)
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=accepted)
@@ -526,7 +541,9 @@ def decide_rerun(
         head_sha=head,
         trigger=f"rerun:{delivery_id}",
         priority=PRIORITY_MANUAL,
-        details={"full": True, "rerun_of": node.get("id"), **({"requested_by": sender} if sender else {})},
+        details=JobDetails(
+            full=True, rerun_of=_whole(node.get("id")), requested_by=sender, delivery_id=delivery_id or None
+        ),
     )
     # A requested review: it follows the pull request to its newest head and supersedes nothing. Like `/review`, it
     # counts against both budget limits (a refusal shows on the head's check run; there is no comment to react on).

@@ -29,18 +29,47 @@ _ENDINGS = {
     REPO_REMOVED: CancelReason.REPO_REMOVED,
     NO_ACCESS: CancelReason.NO_ACCESS,
 }
+# The outcome prefix of an automatic job whose head an earlier job already reviewed (a draft reviewed with
+# `drafts: true`, then marked ready): its check run, if it had one, completes as success, not as skipped.
+COVERED_PREFIX = "covered: "
 _PREFIXES = (
     ("skipped: ", CancelReason.SKIPPED),
-    ("covered: ", CancelReason.COVERED),
+    (COVERED_PREFIX, CancelReason.COVERED),
     ("refused: ", CancelReason.REFUSED),
 )
 
 
+# A job cancelled for one of these ended with its episode: history, not an answer for its head once the pull
+# request (or the installation, or the repository) is back.
+EPISODE_ENDED = frozenset(
+    {
+        CancelReason.PR_CLOSED,
+        CancelReason.UNINSTALLED,
+        CancelReason.SUSPENDED,
+        CancelReason.REPO_REMOVED,
+        CancelReason.NO_ACCESS,
+    }
+)
+
+
 def cancel_reason(outcome: str) -> CancelReason:
-    """The reason a cancelled job's outcome text gives."""
+    """The reason a cancelled job's outcome text gives: for the writers, which name the outcome in words (and for
+    the migration that filled the column in for older rows). Readers read the column."""
     if outcome in _ENDINGS:
         return _ENDINGS[outcome]
     for prefix, reason in _PREFIXES:
         if outcome.startswith(prefix):
             return reason
     return CancelReason.OTHER
+
+
+def ended_with_episode(reason: CancelReason | None) -> bool:
+    """Whether a job cancelled for ``reason`` ended because its episode did (PR closed, app uninstalled or
+    suspended, repository removed)."""
+    return reason in EPISODE_ENDED
+
+
+def explanation(outcome: str | None, reason: CancelReason) -> str:
+    """A cancelled job's outcome for people, without the word its reason already says ("skipped: ", ...)."""
+    prefix = next((p for p, r in _PREFIXES if r == reason), "")
+    return (outcome or "").removeprefix(prefix)

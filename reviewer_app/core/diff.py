@@ -133,19 +133,3 @@ def parse_patch(
 
 def _diff_line(line: Line) -> DiffLine:
     return DiffLine(_KINDS[line.line_type], line.source_line_no, line.target_line_no, line.value.rstrip("\r\n"))
-
-
-def numbered_patch(file_diff: FileDiff) -> str:
-    """The hunks with new-side line numbers in a left column, so the model can cite lines it may comment on.
-
-    Removed lines carry no number: only new-side (RIGHT) lines can take an inline comment.
-    """
-    width = len(str(max((h.new_start + h.new_length for h in file_diff.hunks), default=0)))
-    out: list[str] = []
-    for hunk in file_diff.hunks:
-        out.append(hunk.header)
-        for ln in hunk.lines:
-            number = "" if ln.new_line is None else str(ln.new_line)
-            sign = {"added": "+", "removed": "-", "context": " "}[ln.kind]
-            out.append(f"{number:>{width}} {sign} {ln.text}".rstrip())
-    return "\n".join(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from reviewer_app.core.markers import fenced_lines, neutralise, strip_markers
+from reviewer_app.core.markers import fenced_lines, safe_for_github, strip_markers
 
 # Tags GitHub renders and that cannot hide, frame or ping anything; ``details`` may carry ``open``.
 ALLOWED_TAGS = frozenset({"details", "summary", "sub", "sup", "br", "code"})
@@ -17,7 +17,7 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def publishable(text: str, max_chars: int) -> str:
-    """``text`` safe to publish (see ``neutralise``: no markers, no pings, no comments or stray HTML blocks) that
+    """``text`` safe to publish (see ``safe_for_github``: no markers, no pings, no comments or stray HTML blocks) that
     still renders the harmless HTML in ALLOWED_TAGS, and shows any other tag as text instead of losing it to
     GitHub's sanitiser (``Optional<Path>``). Inline code spans and fenced code are left as they are.
 
@@ -27,7 +27,7 @@ def publishable(text: str, max_chars: int) -> str:
     section of ours (a ``</details>`` in a folded comment would otherwise close our fold)."""
     budget = max_chars
     while True:
-        out = _allow_html(neutralise(text, budget))
+        out = _allow_html(safe_for_github(text, budget))
         if len(out) <= max_chars or budget <= 1:
             return out
         budget = max(1, budget - (len(out) - max_chars))
@@ -42,7 +42,7 @@ def inline_text(text: str, max_chars: int) -> str:
         spans = _code_spans(flat)
         unmatched = [m.group(0) for m in _BACKTICKS.finditer(flat) if not any(a <= m.start() < b for a, b in spans)]
         flat += (unmatched[-1] if unmatched else "") + "…"  # cut inside a code span: close it
-    line = neutralise(flat, max_chars + 8).replace("\n", " ")
+    line = safe_for_github(flat, max_chars + 8).replace("\n", " ")
     return _outside_code(line, lambda part: part.replace("<", "&lt;"))
 
 

@@ -130,8 +130,9 @@ _FENCE_OPEN = re.compile(r"^(?:(`{3,})[^`]*|(~{3,}).*)$")
 _TRUNCATED = "\n\n…(truncated)"
 
 
-def neutralise(text: str, max_chars: int) -> str:
-    """Untrusted text made safe to publish: no markers, no pings, no HTML, at most ``max_chars`` long.
+def safe_for_github(text: str, max_chars: int) -> str:
+    """Untrusted text made safe to publish on GitHub (a review, a check run): no markers, no pings, no HTML, at
+    most ``max_chars`` long. (Untrusted text in the model's prompt is escaped by review/prompt.escape_frame_tags.)
 
     Every "@" (and every entity spelling one) becomes "@" and a zero-width space, so GitHub resolves no mention
     whatever surrounds it; e-mail addresses too, since GitHub tells them from mentions only after rendering, where
@@ -144,7 +145,7 @@ def neutralise(text: str, max_chars: int) -> str:
         raise ValueError(f"max_chars must be positive, got {max_chars}")
     # CommonMark ends lines at \r too; splitting only at \n would let us misplace fences.
     text = _CONTROL.sub("", strip_markers(text.replace("\r\n", "\n").replace("\r", "\n")))
-    lines, fence = _neutralise_lines(text.split("\n"))
+    lines, fence = _safe_lines(text.split("\n"))
     out = "\n".join(lines)
     if len(out) + len(_closing(fence)) <= max_chars:
         return out + _closing(fence)
@@ -178,7 +179,7 @@ def fenced_lines(lines: list[str]) -> tuple[list[bool], str | None]:
     return flags, fence
 
 
-def _neutralise_lines(lines: list[str]) -> tuple[list[str], str | None]:
+def _safe_lines(lines: list[str]) -> tuple[list[str], str | None]:
     """Each line neutralised, and the fence still open at the end (None when closed)."""
     flags, fence = fenced_lines(lines)
     out = [

@@ -30,19 +30,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, EPISODE_ENDINGS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue
+from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue
 
 # How a job ended that still answers for its revision: a request with the same revision key is a duplicate.
 LIVE_STATES = ("queued", "running", "succeeded")
 PENDING_STATES = ("queued", "running")
 
 PAUSED_SKIP = "skipped: automatic reviews are paused on this pull request; comment /review resume to resume them"
-
-
-def ended_with_episode(outcome: str | None) -> bool:
-    """Whether a cancelled job ended because its episode did (PR closed, app uninstalled or suspended, repository
-    removed): history, not an answer for its head once the pull request is back."""
-    return (outcome or "") in EPISODE_ENDINGS
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +97,8 @@ def order(new_head: str, new_before: str | None, new_at: float | None, old: Pend
 def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
     """The plan for one Enqueue decision over the PR's facts (pure; the store applies it in one transaction)."""
     spec = decision.job
-    before = spec.details.get("before")
-    before = before if isinstance(before, str) and before else None
-    event_at = spec.details.get("event_at")
-    event_at = event_at if isinstance(event_at, int | float) else None
+    before = spec.before_sha
+    event_at = spec.event_at
     automatic = decision.automatic and (spec.trigger in AUTOMATIC_TRIGGERS or spec.trigger.startswith(TRIGGER_RETARGET))
     follow: tuple[int, ...] = ()
     if spec.head_sha and decision.supersede_older_heads:

@@ -65,3 +65,45 @@ class InlineComment:
     start_line: int | None = None
     suggestion: str | None = None
     fallback: str | None = None
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+@dataclass(frozen=True)
+class ReviewCounts:
+    """What a review covered, for the body's footer and the check run; findings counted by severity."""
+
+    files_reviewed: int
+    inline: int
+    moved: int
+    not_covered: int
+    critical: int = 0
+    warning: int = 0
+    suggestion: int = 0
+    nit: int = 0
+
+    @property
+    def findings(self) -> int:
+        return self.critical + self.warning + self.suggestion + self.nit
+
+    def by_severity(self) -> dict[str, int]:
+        return {s: getattr(self, s) for s in SEVERITIES}
+
+    def severities(self) -> str:
+        """ "2 criticals, 1 nit": the severities found, most severe first."""
+        return ", ".join(plural(n, s) for s, n in self.by_severity().items() if n)
+
+    def line(self) -> str:
+        """The one line that counts what a review covered (the review's footer, the check run's last line)."""
+        parts = [f"{plural(self.files_reviewed, 'file')} reviewed"]
+        if self.findings:
+            parts.append(f"{plural(self.findings, 'finding')} ({self.severities()})")
+        if self.inline:
+            parts.append(f"{plural(self.inline, 'inline comment')}")
+        if self.moved:
+            parts.append(f"{plural(self.moved, 'comment')} outside the diff")
+        if self.not_covered:
+            parts.append(f"{plural(self.not_covered, 'file')} not reviewed")
+        return " · ".join(parts)

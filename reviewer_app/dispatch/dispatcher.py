@@ -184,7 +184,7 @@ class Dispatcher:
             ctx = JobContext(job=job, lease=lease, store=self.store, clock=self.clock, metrics=self.metrics)
             # This task and the runner's tasks log with the job's context from here on.
             bind_log_context(
-                delivery=job.details.get("delivery_id"),
+                delivery=job.details.delivery_id,
                 job_id=job.id,
                 repo=job.repo_full_name,
                 pr=job.pr_number,

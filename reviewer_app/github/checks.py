@@ -1,30 +1,21 @@
-"""Check runs per revision: what each job's check run should show, and the duty that keeps it so."""
+"""Check runs per revision: each job's one check run, created and updated by the worker and by the duty that keeps
+it in step with its job (what it shows is in check_run_text.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from reviewer_app.core.admission import TRIGGER_DRAFT
-from reviewer_app.core.batching import WAITING_PREFIX
+from reviewer_app.core.cancel_reasons import CancelReason
 from reviewer_app.core.errors import InstallationUnavailable, JobError, LeaseLost, PermanentError, RateLimited
 from reviewer_app.core.states import PENDING, JobState
+from reviewer_app.github.check_run_text import CheckView, check_key, desired_check
 from reviewer_app.github.client import GitHubClient
-from reviewer_app.review.render import (
-    CONCLUSIONS,
-    ReviewCounts,
-    check_cancelled,
-    check_failed,
-    check_reviewed,
-    check_superseded,
-    neutralise,
-)
 from reviewer_app.store.base import Job, Store
 
 if TYPE_CHECKING:
@@ -33,32 +24,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECK_NAME = "reviewer-app"
-_SHA = re.compile(r"\b[0-9a-f]{40}\b")
-
-
-@dataclass(frozen=True)
-class CheckView:
-    """What a check run should show for a job; ``key`` is stored once GitHub shows it."""
-
-    key: str
-    status: str
-    title: str
-    summary: str
-    conclusion: str | None = None
-
-    def output(self) -> dict[str, str]:
-        # The summary is Markdown and may quote an error, a login or .github/reviewer.yml: neutralised as a whole
-        # (our own text has nothing neutralise changes), so no part of it can ping or hide anything.
-        return {"title": self.title[:255], "summary": neutralise(self.summary, 60000)}
 
 
 def external_id(job_id: int) -> str:
     return f"reviewer-app-job-{job_id}"
-
-
-# The outcome prefix of an automatic job whose head an earlier job already reviewed (a draft reviewed with
-# `drafts: true`, then marked ready): its check run, if it had one, completes as success, not as skipped.
-COVERED_PREFIX = "covered: "
 
 
 # How long one process may take to create a job's check run before another may try (it looks for the first one's
@@ -70,90 +39,6 @@ SYNC_ROUNDS = 3
 
 # Records that the job's check run (its id) shows the phase `key`; False when the writer's guard refused it.
 Record = Callable[[int, str], Awaitable[bool]]
-
-
-def check_key(job: Job) -> str:
-    if job.state == JobState.QUEUED:
-        return f"queued:{job.attempts}"
-    if job.state == JobState.RUNNING:
-        return f"in_progress:{job.attempts}"
-    return "completed"
-
-
-def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
-    """The check run a job's state calls for (pure). A published review concludes as its repository's rule says
-    (`conclusions` in .github/reviewer.yml: by default ``neutral`` with a critical finding, ``success`` otherwise;
-    ``failure`` only where a repository asks for it). Otherwise only ``success``, ``neutral``, ``skipped`` and
-    ``cancelled`` are used, and a failed review is ``neutral``."""
-    key = check_key(job)
-    if job.state == JobState.QUEUED:
-        if (job.last_error or "").startswith(WAITING_PREFIX):  # [batches] deferred while its batch runs
-            return CheckView(
-                key,
-                "queued",
-                "Waiting for a batch review",
-                "The review was sent through Anthropic's Message Batches (half price) and is posted when the batch "
-                "ends, within 24 hours.",
-            )
-        if job.attempts == 0:
-            return CheckView(
-                key,
-                "queued",
-                "Waiting for a review slot",
-                "The review is queued and starts as soon as a worker slot is free.",
-            )
-        return CheckView(
-            key,
-            "queued",
-            f"Retrying after attempt {job.attempts}",
-            f"Attempt {job.attempts} did not finish: {job.last_error or 'unknown error'}. It will be tried again.",
-        )
-    if job.state == JobState.RUNNING:
-        return CheckView(key, "in_progress", "Reviewing", f"Claude is reviewing commit {job.head_sha}.")
-    if job.state == JobState.SUCCEEDED:
-        c = (job.details or {}).get("counts") or {}
-        counts = ReviewCounts(**{f.name: int(c.get(f.name, 0)) for f in fields(ReviewCounts)})
-        report = (job.details or {}).get("report") or {}
-        title, summary = check_reviewed(counts, head_sha=job.head_sha, report=report)
-        problems = (job.details or {}).get("config_errors") or []
-        if problems:
-            summary += "\n\n**Problems in .github/reviewer.yml** (defaults applied):\n" + "\n".join(
-                f"- {p}" for p in problems
-            )
-        conclusion = report.get("conclusion")
-        return CheckView(key, "completed", title, summary, conclusion if conclusion in CONCLUSIONS else "success")
-    if job.state == JobState.SUPERSEDED:
-        sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
-        title, summary = check_superseded(sha)
-        return CheckView(key, "completed", title, summary, "skipped")
-    if job.state == JobState.CANCELLED and (job.outcome or "").startswith("skipped: "):
-        reason = (job.outcome or "")[len("skipped: ") :]
-        return CheckView(key, "completed", "Review skipped", f"No review was run: {reason}.", "skipped")
-    if job.state == JobState.CANCELLED and (job.outcome or "").startswith(COVERED_PREFIX):
-        reason = (job.outcome or "")[len(COVERED_PREFIX) :]
-        return CheckView(key, "completed", "Already reviewed", f"No new review: {reason}.", "success")
-    if job.state == JobState.CANCELLED and (job.outcome or "").startswith("refused: "):
-        reason = (job.outcome or "")[len("refused: ") :]
-        return CheckView(
-            key,
-            "completed",
-            "Review skipped: budget limit reached",
-            f"No review was run: the {reason}. The limits are set by the operator "
-            "(REVIEWER_MAX_REVIEWS_PER_DAY, REVIEWER_MAX_MANUAL_PER_PR_HOUR).",
-            "neutral",
-        )
-    if job.state == JobState.CANCELLED:
-        title, summary = check_cancelled(job.outcome or "the review was cancelled")
-        return CheckView(key, "completed", title, summary, "cancelled")
-    title, summary = check_failed(
-        job.attempts, job.last_error or "unknown error", retry_hint="A maintainer can re-run this check to try again."
-    )
-    return CheckView(key, "completed", title, summary, "neutral")
-
-
-def _first_sha(text: str) -> str | None:
-    m = _SHA.search(text)
-    return m.group(0) if m else None
 
 
 class CheckRuns:
@@ -293,7 +178,7 @@ class CheckRuns:
         """Bring the job's check run to the job's phase as read; False when the job changed meanwhile."""
         # A job that ended saying why no review came (skipped: paused, turned off, a draft; refused: a budget)
         # explains its head: its check run is opened even if it was never shown before.
-        explains = (job.outcome or "").startswith(("refused: ", "skipped: "))
+        explains = job.state == JobState.CANCELLED and job.cancel_reason in (CancelReason.REFUSED, CancelReason.SKIPPED)
         if job.check_run_id is None and job.state in (JobState.SUPERSEDED, JobState.CANCELLED) and not explains:
             if job.check_run_claim is not None and await self._find_unrecorded(job) is not None:
                 job = await self.store.get_job(job.id) or job  # a run was made after all: close it below

@@ -16,9 +16,9 @@ from reviewer_app.core.admission import (
     MalformedPayload,
     decide_observed_head,
 )
+from reviewer_app.core.cancel_reasons import ended_with_episode
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import parse_markers
-from reviewer_app.core.pr_work import ended_with_episode
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time
 from reviewer_app.dispatch.duty import PeriodicDuty
@@ -99,7 +99,7 @@ def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
     newest = max(mine, key=lambda j: j.id)
     if newest.state in PENDING or newest.state == JobState.FAILED:
         return True
-    return newest.state == JobState.CANCELLED and not ended_with_episode(newest.outcome)
+    return newest.state == JobState.CANCELLED and not ended_with_episode(newest.cancel_reason)
 
 
 def sweep_delivery_id(

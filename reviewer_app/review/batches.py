@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
@@ -23,6 +23,7 @@ from anthropic.types import Message
 
 from reviewer_app.core.batching import SUCCEEDED, WAITING_PREFIX, BatchPolicy, batch_reason, custom_id
 from reviewer_app.core.errors import Deferred, PermanentError, TransientError
+from reviewer_app.core.job_records import PartAnswer
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.review.claude import ClaudeReviewer, MalformedAnswer, answer_from, map_api_error
 from reviewer_app.store.base import BatchRequest, Store, Usage
@@ -101,7 +102,7 @@ class Batches:
         job = ctx.job
         reason = batch_reason(
             trigger=job.trigger,
-            action=job.details.get("action"),
+            action=job.details.action,
             repo_batch=repo_batch,
             waited_seconds=ctx.clock() - job.created_at,
             tools=tools,
@@ -124,7 +125,7 @@ class BatchRoute:
         self._to_send: list[tuple[str, str, dict[str, Any]]] = []  # (custom_id, part key, request)
         self._out: set[str] = set()  # batch ids a part waits on
 
-    async def answer(self, key: str, blocks: Sequence[str], *, shared: bool) -> dict[str, Any] | Pending | None:
+    async def answer(self, key: str, blocks: Sequence[str], *, shared: bool) -> PartAnswer | Pending | None:
         """The part's answer from its batch, PENDING while it is out (or about to be sent), or None: ask it now."""
         job = self._ctx.job
         name = custom_id(job.id, key)
@@ -155,7 +156,7 @@ class BatchRoute:
             )
             return None
         log.info("job %s: answer for part %s came from Message Batch %s", job.id, key, request.batch_id)
-        return {"summary": answer.summary, "comments": [asdict(c) for c in answer.comments], "model": answer.model}
+        return PartAnswer(answer.summary, answer.comments, answer.model)
 
     async def defer(self) -> None:
         """Send what is to be sent, record it with the job, and defer the job while any part waits on a batch."""

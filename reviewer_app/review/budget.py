@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 
 from pathspec import GitIgnoreSpec
 
-from reviewer_app.core.diff import FileDiff, numbered_patch
+from reviewer_app.core.diff import FileDiff
 from reviewer_app.review.selection import SkippedFile
 
 REASON_LARGER_THAN_BUDGET = "larger than the token budget"
@@ -136,14 +136,15 @@ def plan_parts(
     max_input_tokens: int,
     fixed_overhead_tokens: int,
     estimate: Callable[[str], int],
+    render: Callable[[FileDiff], str],
     max_parts: int = DEFAULT_MAX_PARTS,
-    render: Callable[[FileDiff], str] = numbered_patch,
     fallback_render: Callable[[FileDiff], str] | None = None,
     last: Collection[str] = (),
 ) -> BudgetPlan:
     """Place files, in ``review_order``, into at most ``max_parts``.
 
-    Each part's estimate (``fixed_overhead_tokens`` plus ``estimate(render(file))`` for its files) stays within
+    ``render`` is what the model is sent of a file (the prompt's own rendering: the estimate is of the text that
+    goes out). Each part's estimate (``fixed_overhead_tokens`` plus ``estimate(render(file))`` for its files) stays within
     ``max_input_tokens``. A source file and its tests go into one part when they fit there together; otherwise
     each file goes into the first part with room for it (first fit), so a small file can fill a gap an earlier,
     larger file left. A file that does not fit rendered with ``render`` is tried with ``fallback_render``.

@@ -14,7 +14,7 @@ from typing import Any
 
 from reviewer_app.core.errors import JobError, RateLimited
 from reviewer_app.github.client import GitHubClient
-from reviewer_app.review.prompt import REVIEW_TOOL_NAME, neutralize
+from reviewer_app.review.prompt import REVIEW_TOOL_NAME, escape_frame_tags
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class RepositoryTools:
         if body is None:
             return f"no such {'file' if name == READ_FILE else 'directory'} at the head commit: {path}", True
         attrs = f'tool="{name}" path="{html.escape(path, quote=True)}"'
-        return f"<tool_output {attrs}>\n{neutralize(body)}\n</tool_output>", False
+        return f"<tool_output {attrs}>\n{escape_frame_tags(body)}\n</tool_output>", False
 
     async def _read(self, path: str, start: object, end: object, room: int) -> str | None:
         entry = await self.github.get_contents(self.installation_id, self.repo, path, self.head_sha)

@@ -7,7 +7,7 @@ import hashlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 import cachetools
@@ -23,6 +23,7 @@ from reviewer_app.core.admission import (
     decide_observed_head,
 )
 from reviewer_app.core.anchoring import anchor
+from reviewer_app.core.cancel_reasons import COVERED_PREFIX
 from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import (
     Cancelled,
@@ -33,12 +34,14 @@ from reviewer_app.core.errors import (
     Settled,
     Superseded,
 )
+from reviewer_app.core.job_records import CheckReport, ModelProgress, PartAnswer, StoredAnswer
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
-from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment
+from reviewer_app.core.review_model import SEVERITIES, ModelAnswer, ModelComment, ReviewCounts
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
-from reviewer_app.github.checks import COVERED_PREFIX, CheckRuns, desired_check
+from reviewer_app.github.check_run_text import MAX_CHECK_SUMMARY_CHARS, conclusion_for, desired_check
+from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
 from reviewer_app.review.batches import PENDING, Batches
 from reviewer_app.review.budget import plan_parts
@@ -57,10 +60,7 @@ from reviewer_app.review.prompt import (
 )
 from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.render import (
-    MAX_CHECK_SUMMARY_CHARS,
     Links,
-    ReviewCounts,
-    conclusion_for,
     group_by_reason,
     inline_comment,
     not_reviewed_line,
@@ -72,8 +72,6 @@ from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.store.base import Delivery, Usage
 
 log = logging.getLogger(__name__)
-
-PROGRESS_KEY = "model_progress"  # job details: finished parts and tool turns of a model answer not yet stored
 
 PERMISSION_CACHE_SECONDS = 60.0
 
@@ -134,7 +132,7 @@ class ReviewPipeline:
         inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
         if inst is None:
             raise Cancelled("the event carried no installation; the app cannot act on this repository")
-        if job.details.get("verify_permission"):
+        if job.details.verify_permission:
             await self._check_requester(ctx)
         pr = await self.github.get_pull(inst, repo, number)
         if not job.head_sha:
@@ -169,17 +167,16 @@ class ReviewPipeline:
             scope = await self._scope(ctx, selection, ignore)
             stored = await self._ask_model(ctx, pr, scope, rc)
             # The answer replaces the progress it was built from (finished parts, tool turns).
-            details = {k: v for k, v in ctx.job.details.items() if k != PROGRESS_KEY}
+            details = replace(ctx.job.details, model_progress=None)
             await ctx.checkpoint(answer=stored, details=details)
             job = ctx.job = replace(ctx.job, details=details)
         else:
             log.info("job %s: publishing the stored model answer (no new model call)", job.id)
-        summary = stored["summary"]
+        summary = stored.summary
         unlisted = _unlisted_files(pr, len(files))
         if unlisted:
             summary = f"{unlisted}\n\n{summary}"
-        comments = [ModelComment(**c) for c in stored["comments"]]
-        not_covered = [tuple(x) for x in stored["not_covered"]]
+        comments, not_covered = stored.comments, stored.not_covered
         # Nits never go inline: folded in the body when the repository wants them, otherwise not shown.
         nits = [c for c in comments if c.rank == "nit"] if rc.nits == "fold" else []
         anchored = anchor([c for c in comments if c.rank != "nit"], diffs)
@@ -187,7 +184,7 @@ class ReviewPipeline:
             [*(c.severity for c in anchored.inline), *(c.rank for c in anchored.moved), *("nit" for _ in nits)]
         )
         counts = ReviewCounts(
-            files_reviewed=stored["files_reviewed"],
+            files_reviewed=stored.files_reviewed,
             inline=len(anchored.inline),
             moved=len(anchored.moved),
             not_covered=len(not_covered),
@@ -200,31 +197,31 @@ class ReviewPipeline:
             moved_comments=anchored.moved,
             nits=nits,
             not_covered=not_covered,
-            incremental_note=stored.get("incremental_note"),
+            incremental_note=stored.incremental_note,
             marker=make_marker(job.id, job.head_sha),
             counts=counts,
             links=links,
         )
 
         review_id = await self._publish_once(ctx, body, [inline_comment(c) for c in anchored.inline])
-        report = {
-            "summary": publishable(summary, MAX_CHECK_SUMMARY_CHARS) if summary.strip() else "",
-            "top": [f.entry for f in top_findings(anchored.inline, anchored.moved, links)],
-            "review_url": f"{links.pr_url}#pullrequestreview-{review_id}",
-            "not_reviewed": not_reviewed_line(group_by_reason(not_covered)),
-            "conclusion": conclusion_for(counts, rc.conclusions),
-        }
+        report = CheckReport(
+            summary=publishable(summary, MAX_CHECK_SUMMARY_CHARS) if summary.strip() else "",
+            top=tuple(f.entry for f in top_findings(anchored.inline, anchored.moved, links)),
+            review_url=f"{links.pr_url}#pullrequestreview-{review_id}",
+            not_reviewed=not_reviewed_line(group_by_reason(not_covered)),
+            conclusion=conclusion_for(counts, rc.conclusions),
+        )
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(
             review_id=review_id,
             **({"check_run_id": check_run_id} if check_run_id else {}),
-            details={
-                **job.details,
-                "counts": asdict(counts),
-                "report": report,
-                "incremental": bool(stored.get("incremental_note")),
-                "config_errors": list(rc.errors),
-            },
+            details=replace(
+                job.details,
+                counts=counts,
+                report=report,
+                incremental=bool(stored.incremental_note),
+                config_errors=tuple(rc.errors),
+            ),
         )
         return (
             f"reviewed: {counts.findings} finding(s), {counts.inline} inline comment(s), {counts.moved} in the "
@@ -237,7 +234,7 @@ class ReviewPipeline:
         user, so a retry adds nothing); a refusal is a visible skip."""
         job = ctx.job
         assert job.installation_id is not None
-        login, comment_id = str(job.details.get("requested_by") or ""), job.details.get("comment_id")
+        login, comment_id = job.details.requested_by or "", job.details.comment_id
         key = (job.installation_id, job.repo_full_name, login)
         permission = self._permissions.get(key)
         if permission is None:
@@ -341,7 +338,7 @@ class ReviewPipeline:
         job = ctx.job
         assert job.installation_id is not None
         full = Scope(selection, None)
-        if job.details.get("full"):
+        if job.details.full:
             return full
         last = await ctx.store.last_reviewed_head(job.repo_id, job.pr_number)
         if not last or last == job.head_sha:
@@ -403,7 +400,7 @@ class ReviewPipeline:
             result.job_id,
         )
 
-    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> dict[str, Any]:
+    async def _ask_model(self, ctx: JobContext, pr: dict[str, Any], scope: Scope, rc: RepoConfig) -> StoredAnswer:
         job = ctx.job
         assert job.installation_id is not None
         inst = job.installation_id
@@ -488,12 +485,9 @@ class ReviewPipeline:
         tools = self._tools(job.installation_id, job.repo_full_name, job.head_sha, rc)
         # [batches] A part may be answered by a Message Batch (half price) instead of a call now.
         route = await self.batches.route(ctx, repo_batch=rc.batch, tools=tools is not None) if self.batches else None
-        progress: dict[str, Any] = dict(ctx.job.details.get(PROGRESS_KEY) or {})
-        progress.setdefault("parts", {})
-        progress.setdefault("turns", {})
 
-        async def save() -> None:
-            details = {**ctx.job.details, PROGRESS_KEY: progress}
+        async def save(progress: ModelProgress) -> None:
+            details = replace(ctx.job.details, model_progress=progress)
             await ctx.checkpoint(details=details)
             ctx.job = replace(ctx.job, details=details)
 
@@ -504,7 +498,7 @@ class ReviewPipeline:
             )
             blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts)), tools))
             key = hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
-            done = progress["parts"].get(key)
+            done = _progress(ctx).parts.get(key)
             if done is None:
                 # The head read at the start may be minutes old by now (reading context, an earlier part): a push
                 # since then makes this call pointless, and pushing right after a review starts is free to anyone.
@@ -514,29 +508,29 @@ class ReviewPipeline:
                 batched = await route.answer(key, blocks, shared=len(plan.parts) > 1) if route else None
                 if batched is PENDING:
                     continue
-                if isinstance(batched, dict):
-                    progress["parts"][key] = done = batched
-                    await save()
+                if isinstance(batched, PartAnswer):
+                    done = batched
+                    await save(_progress(ctx).with_part(key, done))
                 else:
-                    done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, progress, key, save)
-            model = done["model"]
-            summaries.append(done["summary"].strip())
-            comments.extend(ModelComment(**c) for c in done["comments"])
+                    done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, key, save)
+            model = done.model
+            summaries.append(done.summary.strip())
+            comments.extend(done.comments)
         if route is not None:
             await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
         if not plan.parts:
             summaries.append("There was nothing in this pull request that the reviewer reviews.")
         not_covered = [(s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]]
-        return {
+        return StoredAnswer(
             # One summary, however many parts: each part's risks, joined (a part told to give only those).
-            "summary": " ".join(dict.fromkeys(s for s in summaries if s)),
-            "comments": [asdict(c) for c in comments],
-            "not_covered": not_covered,
-            "files_reviewed": sum(len(p) for p in plan.parts),
-            "model": model,
-            "parts": len(plan.parts),
-            "incremental_note": scope.note,
-        }
+            summary=" ".join(dict.fromkeys(s for s in summaries if s)),
+            comments=tuple(comments),
+            not_covered=tuple(not_covered),
+            files_reviewed=sum(len(p) for p in plan.parts),
+            model=model,
+            parts=len(plan.parts),
+            incremental_note=scope.note,
+        )
 
     def _tools(self, installation_id: int, repo: str, head_sha: str, rc: RepoConfig) -> RepositoryTools | None:
         """The read-only repository tools, when the repository (or the server's default) opts in."""
@@ -551,10 +545,9 @@ class ReviewPipeline:
         blocks: list[str],
         shared: bool,
         tools: RepositoryTools | None,
-        progress: dict[str, Any],
         key: str,
-        save: Callable[[], Awaitable[None]],
-    ) -> dict[str, Any]:
+        save: Callable[[ModelProgress], Awaitable[None]],
+    ) -> PartAnswer:
         """Ask the model about one part. Each tool turn is checkpointed with the job as it completes (a resumed
         attempt replays the stored turns instead of paying for them again), and so is a finished part of a large
         review. Every turn's tokens go to the usage ledger as soon as they are spent."""
@@ -577,8 +570,7 @@ class ReviewPipeline:
 
         async def on_turn(turn: dict[str, Any]) -> None:
             await record()
-            progress["turns"].setdefault(key, []).append(turn)
-            await save()
+            await save(_progress(ctx).with_turn(key, turn))
 
         try:
             # The first block (framing, description, file list) is the same in every part: cached once for all.
@@ -587,17 +579,15 @@ class ReviewPipeline:
                 meter=meter,
                 shared_blocks=1 if shared else 0,
                 tools=tools,
-                turns=progress["turns"].get(key, ()),
+                turns=_progress(ctx).turns.get(key, ()),
                 on_turn=on_turn,
             )
         finally:
             # What was paid for is on record, even when the call failed or the process dies next.
             await record()
-        done = {"summary": answer.summary, "comments": [asdict(c) for c in answer.comments], "model": answer.model}
-        progress["parts"][key] = done
-        progress["turns"].pop(key, None)
+        done = PartAnswer(answer.summary, answer.comments, answer.model)
         if shared:
-            await save()  # a later part that fails does not cost this one again
+            await save(_progress(ctx).with_part(key, done))  # a later part that fails does not cost this one again
         return done
 
     async def _publish_once(self, ctx: JobContext, body: str, comments: list[dict[str, object]]) -> int:
@@ -658,6 +648,11 @@ class ReviewPipeline:
         reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
         found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
         return None if found is None else int(found["id"])
+
+
+def _progress(ctx: JobContext) -> ModelProgress:
+    """The job's model answer not yet stored (finished parts, tool turns), as last saved."""
+    return ctx.job.details.model_progress or ModelProgress()
 
 
 def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:

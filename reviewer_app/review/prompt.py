@@ -219,8 +219,9 @@ class PromptPR:
     nits: bool = False  # trusted: the repository wants nits too (`nits: fold`), shown folded
 
 
-def neutralize(text: str) -> str:
-    """Escape anything in untrusted text that could open or close one of our framing tags."""
+def escape_frame_tags(text: str) -> str:
+    """Untrusted text made safe to put in the model's prompt: anything that could open or close one of our framing
+    tags escaped. (What is published on GitHub is made safe by core/markers.safe_for_github.)"""
     return _FRAME_TAG_RE.sub(r"&lt;\1", text)
 
 
@@ -299,10 +300,10 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
 
     if pr.extra_instructions and pr.extra_instructions.strip():
         instructions = _truncate(pr.extra_instructions.strip(), MAX_EXTRA_INSTRUCTIONS_CHARS)
-        parts.append(f"<{_INSTRUCTIONS_TAG}>\n{neutralize(instructions)}\n</{_INSTRUCTIONS_TAG}>")
+        parts.append(f"<{_INSTRUCTIONS_TAG}>\n{escape_frame_tags(instructions)}\n</{_INSTRUCTIONS_TAG}>")
 
-    title = neutralize(_truncate(pr.title.strip(), MAX_TITLE_CHARS))
-    description = neutralize(_truncate(pr.description.strip(), MAX_DESCRIPTION_CHARS)) or "(no description)"
+    title = escape_frame_tags(_truncate(pr.title.strip(), MAX_TITLE_CHARS))
+    description = escape_frame_tags(_truncate(pr.description.strip(), MAX_DESCRIPTION_CHARS)) or "(no description)"
     overview = _overview(pr.changed_files)
     parts.append(
         f"<{_DATA_TAG}>\n"
@@ -342,7 +343,7 @@ def render_file(f: PromptFile) -> str:
     if f.previous_path:
         attrs += f' renamed_from="{html.escape(f.previous_path, quote=True)}"'
     note = f"[{f.context_note}]\n" if f.context_note else ""
-    return f"<file {attrs}>\n{note}{neutralize(annotate_file(f))}\n</file>"
+    return f"<file {attrs}>\n{note}{escape_frame_tags(annotate_file(f))}\n</file>"
 
 
 def _overview(rows: Sequence[OverviewRow]) -> str:
@@ -358,14 +359,16 @@ def _overview(rows: Sequence[OverviewRow]) -> str:
         left = Counter(rows[i].where for i in rank[MAX_OVERVIEW_ROWS:])
         tail = "; ".join(f"{n} {where}" for where, n in left.most_common(5))
         listed = [_overview_row(row) for i, row in enumerate(rows) if i in keep]
-        return "\n".join([*listed, f"- ... and {len(rows) - len(keep)} more files, not listed: {neutralize(tail)}"])
+        return "\n".join(
+            [*listed, f"- ... and {len(rows) - len(keep)} more files, not listed: {escape_frame_tags(tail)}"]
+        )
     return "\n".join(_overview_row(row) for row in rows)
 
 
 def _overview_row(row: OverviewRow) -> str:
     status = f"renamed from {row.previous_path}" if row.status == "renamed" and row.previous_path else row.status
     line = f"- {row.path} ({status}, +{row.additions} -{row.deletions}): {row.where}"
-    return neutralize(" ".join(line.split()))  # a path with a newline must not start a row of its own
+    return escape_frame_tags(" ".join(line.split()))  # a path with a newline must not start a row of its own
 
 
 def _truncate(text: str, limit: int) -> str:

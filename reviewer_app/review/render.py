@@ -1,33 +1,17 @@
-"""Pure builders for what we post: the review body and the check run's title and summary."""
+"""Pure builders for the review we post: its body, its inline comments, its index of findings (the check run's
+texts are in github/check_run_text.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
 from reviewer_app.core.markdown import inline_text, publishable
-from reviewer_app.core.markers import neutralise, strip_markers
-from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment
-
-__all__ = [
-    "CONCLUSIONS",
-    "Finding",
-    "Links",
-    "ReviewCounts",
-    "check_cancelled",
-    "check_failed",
-    "check_reviewed",
-    "check_superseded",
-    "conclusion_for",
-    "inline_comment",
-    "neutralise",
-    "not_reviewed_line",
-    "render_review_body",
-    "top_findings",
-]
+from reviewer_app.core.markers import safe_for_github, strip_markers
+from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment, ReviewCounts, plural
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses review bodies over 65,536 characters
 MAX_SUMMARY_CHARS = 20_000
@@ -35,35 +19,9 @@ MAX_MOVED_COMMENT_CHARS = 4_000
 MAX_REASON_CHARS = 1_000
 MAX_HEADLINE_CHARS = 120
 MAX_FALLBACK_CHARS = 4_000
-MAX_CHECK_SUMMARY_CHARS = 3_000
 TOP_FINDINGS = 5
 _BACKTICKS = re.compile(r"`+")
-_SHA = re.compile(r"[0-9a-fA-F]{7,64}")
 LABELS = {"critical": "🔴 Critical", "warning": "🟠 Warning", "suggestion": "🔵 Suggestion", "nit": "⚪ Nit"}
-# Check-run conclusions a repository may map a severity to, least severe first.
-CONCLUSIONS: tuple[str, ...] = ("success", "neutral", "failure")
-DEFAULT_CONCLUSIONS: Mapping[str, str] = {"critical": "neutral"}
-
-
-@dataclass(frozen=True)
-class ReviewCounts:
-    """What a review covered, for the body's footer and the check run; findings counted by severity."""
-
-    files_reviewed: int
-    inline: int
-    moved: int
-    not_covered: int
-    critical: int = 0
-    warning: int = 0
-    suggestion: int = 0
-    nit: int = 0
-
-    @property
-    def findings(self) -> int:
-        return self.critical + self.warning + self.suggestion + self.nit
-
-    def by_severity(self) -> dict[str, int]:
-        return {s: getattr(self, s) for s in SEVERITIES}
 
 
 @dataclass(frozen=True)
@@ -131,10 +89,10 @@ def render_review_body(
     """
     head: list[str] = []
     if incremental_note:
-        head.append(f"_{neutralise(incremental_note, 500)}_")
+        head.append(f"_{safe_for_github(incremental_note, 500)}_")
     summary_chars = min(MAX_SUMMARY_CHARS, max_chars // 3)
     head.append(publishable(summary.strip(), summary_chars) if summary.strip() else "_No summary._")
-    foot = [f"<sub>{_counts_line(counts)}</sub>", marker]
+    foot = [f"<sub>{counts.line()}</sub>", marker]
     room = max_chars - len("\n\n".join(head + foot)) - 2
 
     findings = [f.entry for f in top_findings(inline, moved_comments, links, limit=None)]
@@ -146,7 +104,7 @@ def render_review_body(
     parts = [
         ("### Findings", findings, "\n", "finding", None),
         ("### Outside the diff", moved, "\n\n", "comment", None),
-        ("", folded, "\n", "nit", f"{_plural(len(nits), 'nit')}, folded"),
+        ("", folded, "\n", "nit", f"{plural(len(nits), 'nit')}, folded"),
         ("", skipped, "\n", "line", not_reviewed_line(groups)),
     ]
     wanted = [p for p in parts if p[1]]
@@ -176,13 +134,7 @@ def not_reviewed_line(groups: Sequence[tuple[str, Sequence[str]]]) -> str:
     if not total:
         return ""
     reasons = ", ".join(f"{len(paths)} {inline_text(reason, 60)}" for reason, paths in groups)
-    return f"Not reviewed: {_plural(total, 'file')} ({reasons})"
-
-
-def conclusion_for(counts: ReviewCounts, rule: Mapping[str, str] = DEFAULT_CONCLUSIONS) -> str:
-    """The check run's conclusion: the strongest one ``rule`` maps a present severity to (``success`` otherwise)."""
-    present = [rule.get(s, "success") for s, n in counts.by_severity().items() if n]
-    return max(present, key=CONCLUSIONS.index, default="success")
+    return f"Not reviewed: {plural(total, 'file')} ({reasons})"
 
 
 def _index_entry(comment: ModelComment | InlineComment, url: str, *, with_label: bool = True) -> str:
@@ -263,81 +215,3 @@ def _code(text: str) -> str:
     fence = "`" * (1 + max((len(run) for run in _BACKTICKS.findall(text)), default=0))
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _severities(counts: ReviewCounts) -> str:
-    return ", ".join(_plural(n, s) for s, n in counts.by_severity().items() if n)
-
-
-def _counts_line(counts: ReviewCounts) -> str:
-    parts = [f"{_plural(counts.files_reviewed, 'file')} reviewed"]
-    if counts.findings:
-        parts.append(f"{_plural(counts.findings, 'finding')} ({_severities(counts)})")
-    if counts.inline:
-        parts.append(f"{_plural(counts.inline, 'inline comment')}")
-    if counts.moved:
-        parts.append(f"{_plural(counts.moved, 'comment')} outside the diff")
-    if counts.not_covered:
-        parts.append(f"{_plural(counts.not_covered, 'file')} not reviewed")
-    return " · ".join(parts)
-
-
-def check_reviewed(
-    counts: ReviewCounts, *, head_sha: str, report: Mapping[str, object] | None = None
-) -> tuple[str, str]:
-    """Title and summary of a completed check run after the review was published (or found published). ``report``
-    (stored with the job when it published) adds the summary, the top findings, the review's link and what was not
-    reviewed; the title counts every finding."""
-    report = report or {}
-    if counts.files_reviewed == 0:
-        title = "No files to review"
-    elif counts.findings:
-        title = f"Reviewed {_plural(counts.files_reviewed, 'file')}: {_plural(counts.findings, 'finding')} ({_severities(counts)})"
-    else:
-        title = f"Reviewed {_plural(counts.files_reviewed, 'file')}: no findings"
-    parts: list[str] = []
-    if report.get("review_url"):
-        parts.append(f"**[Open the review]({report['review_url']})** · commit `{head_sha[:12]}`")
-    else:
-        parts.append(f"Reviewed commit `{head_sha[:12]}`.")
-    if report.get("summary"):
-        parts.append(str(report["summary"]))
-    top = [str(t) for t in report.get("top") or []]  # type: ignore[attr-defined]
-    if top:
-        more = counts.findings - counts.nit - len(top)
-        parts.append(
-            "### Top findings\n\n" + "\n".join(top) + (f"\n\n_…and {more} more in the review._" if more > 0 else "")
-        )
-    if counts.nit:
-        parts.append(f"{_plural(counts.nit, 'nit')} folded in the review.")
-    if report.get("not_reviewed"):
-        parts.append(f"{report['not_reviewed']}; the review lists them.")
-    parts.append(f"<sub>{_counts_line(counts)}</sub>")
-    return title, "\n\n".join(parts)
-
-
-def check_superseded(new_sha: str | None) -> tuple[str, str]:
-    """Title and summary when a newer head made this review pointless; ``new_sha`` may be unknown (None)."""
-    if new_sha is None or not _SHA.fullmatch(new_sha):
-        return "Superseded by a newer commit", "A newer commit was pushed before this review finished."
-    return (
-        f"Superseded by {new_sha[:7]}",
-        f"A newer commit, {new_sha}, was pushed before this review finished. That commit is reviewed instead.",
-    )
-
-
-def check_cancelled(reason: str = "the pull request was closed") -> tuple[str, str]:
-    """Title and summary when the review was cancelled (PR closed, app uninstalled, operator)."""
-    return "Review cancelled", f"No review was posted: {neutralise(reason.rstrip('. '), MAX_REASON_CHARS)}."
-
-
-def check_failed(attempts: int, reason: str, *, retry_hint: str | None = None) -> tuple[str, str]:
-    """Title and summary when the review gave up; ``reason`` must already be free of secrets."""
-    summary = f"The review failed after {_plural(attempts, 'attempt')}: {neutralise(reason, MAX_REASON_CHARS)}"
-    if retry_hint:
-        summary += f"\n\n{retry_hint}"
-    return f"Review failed after {_plural(attempts, 'attempt')}", summary

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from reviewer_app.github.check_run_text import CONCLUSIONS, DEFAULT_CONCLUSIONS
 from reviewer_app.review.selection import compile_ignore
 
 CONFIG_PATH = ".github/reviewer.yml"
@@ -30,8 +31,6 @@ KNOWN_KEYS = frozenset(
 )
 NITS = ("fold", "off")
 SEVERITY_NAMES = ("critical", "warning", "suggestion", "nit")
-CONCLUSION_NAMES = ("success", "neutral", "failure")
-DEFAULT_CONCLUSIONS: dict[str, str] = {"critical": "neutral"}
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
         if (
             isinstance(value, dict)
             and all(k in SEVERITY_NAMES for k in value)
-            and all(v in CONCLUSION_NAMES for v in value.values())
+            and all(v in CONCLUSIONS for v in value.values())
         ):
             cfg = replace(cfg, conclusions={str(k): str(v) for k, v in value.items()})
         else:

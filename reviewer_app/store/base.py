@@ -10,10 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
-
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
 from reviewer_app.core.cancel_reasons import CancelReason
+from reviewer_app.core.job_records import JobDetails, StoredAnswer
 from reviewer_app.core.states import JobState
 
 
@@ -33,7 +32,7 @@ class Job:
     trigger: str
     priority: int
     state: JobState
-    details: dict[str, Any]
+    details: JobDetails
     attempts: int
     max_attempts: int
     next_attempt_at: float
@@ -47,7 +46,7 @@ class Job:
     check_run_status: str | None
     review_id: int | None
     publish_intent_at: float | None
-    answer: dict[str, Any] | None
+    answer: StoredAnswer | None
     event_at: float | None
     created_at: float
     started_at: float | None
@@ -71,7 +70,7 @@ class Job:
             trigger=r["trigger"],
             priority=r["priority"],
             state=JobState(r["state"]),
-            details=orjson.loads(r["details"]) if r["details"] else {},
+            details=JobDetails.from_json(r["details"]),
             attempts=r["attempts"],
             max_attempts=r["max_attempts"],
             next_attempt_at=r["next_attempt_at"],
@@ -85,7 +84,7 @@ class Job:
             check_run_status=r["check_run_status"],
             review_id=r["review_id"],
             publish_intent_at=r["publish_intent_at"],
-            answer=orjson.loads(r["answer"]) if r["answer"] else None,
+            answer=StoredAnswer.from_json(r["answer"]),
             event_at=r["event_at"],
             created_at=r["created_at"],
             started_at=r["started_at"],

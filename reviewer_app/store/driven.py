@@ -55,7 +55,7 @@ class DrivenStore(FencedFinishes, abc.ABC):
 
     async def _finish_one(self, item: p.Finish) -> bool:
         """One fenced finish; a driver may finish concurrent ones together."""
-        return item.lease.token in await self._run(lambda: p.finish([item]))
+        return await self._run(lambda: p.finish(item))
 
     # -- admission ----------------------------------------------------------------------------------------
 

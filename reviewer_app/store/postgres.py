@@ -362,7 +362,7 @@ class PostgresStore(DrivenStore):
             batch, self._finishes = self._finishes, []
             items = [item for item, _ in batch]
             try:
-                held = await self._run(lambda items=items: p.finish(items), one_statement=True)
+                held = await self._run(lambda items=items: p.finish_together(items), one_statement=True)
             except Exception as exc:  # noqa: BLE001 - every waiter gets it (StoreUnavailable, mostly)
                 for _, done in batch:
                     if not done.done():

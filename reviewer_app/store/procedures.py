@@ -12,8 +12,6 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
-
 from reviewer_app.core.admission import (
     CancelPR,
     Decision,
@@ -174,15 +172,15 @@ def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_at
         spec.trigger,
         spec.priority,
         "queued",
-        orjson.dumps(spec.details).decode(),
+        spec.details.to_json(),
         max_attempts,
         now + spec.delay_seconds,
-        spec.details.get("event_at"),
+        spec.event_at,
         now,
         now,
         None,
         None,
-        spec.details.get("before"),
+        spec.before_sha,
         None,
     )
     return PreparedEnqueue(claim, precheck, insert)
@@ -305,12 +303,12 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     if has_pending:  # only when the PR has pending jobs: most admissions skip this statement
         rows = yield Rows(s.PENDING_JOBS_OF_PR, (spec.repo_id, spec.pr_number))
         pending = tuple(PendingJob(*row) for row in rows)
-    requester = spec.details.get("requested_by")
+    requester = spec.details.requested_by
     if manual_recent and isinstance(requester, str):  # the hourly allowance is each requester's own
         manual_recent = (yield Row(s.REQUESTS_BY_SINCE, (spec.repo_id, spec.pr_number, now - 3600, requester)))[0]
     author_today = 0
     if limits_author(decision):
-        author_today = (yield Row(s.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400, spec.details["author"])))[0]
+        author_today = (yield Row(s.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400, spec.details.author)))[0]
     refusal = guard_refusal(
         decision, manual_recent=manual_recent, reviews_today=reviews_today, author_today=author_today
     )
@@ -406,9 +404,25 @@ class Finish:
         return cancel_reason(self.outcome).value if self.state == JobState.CANCELLED else None
 
 
-def finish(batch: Sequence[Finish]) -> Procedure[set[str]]:
-    """Finish every job of ``batch`` still under its lease and close each attempt's history row; the tokens that
-    still held their job. PostgreSQL does it in one statement; SQLite runs the two statements per finish."""
+def finish(item: Finish) -> Procedure[bool]:
+    """One fenced finish, on any dialect: the job leaves `running` only while the lease holds; the attempt's history
+    row is closed with the state, or with 'lease_lost'. True if the lease still held the job."""
+    lease = item.lease
+    done = (
+        yield Count(
+            s.FINISH_IF_LEASE_HELD,
+            (item.state, item.outcome, item.cancel_reason, item.error, item.now, item.now, lease.job_id, lease.token),
+        )
+    ) == 1
+    yield Count(
+        s.FINISH_ATTEMPT, (item.now, item.state if done else "lease_lost", item.error, *item.usage, lease.token)
+    )
+    return done
+
+
+def finish_together(batch: Sequence[Finish]) -> Procedure[set[str]]:
+    """Every finish of ``batch`` in one statement, where the dialect has one (PostgreSQL: one round trip for all);
+    elsewhere each in turn. The tokens that still held their job."""
     batch = sorted(batch, key=lambda f: f.lease.job_id)  # rows locked in id order on every host
     rows = [
         (f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage, f.cancel_reason) for f in batch
@@ -418,14 +432,7 @@ def finish(batch: Sequence[Finish]) -> Procedure[set[str]]:
         return {r[0] for r in tokens}
     held: set[str] = set()
     for f in batch:
-        done = (
-            yield Count(
-                s.FINISH_IF_LEASE_HELD,
-                (f.state, f.outcome, f.cancel_reason, f.error, f.now, f.now, f.lease.job_id, f.lease.token),
-            )
-        ) == 1
-        yield Count(s.FINISH_ATTEMPT, (f.now, f.state if done else "lease_lost", f.error, *f.usage, f.lease.token))
-        if done:
+        if (yield from finish(f)):
             held.add(f.lease.token)
     return held
 
@@ -450,7 +457,7 @@ def progress_update(lease: Lease, *, now: float, fields: dict[str, Any]) -> tupl
     if unknown:
         raise ValueError(f"not a progress column: {sorted(unknown)}")
     cols = sorted(fields)
-    values = [json.dumps(fields[c]) if c in ("answer", "details") else fields[c] for c in cols]
+    values = [fields[c].to_json() if c in ("answer", "details") else fields[c] for c in cols]
     assignments = ", ".join(f"{c} = ?" for c in cols)
     query = f"UPDATE jobs SET {assignments}, updated_at = ? WHERE id = ? AND lease_token = ? AND state = 'running'"
     return query, (*values, now, lease.job_id, lease.token)

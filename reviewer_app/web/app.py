@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from reviewer_app.web.app_registration import WEBHOOK_PATH
 from reviewer_app.web.health import Probes
-from reviewer_app.web.setup import WEBHOOK_PATH
 from reviewer_app.web.webhooks import Receiver
 
 RECEIVER = web.AppKey("receiver", Receiver)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from gidgethub import routing, sansio
 
 from reviewer_app.core.admission import (
     Decision,
-    Enqueue,
     Guard,
     Ignore,
     decide_comment,
@@ -18,7 +16,6 @@ from reviewer_app.core.admission import (
     decide_rerun,
     require_shape,
 )
-from reviewer_app.core.timestamps import parse_time
 
 
 @dataclass
@@ -40,10 +37,6 @@ class Decisions:
 pull_requests = routing.Router()
 
 
-def _event_at(payload: dict[str, Any]) -> float | None:
-    return parse_time((payload.get("pull_request") or {}).get("updated_at"))
-
-
 @pull_requests.register("pull_request")
 async def on_pull_request(event: sansio.Event, decisions: Decisions) -> None:
     require_shape(event.event, event.data)
@@ -51,18 +44,15 @@ async def on_pull_request(event: sansio.Event, decisions: Decisions) -> None:
     if not isinstance(action, str):
         decisions.items.append(Ignore("pull_request event without an action"))
         return
-    decision = decide_pull_request(
-        action,
-        event.data,
-        debounce_seconds=decisions.debounce_seconds,
-        guard=decisions.guard,
-        delivery_id=str(event.delivery_id),
+    decisions.items.append(
+        decide_pull_request(
+            action,
+            event.data,
+            debounce_seconds=decisions.debounce_seconds,
+            guard=decisions.guard,
+            delivery_id=str(event.delivery_id),
+        )
     )
-    if isinstance(decision, Enqueue):
-        event_at = _event_at(event.data)
-        if event_at is not None:
-            decision.job.details["event_at"] = event_at
-    decisions.items.append(decision)
 
 
 comments = routing.Router()
@@ -78,6 +68,7 @@ async def on_issue_comment(event: sansio.Event, decisions: Decisions) -> None:
             app_slug=decisions.app_slug,
             bot_login=decisions.bot_login,
             guard=decisions.guard,
+            delivery_id=str(event.delivery_id),
         )
     )
 

@@ -18,7 +18,7 @@ from reviewer_app.config import Config
 from reviewer_app.envfile import update_env_file, writable_problem
 from reviewer_app.github.client import ACCEPT, API_VERSION
 from reviewer_app.redaction import redact_url
-from reviewer_app.web.setup import (
+from reviewer_app.web.app_registration import (
     CALLBACK_PATH,
     WEBHOOK_PATH,
     AppRegistration,

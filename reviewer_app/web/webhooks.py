@@ -110,7 +110,6 @@ class Receiver:
         extra = {"delivery": delivery_id, "event": event_name, "action": action}
         if isinstance(decision, Enqueue):
             spec = decision.job
-            spec.details.setdefault("delivery_id", delivery_id)  # so every log line of the job can name it
             extra.update(repo=spec.repo_full_name, pr=spec.pr_number, head_sha=spec.head_sha)
         if isinstance(decision, Ignore):
             log.info("delivery %s ignored: %s", delivery_id, decision.reason, extra=extra)

@@ -1,0 +1,276 @@
+"""The typed records a job row carries as JSON, its details and the model's stored answer, each with its one
+JSON form (pure).
+
+Rows outlive versions: a row written by an older version loads (a key it lacks takes its default, a value of the
+wrong type is read as absent), and keys this version does not know (a newer version's) are kept in ``extra`` and
+written back as they were, so a worker of this version saving progress does not drop them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import orjson
+
+from reviewer_app.core.review_model import ModelComment, ReviewCounts
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _object(text: str | bytes | None) -> dict[str, Any]:
+    value = orjson.loads(text) if text else {}
+    return value if isinstance(value, dict) else {}
+
+
+def _comment(value: Any) -> ModelComment | None:
+    """A stored comment, or None when it lacks what a comment needs."""
+    if not isinstance(value, dict):
+        return None
+    path, line, body = _str(value.get("path")), _int(value.get("line")), _str(value.get("body"))
+    if path is None or line is None or body is None:
+        return None
+    return ModelComment(
+        path=path,
+        line=line,
+        body=body,
+        side="LEFT" if value.get("side") == "LEFT" else "RIGHT",
+        severity=_str(value.get("severity")),
+        suggestion=_str(value.get("suggestion")),
+        start_line=_int(value.get("start_line")),
+    )
+
+
+def _comments(value: Any) -> tuple[ModelComment, ...]:
+    found = (_comment(c) for c in value) if isinstance(value, list) else ()
+    return tuple(c for c in found if c is not None)
+
+
+def _comment_json(comment: ModelComment) -> dict[str, Any]:
+    return {f.name: getattr(comment, f.name) for f in fields(ModelComment)}
+
+
+def _counts(value: Any) -> ReviewCounts | None:
+    if not isinstance(value, dict):
+        return None
+    return ReviewCounts(**{f.name: _int(value.get(f.name)) or 0 for f in fields(ReviewCounts)})
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What the check run repeats of a published review (stored with the job when it published)."""
+
+    summary: str = ""
+    top: tuple[str, ...] = ()  # the top findings, each one rendered line
+    review_url: str = ""
+    not_reviewed: str = ""  # "Not reviewed: 3 files (...)", empty when nothing was left out
+    conclusion: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any) -> CheckReport | None:
+        if not isinstance(value, dict):
+            return None
+        top = value.get("top")
+        return cls(
+            summary=_str(value.get("summary")) or "",
+            top=tuple(str(t) for t in top) if isinstance(top, list) else (),
+            review_url=_str(value.get("review_url")) or "",
+            not_reviewed=_str(value.get("not_reviewed")) or "",
+            conclusion=_str(value.get("conclusion")) or "",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "top": list(self.top),
+            "review_url": self.review_url,
+            "not_reviewed": self.not_reviewed,
+            "conclusion": self.conclusion,
+        }
+
+
+@dataclass(frozen=True)
+class PartAnswer:
+    """The model's answer to one part of a large review, kept until the whole answer is stored."""
+
+    summary: str
+    comments: tuple[ModelComment, ...] = ()
+    model: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any) -> PartAnswer | None:
+        if not isinstance(value, dict) or not isinstance(value.get("summary"), str):
+            return None
+        return cls(value["summary"], _comments(value.get("comments")), _str(value.get("model")) or "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary, "comments": [_comment_json(c) for c in self.comments], "model": self.model}
+
+
+@dataclass(frozen=True)
+class ModelProgress:
+    """A model answer not yet stored: the finished parts, and each unfinished part's tool turns (as the Messages
+    API has them), keyed by the part's content."""
+
+    parts: Mapping[str, PartAnswer] = field(default_factory=dict)
+    turns: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, value: Any) -> ModelProgress | None:
+        if not isinstance(value, dict):
+            return None
+        parts = value.get("parts") if isinstance(value.get("parts"), dict) else {}
+        turns = value.get("turns") if isinstance(value.get("turns"), dict) else {}
+        read = {k: PartAnswer.from_dict(v) for k, v in parts.items()}
+        return cls(
+            parts={k: v for k, v in read.items() if v is not None},
+            turns={k: tuple(t for t in v if isinstance(t, dict)) for k, v in turns.items() if isinstance(v, list)},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "parts": {k: v.to_dict() for k, v in self.parts.items()},
+            "turns": {k: list(v) for k, v in self.turns.items()},
+        }
+
+    def with_turn(self, key: str, turn: dict[str, Any]) -> ModelProgress:
+        return replace(self, turns={**self.turns, key: (*self.turns.get(key, ()), turn)})
+
+    def with_part(self, key: str, part: PartAnswer) -> ModelProgress:
+        """``part`` finished: kept, and its turns dropped."""
+        return ModelProgress({**self.parts, key: part}, {k: v for k, v in self.turns.items() if k != key})
+
+
+# JobDetails' fields by their JSON type; the rest are records of their own.
+_TEXT = ("action", "base_ref", "base_sha", "title", "author", "requested_by", "delivery_id")
+_FLAGS = ("full", "verify_permission")
+
+
+@dataclass(frozen=True)
+class JobDetails:
+    """What a job knows besides its columns: what asked for it (set at admission) and what its worker found."""
+
+    # Set at admission.
+    action: str | None = None  # the webhook action, or "sweep" / "handover" for a head the app read itself
+    base_ref: str | None = None
+    base_sha: str | None = None
+    title: str | None = None
+    author: str | None = None  # an outside author, counted against the per-author daily limit
+    full: bool = False  # review the whole pull request, not only what changed since the last review
+    requested_by: str | None = None  # who asked (`/review`, Re-run), for the per-requester limit
+    comment_id: int | None = None  # the `/review` comment, reacted to once the requester's access is confirmed
+    verify_permission: bool = False  # ask GitHub for the requester's access before reviewing
+    rerun_of: int | None = None  # the check run whose Re-run asked for it
+    delivery_id: str | None = None  # the webhook delivery that asked for it (every log line of the job names it)
+    # Set by the worker.
+    model_progress: ModelProgress | None = None  # a model answer not yet stored
+    counts: ReviewCounts | None = None  # of the published review
+    report: CheckReport | None = None
+    incremental: bool | None = None  # whether the published review covered only changes since the last one
+    config_errors: tuple[str, ...] = ()  # problems found in .github/reviewer.yml (defaults applied)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
+
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> JobDetails:
+        known = {f.name for f in fields(cls)} - {"extra"}
+        errors = value.get("config_errors")
+        return cls(
+            **{name: _str(value.get(name)) for name in _TEXT},
+            **{name: value.get(name) is True for name in _FLAGS},
+            comment_id=_int(value.get("comment_id")),
+            rerun_of=_int(value.get("rerun_of")),
+            model_progress=ModelProgress.from_dict(value.get("model_progress")),
+            counts=_counts(value.get("counts")),
+            report=CheckReport.from_dict(value.get("report")),
+            incremental=value["incremental"] if isinstance(value.get("incremental"), bool) else None,
+            config_errors=tuple(str(e) for e in errors) if isinstance(errors, list) else (),
+            extra={k: v for k, v in value.items() if k not in known},
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes | None) -> JobDetails:
+        return cls.from_dict(_object(text))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object stored: the keys that are set, after the ones this version does not know."""
+        out: dict[str, Any] = dict(self.extra)
+        out.update({name: getattr(self, name) for name in _TEXT if getattr(self, name) is not None})
+        out.update({name: True for name in _FLAGS if getattr(self, name)})
+        if self.comment_id is not None:
+            out["comment_id"] = self.comment_id
+        if self.rerun_of is not None:
+            out["rerun_of"] = self.rerun_of
+        if self.model_progress is not None:
+            out["model_progress"] = self.model_progress.to_dict()
+        if self.counts is not None:
+            out["counts"] = {f.name: getattr(self.counts, f.name) for f in fields(ReviewCounts)}
+        if self.report is not None:
+            out["report"] = self.report.to_dict()
+        if self.incremental is not None:
+            out["incremental"] = self.incremental
+        if self.config_errors:
+            out["config_errors"] = list(self.config_errors)
+        return out
+
+    def to_json(self) -> str:
+        return orjson.dumps(self.to_dict()).decode()
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """The model's whole answer, stored on the job before anything is published: a retry publishes it without a
+    second model call."""
+
+    summary: str
+    comments: tuple[ModelComment, ...] = ()
+    not_covered: tuple[tuple[str, str], ...] = ()  # (path, reason) of each file not reviewed
+    files_reviewed: int = 0
+    model: str = ""
+    parts: int = 0
+    incremental_note: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
+
+    @classmethod
+    def from_json(cls, text: str | bytes | None) -> StoredAnswer | None:
+        value = _object(text)
+        if not isinstance(value.get("summary"), str):
+            return None  # nothing usable: the model is asked again
+        known = {f.name for f in fields(cls)} - {"extra"}
+        pairs = value.get("not_covered")
+        return cls(
+            summary=value["summary"],
+            comments=_comments(value.get("comments")),
+            not_covered=tuple(
+                (str(p[0]), str(p[1])) for p in (pairs if isinstance(pairs, list) else ()) if _is_pair(p)
+            ),
+            files_reviewed=_int(value.get("files_reviewed")) or 0,
+            model=_str(value.get("model")) or "",
+            parts=_int(value.get("parts")) or 0,
+            incremental_note=_str(value.get("incremental_note")),
+            extra={k: v for k, v in value.items() if k not in known},
+        )
+
+    def to_json(self) -> str:
+        return orjson.dumps(
+            {
+                **self.extra,
+                "summary": self.summary,
+                "comments": [_comment_json(c) for c in self.comments],
+                "not_covered": [list(p) for p in self.not_covered],
+                "files_reviewed": self.files_reviewed,
+                "model": self.model,
+                "parts": self.parts,
+                "incremental_note": self.incremental_note,
+            }
+        ).decode()
+
+
+def _is_pair(value: Any) -> bool:
+    return isinstance(value, list | tuple) and len(value) == 2

@@ -1,0 +1,168 @@
+"""The app and its installations: the app itself, the manifest flow that creates it, installation tokens and
+what an installation sees."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+
+import yarl
+from aiohttp import web
+
+from tests.fakes.github.api import ApiError, page
+from tests.fakes.github.auth import require_installation, require_jwt
+from tests.fakes.github.model import Installation, IssuedToken
+from tests.fakes.github.shapes import Json, iso, user_json
+from tests.fakes.github.state import GitHubState
+from tests.fakes.keys import generate_key_pair
+
+MANIFEST_CODE_LIFETIME = 3600.0  # a manifest flow's temporary code works once, within an hour
+
+
+async def get_app(gh: GitHubState, request: web.Request) -> web.Response:
+    require_jwt(request)
+    return web.json_response(gh.app_json())
+
+
+async def new_app_page(gh: GitHubState, request: web.Request) -> web.Response:
+    """The user submits the manifest form and presses "Create GitHub App": back to redirect_url with a code."""
+    try:
+        manifest = json.loads(str((await request.post()).get("manifest", "")))
+    except json.JSONDecodeError as exc:
+        raise ApiError(422, "Invalid manifest") from exc
+    if not isinstance(manifest, dict) or not manifest.get("url") or not manifest.get("redirect_url"):
+        raise ApiError(422, "Invalid manifest: url and redirect_url are required")
+    code = gh.register_manifest_code(manifest, owner=request.match_info.get("org"))
+    query = {"code": code, **({"state": request.query["state"]} if "state" in request.query else {})}
+    location = str(yarl.URL(manifest["redirect_url"]).update_query(query))
+    return web.Response(status=302, headers={"Location": location})
+
+
+async def convert_manifest(gh: GitHubState, request: web.Request) -> web.Response:
+    """Unknown, used and expired codes are all 404, as on GitHub; a good one makes this fake the new App."""
+    pending = gh.manifest_codes.pop(request.match_info["code"], None)
+    if pending is None or gh.clock() - pending.created_at >= MANIFEST_CODE_LIFETIME:
+        raise ApiError(404, "Not Found")
+    manifest, pair = pending.manifest, generate_key_pair()
+    gh.app_id, gh.public_key, gh.private_key = gh.next_id(), pair.public_pem, pair.private_pem
+    gh.app_name = str(manifest.get("name") or "app")
+    gh.app_slug = re.sub(r"[^a-z0-9]+", "-", gh.app_name.lower()).strip("-")
+    gh.app_owner = pending.owner
+    gh.webhook_secret = secrets.token_hex(20)
+    gh.webhook_url = (manifest.get("hook_attributes") or {}).get("url")
+    now = iso(gh.clock())
+    return web.json_response(
+        {
+            "id": gh.app_id,
+            "slug": gh.app_slug,
+            "node_id": f"A_{gh.app_id}",
+            "name": gh.app_name,
+            "owner": user_json(gh.app_owner),
+            "description": manifest.get("description", ""),
+            "external_url": manifest["url"],
+            "html_url": f"{gh.base_url or 'https://github.com'}/apps/{gh.app_slug}",
+            "created_at": now,
+            "updated_at": now,
+            "permissions": manifest.get("default_permissions", {}),
+            "events": manifest.get("default_events", []),
+            "installations_count": 0,
+            "client_id": "Iv1." + secrets.token_hex(8),
+            "client_secret": secrets.token_hex(20),
+            "webhook_secret": gh.webhook_secret,
+            "pem": gh.private_key,
+        },
+        status=201,
+    )
+
+
+async def create_token(gh: GitHubState, request: web.Request) -> web.Response:
+    require_jwt(request)
+    inst = gh.installations.get(int(request.match_info["installation_id"]))
+    if inst is None:
+        raise ApiError(404, "Not Found")
+    if inst.suspended:
+        raise ApiError(403, "This installation has been suspended")
+    value = "ghs_" + secrets.token_hex(18)
+    expires_at = int(gh.clock() + gh.token_lifetime)
+    gh.tokens[value] = IssuedToken(installation_id=inst.id, expires_at=expires_at)
+    gh.issued_tokens.append(value)
+    gh.counters["access_tokens"] += 1
+    gh.counters[f"access_tokens:{inst.id}"] += 1
+    return web.json_response(
+        {
+            "token": value,
+            "expires_at": iso(expires_at),
+            "permissions": {"pull_requests": "write", "checks": "write", "contents": "read"},
+            "repository_selection": "selected",
+        },
+        status=201,
+    )
+
+
+def installation_json(gh: GitHubState, inst: Installation) -> Json:
+    api = "https://api.github.com"
+    return {
+        "id": inst.id,
+        "account": {**user_json(inst.account), "type": "Organization"},
+        "app_id": gh.app_id,
+        "app_slug": gh.app_slug,
+        "target_type": "Organization",
+        "repository_selection": "selected",
+        "access_tokens_url": f"{api}/app/installations/{inst.id}/access_tokens",
+        "repositories_url": f"{api}/installation/repositories",
+        "html_url": f"https://github.com/organizations/{inst.account}/settings/installations/{inst.id}",
+        "target_id": user_json(inst.account)["id"],
+        "permissions": {"pull_requests": "write", "checks": "write", "contents": "read", "issues": "write"},
+        "events": ["pull_request", "issue_comment", "check_run"],
+        "single_file_name": None,
+        "created_at": iso(inst.created_at),
+        "updated_at": iso(inst.created_at),
+        "suspended_by": user_json("site-admin") if inst.suspended else None,
+        "suspended_at": iso(gh.clock()) if inst.suspended else None,
+    }
+
+
+async def list_installations(gh: GitHubState, request: web.Request) -> web.Response:
+    require_jwt(request)
+    return page(
+        request, [installation_json(gh, inst) for inst in sorted(gh.installations.values(), key=lambda i: i.id)]
+    )
+
+
+async def get_installation(gh: GitHubState, request: web.Request) -> web.Response:
+    require_jwt(request)
+    inst = gh.installations.get(int(request.match_info["installation_id"]))
+    if inst is None:
+        raise ApiError(404, "Not Found")
+    return web.json_response(installation_json(gh, inst))
+
+
+async def list_installation_repos(gh: GitHubState, request: web.Request) -> web.Response:
+    installation_id = require_installation(gh, request["auth"])
+    repos = [
+        {
+            "id": r.id,
+            "full_name": r.full_name,
+            "name": r.full_name.split("/")[1],
+            "private": r.private,
+            "default_branch": r.default_branch,
+            "owner": user_json(r.full_name.split("/")[0]),
+        }
+        for r in sorted(gh.repos.values(), key=lambda r: r.id)
+        if r.installation_id == installation_id
+    ]
+    total = len(repos)
+    return page(request, repos, lambda chunk: {"total_count": total, "repositories": chunk})
+
+
+ROUTES = [
+    ("GET", "/app", get_app),
+    ("POST", "/app-manifests/{code}/conversions", convert_manifest),
+    ("POST", "/settings/apps/new", new_app_page),  # github.com's pages, the part the flow needs
+    ("POST", "/organizations/{org}/settings/apps/new", new_app_page),
+    ("POST", "/app/installations/{installation_id}/access_tokens", create_token),
+    ("GET", "/app/installations", list_installations),
+    ("GET", "/app/installations/{installation_id}", get_installation),
+    ("GET", "/installation/repositories", list_installation_repos),
+]

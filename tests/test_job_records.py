@@ -1,0 +1,141 @@
+"""A job's details and its stored answer are typed records with one JSON form each; rows written before they were
+typed load, and keys a newer version wrote survive an older one's save."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import orjson
+
+from reviewer_app.core.job_records import CheckReport, JobDetails, ModelProgress, PartAnswer, StoredAnswer
+from reviewer_app.core.review_model import ModelComment, ReviewCounts
+from tests.helpers import sha
+from tests.test_store_contract import NOW, admit, spec
+
+COMMENT = {
+    "path": "src/a.py",
+    "line": 3,
+    "body": "Off by one.",
+    "side": "RIGHT",
+    "severity": "warning",
+    "suggestion": None,
+    "start_line": None,
+}
+# As the code before the typed records wrote them (dicts: the admission's keys, the worker's, asdict of a comment).
+DETAILS_AS_WRITTEN_BEFORE = {
+    "action": "synchronize",
+    "base_ref": "main",
+    "base_sha": sha(1),
+    "title": "Fix it",
+    "before": sha(2),
+    "event_at": 1_800_000_000.5,
+    "delivery_id": "d-1",
+    "full": True,
+    "requested_by": "alice",
+    "comment_id": 5,
+    "verify_permission": True,
+    "counts": {
+        "files_reviewed": 2,
+        "inline": 1,
+        "moved": 0,
+        "not_covered": 1,
+        "critical": 0,
+        "warning": 1,
+        "suggestion": 0,
+        "nit": 0,
+    },
+    "report": {
+        "summary": "Looks fine.",
+        "top": ["- one"],
+        "review_url": "u",
+        "not_reviewed": "",
+        "conclusion": "success",
+    },
+    "incremental": False,
+    "config_errors": ["max_parts must be a number"],
+    "model_progress": {
+        "parts": {"k1": {"summary": "part", "comments": [COMMENT], "model": "m"}},
+        "turns": {"k2": [{"content": [{"type": "tool_use", "id": "t", "name": "read_file", "input": {}}]}]},
+    },
+}
+ANSWER_AS_WRITTEN_BEFORE = {
+    "summary": "One bug.",
+    "comments": [COMMENT],
+    "not_covered": [["package-lock.json", "lock file"]],
+    "files_reviewed": 1,
+    "model": "claude",
+    "parts": 1,
+    "incremental_note": None,
+}
+
+
+def test_details_written_before_they_were_typed_load() -> None:
+    d = JobDetails.from_json(orjson.dumps(DETAILS_AS_WRITTEN_BEFORE))
+    assert (d.action, d.base_ref, d.delivery_id, d.requested_by, d.comment_id) == (
+        "synchronize",
+        "main",
+        "d-1",
+        "alice",
+        5,
+    )
+    assert d.full and d.verify_permission and d.incremental is False
+    assert d.counts == ReviewCounts(files_reviewed=2, inline=1, moved=0, not_covered=1, warning=1)
+    assert d.report == CheckReport("Looks fine.", ("- one",), "u", "", "success")
+    assert d.config_errors == ("max_parts must be a number",)
+    comment = ModelComment("src/a.py", 3, "Off by one.", severity="warning")
+    assert d.model_progress == ModelProgress(
+        parts={"k1": PartAnswer("part", (comment,), "m")},
+        turns={"k2": tuple(DETAILS_AS_WRITTEN_BEFORE["model_progress"]["turns"]["k2"])},  # type: ignore[index]
+    )
+    # Written back as it was read (event_at and before, now columns only, are an older row's keys, kept as such).
+    assert d.extra == {"event_at": 1_800_000_000.5, "before": sha(2)}
+    assert orjson.loads(d.to_json()) == DETAILS_AS_WRITTEN_BEFORE
+
+
+def test_an_answer_written_before_it_was_typed_loads_and_round_trips() -> None:
+    a = StoredAnswer.from_json(orjson.dumps(ANSWER_AS_WRITTEN_BEFORE))
+    assert a == StoredAnswer(
+        summary="One bug.",
+        comments=(ModelComment("src/a.py", 3, "Off by one.", severity="warning"),),
+        not_covered=(("package-lock.json", "lock file"),),
+        files_reviewed=1,
+        model="claude",
+        parts=1,
+    )
+    assert orjson.loads(a.to_json()) == ANSWER_AS_WRITTEN_BEFORE
+    assert StoredAnswer.from_json(a.to_json()) == a
+
+
+def test_empty_and_malformed_values_load_as_absent() -> None:
+    assert JobDetails.from_json(None) == JobDetails() == JobDetails.from_json("{}")
+    odd = JobDetails.from_json(orjson.dumps({"comment_id": "5", "full": "yes", "counts": "x", "title": 3}))
+    assert (odd.comment_id, odd.full, odd.counts, odd.title) == (None, False, None, None)
+    assert StoredAnswer.from_json(None) is None and StoredAnswer.from_json('{"comments": []}') is None
+    partial = StoredAnswer.from_json(orjson.dumps({"summary": "s", "comments": [{"path": "a"}, COMMENT]}))
+    assert partial is not None and [c.path for c in partial.comments] == ["src/a.py"]  # a comment with no line
+
+
+def test_keys_a_newer_version_wrote_survive_this_versions_save() -> None:
+    newer = {**ANSWER_AS_WRITTEN_BEFORE, "findings_memory": [1, 2]}
+    assert orjson.loads(StoredAnswer.from_json(orjson.dumps(newer)).to_json())["findings_memory"] == [1, 2]  # type: ignore[union-attr]
+    details = JobDetails.from_json(orjson.dumps({"action": "opened", "batch": {"id": 4}}))
+    saved = orjson.loads(replace(details, full=True).to_json())
+    assert saved == {"action": "opened", "batch": {"id": 4}, "full": True}
+
+
+def test_progress_keeps_finished_parts_and_drops_their_turns() -> None:
+    p = ModelProgress().with_turn("k", {"content": []}).with_turn("k", {"content": [1]})
+    assert p.turns == {"k": ({"content": []}, {"content": [1]})}
+    done = p.with_part("k", PartAnswer("s"))
+    assert done.parts == {"k": PartAnswer("s")} and done.turns == {}
+
+
+async def test_both_stores_keep_the_records_and_the_keys_they_do_not_know(store) -> None:
+    r = await admit(store, spec())
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    job = await store.get_job(r.job_id)
+    details = JobDetails.from_json(orjson.dumps({**job.details.to_dict(), "from_a_newer_version": True}))
+    answer = StoredAnswer.from_json(orjson.dumps(ANSWER_AS_WRITTEN_BEFORE))
+    assert await store.save_progress_if_lease_held(lease, now=NOW, details=details, answer=answer)
+    job = await store.get_job(r.job_id)
+    assert job.answer == answer and job.details == details and job.details.extra == {"from_a_newer_version": True}
