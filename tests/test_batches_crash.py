@@ -71,10 +71,14 @@ def test_killed_while_batched_a_new_process_gets_the_result_with_no_second_submi
         [row] = batch_rows(db, job_id)
         assert row["state"] == "pending"
         fakes.call(anthropic.end_batches)  # the batch ends while no process runs
+        # A process killed in the middle of a duty pass holds that duty's lease until it runs out (2 minutes): let
+        # the dead process's leases run out now instead of waiting for them.
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE duty_leases SET expires_at = 0")
 
         second = ServeProcess(env, tmp_path / "serve2.log").start(timeout=60)
         try:
-            wait_until(lambda: job_row(db, job_id)["state"] == "succeeded", timeout=30)
+            wait_until(lambda: job_row(db, job_id)["state"] == "succeeded", timeout=60)
             reviews = fakes.call(github.reviews_for, REPO, 1)
             assert len(reviews) == 1 and "Answered by the batch." in reviews[0]["body"]
             assert len(anthropic.batch_creates) == 1  # not sent again
