@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from reviewer_app.core.prices import DEFAULT_PRICES  # noqa: E402
+from reviewer_app.core.pricing import DEFAULT_PRICES  # noqa: E402
 from reviewer_app.store.base import WorkerInfo  # noqa: E402
 from reviewer_app.store.postgres import PostgresStore  # noqa: E402
 from reviewer_app.store.sqlite import SqliteStore  # noqa: E402

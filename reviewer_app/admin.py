@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from reviewer_app.config import Config
+from reviewer_app.core.pricing import DEFAULT_PRICES, Price, cost
 from reviewer_app.core.states import JobEvent, JobState, sources_of
 from reviewer_app.store.base import Attempt, Job, Store, StoreUnavailable, WorkerStatus
 from reviewer_app.store.factory import make_store
@@ -382,31 +383,87 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     usage = sub.add_parser(
         "usage",
         parents=[common],
-        help="model tokens per repository, kind (reviews, answers) and model",
+        help="model tokens per repository, kind (reviews, answers) and model, interactive and batched, and what they cost",
     )
     usage.add_argument("--days", type=float, default=7.0, help="look back this many days (default 7)")
 
 
-def render_usage(rows: list[dict[str, Any]], days: float) -> str:
+def usage_report(rows: list[dict[str, Any]], prices: Mapping[str, Price]) -> dict[str, Any]:
+    """The store's usage rows with what they cost and saved (US dollars, from ``prices``; None where the model has no
+    price), and the totals: interactive and batched tokens apart, and what batching saved."""
+    priced: list[dict[str, Any]] = []
+    for r in rows:
+        c = cost(
+            prices,
+            r["model"],
+            input_tokens=r["input_tokens"],
+            output_tokens=r["output_tokens"],
+            cache_creation_tokens=r["cache_creation_tokens"],
+            cache_read_tokens=r["cache_read_tokens"],
+            batched=r["batched"],
+        )
+        priced.append({**r, "cost_usd": c.dollars, "saved_usd": c.saved})
+    totals: dict[str, Any] = {}
+    for way, batched in (("interactive", False), ("batched", True)):
+        mine = [r for r in priced if r["batched"] is batched]
+        totals[f"{way}_tokens"] = sum(
+            r["input_tokens"] + r["output_tokens"] + r["cache_creation_tokens"] + r["cache_read_tokens"] for r in mine
+        )
+        totals[f"{way}_usd"] = sum(r["cost_usd"] or 0.0 for r in mine)
+    totals["saved_usd"] = sum(r["saved_usd"] or 0.0 for r in priced)
+    totals["unpriced_models"] = sorted({r["model"] or "unknown" for r in priced if r["cost_usd"] is None})
+    return {"rows": priced, "totals": totals}
+
+
+def render_usage(rows: list[dict[str, Any]], days: float, prices: Mapping[str, Price] = DEFAULT_PRICES) -> str:
     if not rows:
         return f"no model usage in the last {days:g} days"
-    head = f"model tokens in the last {days:g} days (attempts that called the model):"
-    # Reviews and answers in threads (review/answer.py) on lines of their own: what each costs.
-    cols = ("repository", "kind", "model", "jobs", "input", "output", "cache write", "cache read")
-    keys = (
-        "repo",
+    report = usage_report(rows, prices)
+    head = f"model tokens in the last {days:g} days (interactive: attempts that called the model; batched: Message Batches):"
+    cols = (
+        "repository",
         "kind",
         "model",
+        "way",
         "jobs",
-        "input_tokens",
-        "output_tokens",
-        "cache_creation_tokens",
-        "cache_read_tokens",
+        "input",
+        "output",
+        "cache write",
+        "cache read",
+        "cost",
+        "saved",
     )
-    table = [cols, *[tuple(str(r[k]) for k in keys) for r in rows]]
+    table = [cols]
+    for r in report["rows"]:
+        table.append(
+            (
+                r["repo"],
+                r["kind"],
+                r["model"] or "unknown",
+                "batched" if r["batched"] else "interactive",
+                str(r["jobs"]),
+                str(r["input_tokens"]),
+                str(r["output_tokens"]),
+                str(r["cache_creation_tokens"]),
+                str(r["cache_read_tokens"]),
+                _dollars(r["cost_usd"]),
+                _dollars(r["saved_usd"]) if r["batched"] else "-",
+            )
+        )
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in table]
+    t = report["totals"]
+    lines.append(
+        f"interactive: {t['interactive_tokens']} tokens, {_dollars(t['interactive_usd'])}; batched: "
+        f"{t['batched_tokens']} tokens, {_dollars(t['batched_usd'])}; saved by batching: {_dollars(t['saved_usd'])}"
+    )
+    if t["unpriced_models"]:
+        lines.append(f"no price for {', '.join(t['unpriced_models'])}: set REVIEWER_PRICES to count them")
     return "\n".join([head, *lines])
+
+
+def _dollars(value: float | None) -> str:
+    return "?" if value is None else f"${value:,.2f}"
 
 
 def run(cfg: Config, args: argparse.Namespace) -> int:
@@ -435,7 +492,7 @@ async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:
             return status, render_status(status)
         if args.command == "usage":
             rows = await store.usage_by_repo(since=now - args.days * 86400)
-            return rows, render_usage(rows, args.days)
+            return usage_report(rows, cfg.price_table), render_usage(rows, args.days, cfg.price_table)
         if args.command == "queue":
             paused = args.queue_command == "pause"
             result = await admin.set_paused(paused)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlparse
 
-from reviewer_app.core.prices import PriceError, parse_prices
+from reviewer_app.core.pricing import Price, PriceError, parse_prices
 from reviewer_app.redaction import redact_url
 
 
@@ -290,14 +290,6 @@ SETTINGS: tuple[Setting, ...] = (
         secret=True,
     ),
     Setting(
-        "REVIEWER_PRICES",
-        "prices",
-        str,
-        "",
-        "model prices for the dashboard's spend, added to the defaults: model=input/output/cache_write/cache_read"
-        " in US dollars per million tokens, comma-separated",
-    ),
-    Setting(
         "REVIEWER_RETENTION_DAYS",
         "retention_days",
         float,
@@ -329,6 +321,48 @@ SETTINGS: tuple[Setting, ...] = (
         3600.0,
         "interval of the sweep of open pull requests for unreviewed heads (0: off)",
         minimum=0,
+    ),
+    Setting(
+        "REVIEWER_BATCH",
+        "batch",
+        bool,
+        True,
+        "send reviews that can wait through Message Batches at half price (the sweep's, repositories with "
+        "`batch: true`, jobs waiting past REVIEWER_BATCH_AFTER_SECONDS); 0: every review interactive",
+    ),
+    Setting(
+        "REVIEWER_BATCH_AFTER_SECONDS",
+        "batch_after_seconds",
+        float,
+        0.0,
+        "an automatic job that has waited this long for a slot is batched (0: waiting alone never batches)",
+        minimum=0,
+    ),
+    Setting(
+        "REVIEWER_BATCH_POLL_SECONDS",
+        "batch_poll_seconds",
+        float,
+        60.0,
+        "how often the batch duty asks Anthropic whether the batches it waits on have ended",
+        minimum=0.01,
+    ),
+    Setting(
+        "REVIEWER_BATCH_GATHER_SECONDS",
+        "batch_gather_seconds",
+        float,
+        2.0,
+        "how long a batched request waits for others to share its batch before it is sent",
+        minimum=0,
+        maximum=60,
+    ),
+    Setting(
+        "REVIEWER_PRICES",
+        "prices",
+        str,
+        "",
+        'model prices for `reviewer-app usage` and the dashboard\'s spend, as JSON: {"model": {"input": 3, "output": 15, '
+        '"cache_write": 3.75, "cache_read": 0.3}} in US dollars per million tokens; added to (or replacing) the built-in '
+        "table (reviewer_app/core/pricing.py)",
     ),
     Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
     Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
@@ -390,8 +424,17 @@ class Config:
     recovery_seconds: float = 600.0
     delivery_window_days: float = 3.0
     sweep_seconds: float = 3600.0
+    batch: bool = True
+    batch_after_seconds: float = 0.0
+    batch_poll_seconds: float = 60.0
+    batch_gather_seconds: float = 2.0
     log_level: str = "INFO"
     log_format: str = "text"
+
+    @property
+    def price_table(self) -> dict[str, Price]:
+        """The built-in prices with REVIEWER_PRICES laid over them (validated at start)."""
+        return parse_prices(self.prices)
 
     @property
     def renew_interval(self) -> float:

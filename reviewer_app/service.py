@@ -16,7 +16,7 @@ from aiohttp import web
 from reviewer_app.admin import github_web_url
 from reviewer_app.config import Config
 from reviewer_app.core.admission import Guard, is_reply
-from reviewer_app.core.prices import parse_prices
+from reviewer_app.core.batching import BatchPolicy
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import JobContext, Runner
@@ -30,6 +30,7 @@ from reviewer_app.github.outbox import OutboxSender
 from reviewer_app.github.recovery import Recovery
 from reviewer_app.metrics import Metrics
 from reviewer_app.review.answer import Answerer
+from reviewer_app.review.batches import Batches, BatchPoller, BatchSubmitter
 from reviewer_app.review.claude import ClaudeReviewer, make_client
 from reviewer_app.review.explore import ToolLimits
 from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
@@ -61,6 +62,7 @@ class Service:
     recovery: Recovery | None = None
     model_client: anthropic.AsyncAnthropic | None = None
     registration: Registration | None = None
+    batch_poll: PeriodicDuty | None = None  # the Message Batches duty (review/batches.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -77,6 +79,8 @@ class Service:
             self.background.append(asyncio.create_task(pruning.run(), name="cleaner"))
         if self.recovery is not None:
             self.background.append(asyncio.create_task(self.recovery.run(), name="recovery"))
+        if self.batch_poll is not None:
+            self.background.append(asyncio.create_task(self.batch_poll.run(), name="batches"))
         if self.github is not None and self.receiver is not None:
             self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
 
@@ -122,7 +126,8 @@ class ReviewStack:
     checks: CheckRuns
     pipeline: ReviewPipeline
     answerer: Answerer
-    model_client: anthropic.AsyncAnthropic | None = None
+    model_client: anthropic.AsyncAnthropic
+    batch_poller: BatchPoller  # the batch duty's pass (review/batches.py)
 
     def runner(self) -> Runner:
         """Reviews to the review pipeline, answers in threads (trigger ``reply:``) to the answerer."""
@@ -160,8 +165,12 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
         repository_tools=cfg.repository_tools,
         tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
     )
-    pipeline = ReviewPipeline(github, claude, checks, settings)
-    return ReviewStack(session, github, checks, pipeline, Answerer(github, claude), client)
+    # With REVIEWER_BATCH=0 nothing new is batched, but requests already out are still collected and used.
+    submitter = BatchSubmitter(client, gather_seconds=cfg.batch_gather_seconds, clock=time.time)
+    batches = Batches(submitter, claude, BatchPolicy(enabled=cfg.batch, after_seconds=cfg.batch_after_seconds))
+    poller = BatchPoller(client, store, clock=time.time, on_usage=metrics.usage if metrics is not None else None)
+    pipeline = ReviewPipeline(github, claude, checks, settings, batches)
+    return ReviewStack(session, github, checks, pipeline, Answerer(github, claude), client, poller)
 
 
 def retry_policy(cfg: Config) -> RetryPolicy:
@@ -189,6 +198,7 @@ async def build_service(
     stack: ReviewStack | None = None
     check_sync: PeriodicDuty | None = None
     outbox: PeriodicDuty | None = None
+    batch_poll: PeriodicDuty | None = None
     if cfg.github_configured and cfg.runner == "review":
         if cfg.anthropic_api_key:
             stack = build_review_stack(cfg, store, metrics)
@@ -218,6 +228,15 @@ async def build_service(
                 "outbox",
                 sender.run_once,
                 interval=cfg.check_sync_seconds,
+                clock=time.time,
+                store=store,
+                owner=duty_owner,
+            )
+            # One host at a time asks about batches; a result is recorded once whichever host reads it.
+            batch_poll = PeriodicDuty(
+                "batches",
+                stack.batch_poller.run_once,
+                interval=cfg.batch_poll_seconds,
                 clock=time.time,
                 store=store,
                 owner=duty_owner,
@@ -317,7 +336,7 @@ async def build_service(
         dashboard = Dashboard(
             store,
             token=cfg.dashboard_token,
-            prices=parse_prices(cfg.prices),
+            prices=cfg.price_table,
             github_web_url=github_web_url(cfg.github_api_url),
         )
     app = make_app(receiver, probes, dashboard) if receiver is not None else make_health_app(probes)
@@ -336,6 +355,7 @@ async def build_service(
         recovery=recovery,
         model_client=stack.model_client if stack else None,
         registration=registration,
+        batch_poll=batch_poll,
     )
 
 

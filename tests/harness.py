@@ -197,6 +197,9 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
                 "REVIEWER_DEBOUNCE_SECONDS": "0",
                 "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
                 "REVIEWER_SWEEP_SECONDS": "0",
+                # Every review interactive unless a test turns Message Batches on (tests/test_batches*.py).
+                "REVIEWER_BATCH": "0",
+                "REVIEWER_BATCH_POLL_SECONDS": "1",
                 **env,
             }
         )

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
-from reviewer_app.core.prices import DEFAULT_PRICES, Price, estimate, parse_prices, price_of
+from reviewer_app.core.pricing import DEFAULT_PRICES, Price, estimate, parse_prices, price_of
 from reviewer_app.service import build_service
 from reviewer_app.store.base import Delivery, Usage
 from reviewer_app.web.dashboard import COOKIE, Dashboard
@@ -256,12 +256,16 @@ async def test_the_dashboard_is_off_without_its_token_and_on_with_it_on_a_receiv
 
 
 def test_prices_parse_override_and_match_dated_models() -> None:
-    prices = parse_prices("claude-sonnet-4-5=1/2/3/4, my-model=0.5/1/0/0")
+    prices = parse_prices(
+        '{"claude-sonnet-4-5": {"input": 1, "output": 2, "cache_write": 3, "cache_read": 4}, '
+        '"my-model": {"input": 0.5, "output": 1}}'
+    )
     assert prices["claude-sonnet-4-5"] == Price(1, 2, 3, 4) and prices["my-model"] == Price(0.5, 1, 0, 0)
-    assert price_of("claude-sonnet-4-5-20250929", DEFAULT_PRICES) == DEFAULT_PRICES["claude-sonnet-4-5"]
-    assert price_of("claude-opus-4-1-20250805", DEFAULT_PRICES) == DEFAULT_PRICES["claude-opus-4-1"]
-    assert price_of("gpt-5", DEFAULT_PRICES) is None
-    for bad in ("nomodel", "m=1/2/3", "m=a/b/c/d", "m=-1/0/0/0"):
+    assert prices["claude-haiku-4-5"] == DEFAULT_PRICES["claude-haiku-4-5"]  # the rest of the table stays
+    assert price_of(DEFAULT_PRICES, "claude-sonnet-4-5-20250929") == DEFAULT_PRICES["claude-sonnet-4-5"]
+    assert price_of(DEFAULT_PRICES, "claude-opus-4-1-20250805") == DEFAULT_PRICES["claude-opus-4-1"]
+    assert price_of(DEFAULT_PRICES, "gpt-5") is None
+    for bad in ("nomodel", '{"m": [1, 2]}', '{"m": {"input": "a"}}', '{"m": {"input": -1}}', '{"m": {"price": 1}}'):
         with pytest.raises(ConfigError):
             load_config({"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_PRICES": bad})
     with pytest.raises(ConfigError, match="16 characters"):

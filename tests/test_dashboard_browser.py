@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reviewer_app.core.prices import DEFAULT_PRICES
+from reviewer_app.core.pricing import DEFAULT_PRICES
 from reviewer_app.web.dashboard import COOKIE, Dashboard
 from tests.dashboard_seed import EVIL_REPO, queue_counts, seed
 

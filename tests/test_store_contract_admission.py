@@ -296,13 +296,14 @@ async def test_usage_adds_up_per_repository_and_model_in_plain_integers(store) -
         "repo": "o/r",
         "kind": "reviews",  # answers in threads are counted apart (tests/test_replies.py)
         "model": "claude-x",
+        "batched": False,
         "jobs": 2,
         "input_tokens": 200,
         "output_tokens": 40,
         "cache_creation_tokens": 10,
         "cache_read_tokens": 14,
     }
-    assert all(type(v) is int for k, v in row.items() if k not in ("repo", "kind", "model"))
+    assert all(type(v) is int for k, v in row.items() if k not in ("repo", "kind", "model", "batched"))
     assert await store.usage_by_repo(since=NOW + 1) == []
 
 

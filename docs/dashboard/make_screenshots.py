@@ -19,7 +19,7 @@ from playwright.async_api import async_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reviewer_app.core.prices import DEFAULT_PRICES  # noqa: E402
+from reviewer_app.core.pricing import DEFAULT_PRICES  # noqa: E402
 from reviewer_app.store.sqlite import SqliteStore  # noqa: E402
 from reviewer_app.web.dashboard import Dashboard  # noqa: E402
 from tests.dashboard_seed import seed  # noqa: E402

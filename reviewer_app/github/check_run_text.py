@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reviewer_app.core.batching import WAITING_PREFIX
 from reviewer_app.core.cancel_reasons import CancelReason, explanation
 from reviewer_app.core.job_records import CheckReport
 from reviewer_app.core.markers import safe_for_github
@@ -53,6 +54,14 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
     ``cancelled`` are used, and a failed review is ``neutral``."""
     key = check_key(job)
     if job.state == JobState.QUEUED:
+        if (job.last_error or "").startswith(WAITING_PREFIX):  # [batches] deferred while its batch runs
+            return CheckView(
+                key,
+                "queued",
+                "Waiting for a batch review",
+                "The review was sent through Anthropic's Message Batches (half price) and is posted when the batch "
+                "ends, within 24 hours.",
+            )
         if job.attempts == 0:
             return CheckView(
                 key,

@@ -169,12 +169,8 @@ class ClaudeReviewer:
         """
         meter = UsageMeter() if meter is None else meter
         self.last_usage = meter
-        blocks = [user_blocks] if isinstance(user_blocks, str) else list(user_blocks)
-        definitions = [REVIEW_TOOL, *(tools.definitions if tools is not None else [])]
-        choice = {"type": "any"} if tools is not None else {"type": "tool", "name": REVIEW_TOOL_NAME}
-        system = await self._system_blocks(definitions)
-        content = await self._user_content(system, definitions, blocks, shared_blocks)
-        base: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        system, definitions, choice, base = await self._first_request(user_blocks, shared_blocks, tools)
+        content = base[0]["content"]
         cached = "cache_control" in content[-1] if content else False
         history: list[dict[str, Any]] = []
         for turn in turns if tools is not None else ():
@@ -278,6 +274,30 @@ class ClaudeReviewer:
         if not text:
             raise TransientError(f"the model's answer had no text (stop_reason={response.stop_reason})")
         return text, response.model
+
+    async def batch_params(self, user_blocks: str | Sequence[str], *, shared_blocks: int = 0) -> dict[str, Any]:
+        """The Messages parameters of the review's first (forced, tool-less) call, as ``review`` would send them: one
+        request of a Message Batch. Its answer is read with ``answer_from``."""
+        system, definitions, choice, messages = await self._first_request(user_blocks, shared_blocks, None)
+        return {
+            "model": self.model,
+            "max_tokens": self._max_output_tokens,
+            "system": system,
+            "tools": definitions,
+            "tool_choice": choice,
+            "messages": messages,
+        }
+
+    async def _first_request(
+        self, user_blocks: str | Sequence[str], shared_blocks: int, tools: ToolRunner | None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+        """System blocks, tool definitions, tool choice and messages of a review's first call, cache marks placed."""
+        blocks = [user_blocks] if isinstance(user_blocks, str) else list(user_blocks)
+        definitions = [REVIEW_TOOL, *(tools.definitions if tools is not None else [])]
+        choice = {"type": "any"} if tools is not None else {"type": "tool", "name": REVIEW_TOOL_NAME}
+        system = await self._system_blocks(definitions)
+        content = await self._user_content(system, definitions, blocks, shared_blocks)
+        return system, definitions, choice, [{"role": "user", "content": content}]
 
     async def _system_blocks(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The system prompt, marked for caching when the fixed prefix (tools and system) is long enough."""
@@ -396,6 +416,21 @@ def _usage_dict(usage: Any) -> dict[str, int]:
         "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0,
         "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
     }
+
+
+def answer_from(response: Message) -> ModelAnswer:
+    """The review in a model's Message (a batch's answer), strictly checked; raises MalformedAnswer."""
+    summary, comments = parse_review(response)
+    usage = _usage_dict(response.usage)
+    return ModelAnswer(
+        summary=summary,
+        comments=comments,
+        model=str(response.model),
+        input_tokens=usage["input_tokens"],
+        output_tokens=usage["output_tokens"],
+        cache_creation_input_tokens=usage["cache_creation_input_tokens"],
+        cache_read_input_tokens=usage["cache_read_input_tokens"],
+    )
 
 
 def parse_review(response: Message) -> tuple[str, tuple[ModelComment, ...]]:

@@ -44,6 +44,7 @@ from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.check_run_text import MAX_CHECK_SUMMARY_CHARS, conclusion_for, desired_check
 from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
+from reviewer_app.review.batches import PENDING, Batches
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.explore import RepositoryTools, ToolLimits, tools_note
@@ -102,12 +103,18 @@ class ReviewPipeline:
     the model's answer is stored before publication, and publication reconciles against the marker first."""
 
     def __init__(
-        self, github: GitHubClient, claude: ClaudeReviewer, checks: CheckRuns, settings: ReviewSettings
+        self,
+        github: GitHubClient,
+        claude: ClaudeReviewer,
+        checks: CheckRuns,
+        settings: ReviewSettings,
+        batches: Batches | None = None,
     ) -> None:
         self.github = github
         self.claude = claude
         self.checks = checks
         self.settings = settings
+        self.batches = batches  # Message Batches for work that can wait (review/batches.py); None: all interactive
         self.reader = ContentReader(github)
         self.memory = Memory(github, self.reader)
         # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
@@ -517,6 +524,8 @@ class ReviewPipeline:
         comments: list[ModelComment] = []
         model = ""
         tools = self._tools(job.installation_id, job.repo_full_name, job.head_sha, rc)
+        # [batches] A part may be answered by a Message Batch (half price) instead of a call now.
+        route = await self.batches.route(ctx, repo_batch=rc.batch, tools=tools is not None) if self.batches else None
 
         async def save(progress: ModelProgress) -> None:
             details = replace(ctx.job.details, model_progress=progress)
@@ -536,10 +545,20 @@ class ReviewPipeline:
                 # since then makes this call pointless, and pushing right after a review starts is free to anyone.
                 current = await self.github.get_pull(inst, job.repo_full_name, job.pr_number)
                 await self._still_applies(ctx, current)
-                done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, key, save)
+                # [batches] the batch's answer, checkpointed like a finished part; PENDING: it waits on a batch.
+                batched = await route.answer(key, blocks, shared=len(plan.parts) > 1) if route else None
+                if batched is PENDING:
+                    continue
+                if isinstance(batched, PartAnswer):
+                    done = batched
+                    await save(_progress(ctx).with_part(key, done))
+                else:
+                    done = await self._ask_part(ctx, blocks, len(plan.parts) > 1, tools, key, save)
             model = done.model
             summaries.append(done.summary.strip())
             comments.extend(done.comments)
+        if route is not None:
+            await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
         if not plan.parts:
             summaries.append("There was nothing in this pull request that the reviewer reviews.")
         not_covered = [(s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]]

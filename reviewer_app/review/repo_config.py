@@ -16,6 +16,7 @@ MAX_IGNORE_PATTERNS = 200
 KNOWN_KEYS = frozenset(
     {
         "auto",
+        "batch",
         "drafts",
         "ignore",
         "instructions",
@@ -39,6 +40,9 @@ class RepoConfig:
     drafts: bool = False  # automatic reviews of draft pull requests too (otherwise they wait for ready_for_review)
     context: bool = True  # show the model the code around each change (read at the head commit)
     repository_tools: bool | None = None  # let the model read the repository before it submits; None: server default
+    # Automatic reviews through Message Batches (half price, within 24 hours): true always, false never (not even the
+    # sweep's), None: the server decides (core/batching.py).
+    batch: bool | None = None
     ignore: tuple[str, ...] = ()
     instructions: str | None = None
     language: str | None = None
@@ -68,7 +72,7 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any
-    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated"):
+    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated", "batch"):
         if key in data:
             if isinstance(data[key], bool):
                 cfg = replace(cfg, **{key: data[key]})

@@ -204,6 +204,26 @@ class Finding:
         )
 
 
+@dataclass(frozen=True)
+class BatchRequest:
+    """One model request sent through Message Batches for a part of a job's review, and what the batch reported."""
+
+    custom_id: str
+    job_id: int
+    part_key: str
+    batch_id: str
+    model: str
+    state: str  # pending, succeeded, errored, expired, canceled, withdrawn
+    result: str | None  # the model's Message as JSON, when succeeded
+    error: str | None
+    submitted_at: float
+    ended_at: float | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
 @dataclass
 class QueueStats:
     by_state: dict[str, int] = field(default_factory=dict)
@@ -377,7 +397,38 @@ class Store(Protocol):
     async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None: ...
     async def installation_active(self, installation_id: int) -> bool: ...
     async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
-        """Model tokens per repository and model over attempts started since ``since``."""
+        """Model tokens per repository, model and way of asking since ``since``: one dict per (repo, model, batched)
+        with ``repo``, ``model``, ``batched`` (bool: through Message Batches, else interactive), ``jobs``,
+        ``input_tokens``, ``output_tokens``, ``cache_creation_tokens`` and ``cache_read_tokens``; most tokens first."""
+        ...
+
+    async def record_batch_requests(
+        self, job_id: int, *, batch_id: str, model: str, parts: Sequence[tuple[str, str]], now: float
+    ) -> None:
+        """The job's ``parts`` ((custom_id, part_key) pairs) were sent in Message Batch ``batch_id``."""
+        ...
+
+    async def batch_requests_of(self, job_id: int) -> list[BatchRequest]:
+        """Every request the job sent through Message Batches, oldest first."""
+        ...
+
+    async def open_batches(self, *, limit: int = 1000) -> list[str]:
+        """Batches with a request whose result was not reported yet."""
+        ...
+
+    async def open_requests_of_batch(self, batch_id: str) -> list[str]:
+        """The custom_ids of ``batch_id`` whose result was not reported yet."""
+        ...
+
+    async def settle_batch_request(
+        self, custom_id: str, *, state: str, result: str | None, error: str | None, usage: Usage | None, now: float
+    ) -> int | None:
+        """Record the batch's report on a request (the first report wins) and wake its job if it waited on it; the
+        job id, or None when nothing was recorded."""
+        ...
+
+    async def withdraw_requests_of_ended_jobs(self) -> list[str]:
+        """Withdraw pending requests whose job ended; the batches that have no pending request left."""
         ...
 
     async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
@@ -500,6 +551,7 @@ class Store(Protocol):
 __all__ = [
     "AdmitResult",
     "Attempt",
+    "BatchRequest",
     "CancelPR",
     "Decision",
     "Delivery",

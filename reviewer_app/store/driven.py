@@ -19,6 +19,7 @@ from reviewer_app.store import statements as s
 from reviewer_app.store.base import (
     AdmitResult,
     Attempt,
+    BatchRequest,
     Delivery,
     FencedFinishes,
     Finding,
@@ -151,7 +152,35 @@ class DrivenStore(FencedFinishes, abc.ABC):
         await self._run(lambda: p.changes(s.MARK_EFFECT, (error, done, now, effect_id)))
 
     async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._rows(s.USAGE_BY_REPO, (since,))]
+        rows = [dict(r) for r in await self._rows(s.USAGE_BY_REPO, (since, since))]
+        return [{**r, "batched": bool(r["batched"])} for r in rows]
+
+    # -- Message Batches ----------------------------------------------------------------------------------
+
+    async def record_batch_requests(
+        self, job_id: int, *, batch_id: str, model: str, parts: Sequence[tuple[str, str]], now: float
+    ) -> None:
+        rows = [(custom_id, job_id, key, batch_id, model, now) for custom_id, key in parts]
+        await self._run(lambda: p.many(s.INSERT_BATCH_REQUEST, rows))
+
+    async def batch_requests_of(self, job_id: int) -> list[BatchRequest]:
+        return [BatchRequest(*tuple(r)) for r in await self._rows(s.SELECT_BATCH_REQUESTS_OF_JOB, (job_id,))]
+
+    async def open_batches(self, *, limit: int = 1000) -> list[str]:
+        return [r[0] for r in await self._rows(s.OPEN_BATCHES, (limit,))]
+
+    async def open_requests_of_batch(self, batch_id: str) -> list[str]:
+        return [r[0] for r in await self._rows(s.SELECT_OPEN_REQUESTS_OF_BATCH, (batch_id,))]
+
+    async def settle_batch_request(
+        self, custom_id: str, *, state: str, result: str | None, error: str | None, usage: Usage | None, now: float
+    ) -> int | None:
+        return await self._run(
+            lambda: p.settle_batch_request(custom_id, state=state, result=result, error=error, usage=usage, now=now)
+        )
+
+    async def withdraw_requests_of_ended_jobs(self) -> list[str]:
+        return await self._run(p.withdraw_requests_of_ended_jobs)
 
     async def last_reviewed_head(self, repo_id: int, pr_number: int) -> str | None:
         rows = await self._rows(s.LAST_REVIEWED_HEAD, (repo_id, pr_number))

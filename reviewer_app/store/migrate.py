@@ -52,9 +52,9 @@ async def migrate_store(
     force: bool = False,
     now: float | None = None,
 ) -> MigrationReport:
-    """Copy jobs (pending, failed and cancelled; every job with ``include_all``), their attempts, deliveries,
-    settings, installations, unsent outbox effects and findings from a SQLite file into an empty PostgreSQL store, in one
-    PostgreSQL transaction. The SQLite file is only read."""
+    """Copy jobs (pending, failed and cancelled; every job with ``include_all``), their attempts and batch requests,
+    deliveries, settings, installations, unsent outbox effects and findings from a SQLite file into an empty
+    PostgreSQL store, in one PostgreSQL transaction. The SQLite file is only read."""
     now = time.time() if now is None else now
     path = _source_path(source, target)
     store = PostgresStore(target, min_size=1, max_size=1, schema=schema)
@@ -128,6 +128,9 @@ async def _copy(
                 a.update(finished_at=now, outcome="lease_expired", error=MOVED_WHILE_RUNNING)
             attempts.append(a)
     report.rows["attempts"] = await _insert(dst, "attempts", attempts)
+    # A job waiting on a Message Batch keeps its request: the batch runs on, and PostgreSQL's duty collects it.
+    batched = [r for r in await _table(src, "batch_requests") if r["job_id"] in ids]
+    report.rows["batch requests"] = await _insert(dst, "batch_requests", batched)
     report.rows["deliveries"] = await _insert(dst, "deliveries", await _table(src, "deliveries"))
     report.rows["settings"] = await _insert(dst, "settings", await _table(src, "settings"))
     report.rows["installations"] = await _insert(dst, "installations", await _table(src, "installations"))

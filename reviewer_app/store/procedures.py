@@ -519,9 +519,9 @@ def changes(stmt: s.Statement, params: Sequence[Any]) -> Procedure[int]:
     return (yield Count(stmt, params))
 
 
-def many(stmt: s.Statement, rows: Sequence[Sequence[Any]]) -> Procedure[None]:
-    """One statement for each parameter tuple, in one transaction."""
-    yield Many(stmt, rows)
+def many(stmt: s.Statement, params: Sequence[Sequence[Any]]) -> Procedure[None]:
+    """One statement per parameter tuple, in one transaction."""
+    yield Many(stmt, params)
 
 
 def returns_row(stmt: s.Statement, params: Sequence[Any]) -> Procedure[bool]:
@@ -555,6 +555,36 @@ def prune(before: float, batch: int) -> Procedure[int]:
     if ids:
         yield Count(s.forget_pruned_superseders(len(ids)), ids)
         yield Count(s.delete_pruned_attempts(len(ids)), ids)
+        yield Count(s.delete_pruned_batch_requests(len(ids)), ids)
         removed += yield Count(s.delete_pruned_jobs(len(ids)), ids)
     removed += yield Count(s.PRUNE_DELIVERIES, (before, batch))
     return removed + (yield Count(s.PRUNE_FINISHED_EFFECTS, (before, batch)))
+
+
+# -- Message Batches ----------------------------------------------------------------------------------------
+
+
+def settle_batch_request(
+    custom_id: str, *, state: str, result: str | None, error: str | None, usage: Usage | None, now: float
+) -> Procedure[int | None]:
+    """Record a batch's report on one request (once) and wake its job when the request was still pending; the job's
+    id, or None when the request was reported before or is not ours."""
+    tokens = usage_params(usage)[1:]
+    row = yield Row(s.SETTLE_BATCH_REQUEST_IF_OPEN, (state, result, error, now, *tokens, custom_id))
+    if row is None:
+        return None
+    job_id, settled_state = row[0], row[1]
+    if settled_state == state and (yield Count(s.WAKE_QUEUED_JOB, (now, now, job_id, now))) == 1:
+        yield Wake()
+    return int(job_id)
+
+
+def withdraw_requests_of_ended_jobs() -> Procedure[list[str]]:
+    """Withdraw the pending requests of jobs that ended while batched; the batches left with no pending request
+    (nothing of theirs will be used: worth cancelling)."""
+    touched = sorted({r[0] for r in (yield Rows(s.WITHDRAW_REQUESTS_OF_ENDED_JOBS))})
+    idle: list[str] = []
+    for batch_id in touched:
+        if (yield Row(s.PENDING_REQUESTS_OF_BATCH, (batch_id,)))[0] == 0:
+            idle.append(batch_id)
+    return idle

@@ -395,16 +395,25 @@ UPDATE duty_leases SET expires_at = ? WHERE duty = ? AND owner = ?
 
 # Model tokens per repository and model since a time: what reviews cost (integers in both dialects: PostgreSQL's
 # SUM of integers is NUMERIC).
+# Model tokens per repository, model and way of asking: interactive (the attempts that called the model) and batched
+# (requests answered through Message Batches, counted when the batch reported them), since the cut-off.
 USAGE_BY_REPO = """
-SELECT j.repo_full_name AS repo, CASE WHEN j.trigger LIKE 'reply:%' THEN 'answers' ELSE 'reviews' END AS kind,
-       COALESCE(a.model, '') AS model, COUNT(DISTINCT j.id) AS jobs,
-       CAST(SUM(a.input_tokens) AS BIGINT) AS input_tokens, CAST(SUM(a.output_tokens) AS BIGINT) AS output_tokens,
-       CAST(SUM(a.cache_creation_tokens) AS BIGINT) AS cache_creation_tokens,
-       CAST(SUM(a.cache_read_tokens) AS BIGINT) AS cache_read_tokens
-  FROM attempts a JOIN jobs j ON j.id = a.job_id
- WHERE a.started_at >= ? AND (a.input_tokens > 0 OR a.output_tokens > 0)
- GROUP BY j.repo_full_name, CASE WHEN j.trigger LIKE 'reply:%' THEN 'answers' ELSE 'reviews' END, COALESCE(a.model, '')
- ORDER BY SUM(a.input_tokens) + SUM(a.output_tokens) DESC
+SELECT u.repo AS repo, u.kind AS kind, u.model AS model, u.batched AS batched, COUNT(DISTINCT u.job_id) AS jobs,
+       CAST(SUM(u.input_tokens) AS BIGINT) AS input_tokens, CAST(SUM(u.output_tokens) AS BIGINT) AS output_tokens,
+       CAST(SUM(u.cache_creation_tokens) AS BIGINT) AS cache_creation_tokens,
+       CAST(SUM(u.cache_read_tokens) AS BIGINT) AS cache_read_tokens
+  FROM (SELECT j.repo_full_name AS repo, CASE WHEN j.trigger LIKE 'reply:%' THEN 'answers' ELSE 'reviews' END AS kind,
+               COALESCE(a.model, '') AS model, 0 AS batched, j.id AS job_id,
+               a.input_tokens, a.output_tokens, a.cache_creation_tokens, a.cache_read_tokens
+          FROM attempts a JOIN jobs j ON j.id = a.job_id
+         WHERE a.started_at >= ? AND (a.input_tokens > 0 OR a.output_tokens > 0)
+        UNION ALL
+        SELECT j.repo_full_name, 'reviews', b.model, 1, j.id, b.input_tokens, b.output_tokens, b.cache_creation_tokens,
+               b.cache_read_tokens
+          FROM batch_requests b JOIN jobs j ON j.id = b.job_id
+         WHERE b.ended_at >= ? AND (b.input_tokens > 0 OR b.output_tokens > 0)) u
+ GROUP BY u.repo, u.kind, u.model, u.batched
+ ORDER BY SUM(u.input_tokens) + SUM(u.output_tokens) DESC, u.repo, u.kind, u.model, u.batched
 """
 
 # Retention: effects the outbox finished with (sent, or given up on) before the cut-off, a batch at a time.
@@ -767,3 +776,57 @@ SPEND_BY_DAY = Dialects(
     _SPEND_BY_DAY.format(day="CAST(a.started_at / 86400 AS INTEGER)"),
     numbered(_SPEND_BY_DAY.format(day="CAST(FLOOR(a.started_at / 86400) AS BIGINT)")),
 )
+
+# -- Message Batches: requests of jobs sent at half price, their results handed to the jobs (review/batches.py) --
+
+BATCH_REQUEST_COLUMNS = (
+    "custom_id, job_id, part_key, batch_id, model, state, result, error, submitted_at, ended_at, input_tokens,"
+    " output_tokens, cache_creation_tokens, cache_read_tokens"
+)
+
+INSERT_BATCH_REQUEST = """
+INSERT INTO batch_requests (custom_id, job_id, part_key, batch_id, model, submitted_at) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (custom_id) DO NOTHING
+"""
+
+SELECT_BATCH_REQUESTS_OF_JOB = (
+    f"SELECT {BATCH_REQUEST_COLUMNS} FROM batch_requests WHERE job_id = ? ORDER BY submitted_at, custom_id"
+)
+
+# Batches the duty still waits on: any request of theirs not reported yet (withdrawn ones too, for their tokens).
+OPEN_BATCHES = "SELECT DISTINCT batch_id FROM batch_requests WHERE ended_at IS NULL ORDER BY batch_id LIMIT ?"
+
+SELECT_OPEN_REQUESTS_OF_BATCH = "SELECT custom_id FROM batch_requests WHERE batch_id = ? AND ended_at IS NULL"
+
+# A batch's report on one request, written once (the first report wins; a second duty pass finds it ended). Only a
+# request still pending takes the result: a withdrawn one keeps its state and gets only its tokens.
+SETTLE_BATCH_REQUEST_IF_OPEN = """
+UPDATE batch_requests
+   SET state = CASE WHEN state = 'pending' THEN ? ELSE state END,
+       result = CASE WHEN state = 'pending' THEN ? ELSE result END,
+       error = CASE WHEN state = 'pending' THEN ? ELSE error END,
+       ended_at = ?, input_tokens = ?, output_tokens = ?, cache_creation_tokens = ?, cache_read_tokens = ?
+ WHERE custom_id = ? AND ended_at IS NULL
+RETURNING job_id, state
+"""
+
+# The job waiting on a settled request runs now (it waits `queued` with a far retry time while the batch runs).
+WAKE_QUEUED_JOB = f"""
+UPDATE jobs SET next_attempt_at = ?, updated_at = ?
+ WHERE id = ? AND state = '{JobState.QUEUED.value}' AND next_attempt_at > ?
+"""
+
+# Requests whose job ended while they were batched (superseded, cancelled, failed): withdrawn, never answered to a
+# job; the batches they belong to, to cancel those left with nothing pending.
+WITHDRAW_REQUESTS_OF_ENDED_JOBS = f"""
+UPDATE batch_requests SET state = 'withdrawn'
+ WHERE state = 'pending'
+   AND job_id IN (SELECT id FROM jobs WHERE state IN ({_TERMINAL}))
+RETURNING batch_id
+"""
+
+PENDING_REQUESTS_OF_BATCH = "SELECT COUNT(*) FROM batch_requests WHERE batch_id = ? AND state = 'pending'"
+
+
+def delete_pruned_batch_requests(n: int) -> str:
+    return f"DELETE FROM batch_requests WHERE job_id IN ({', '.join('?' * n)})"

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from reviewer_app.admin import Admin
-from reviewer_app.core.prices import Price, estimate
+from reviewer_app.core.pricing import Price, estimate
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Store
 from reviewer_app.web import dashboard_pages as pages

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reviewer_app.core.prices import Price, price_of
+from reviewer_app.core.pricing import Price, price_of
 from reviewer_app.web.dashboard_pages import SPEND_COLUMNS
 
 DAYS = 30
@@ -57,7 +57,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], prices: Mapping[str, Price], *,
             continue
         model = str(row["model"] or "")
         if model not in price_by_model:
-            price_by_model[model] = price_of(model, prices)
+            price_by_model[model] = price_of(prices, model)
         price = price_by_model[model]
         cost = None
         if price is not None:

@@ -1,4 +1,11 @@
-"""A fake Anthropic Messages API on loopback, with scripted answers and fault injection, for the real SDK to call."""
+"""A fake Anthropic Messages API on loopback, with scripted answers and fault injection, for the real SDK to call.
+
+It serves the Message Batches endpoints too (create, retrieve, results as JSONL, cancel), in the API's documented
+shapes: a batch is ``in_progress`` until it is processed (at the first look after its creation, or when a test ends
+it: ``hold_batches``), then ``ended`` with ``request_counts`` and a ``results_url``. Each request of a batch takes the
+next scripted step like an interactive call would (an answer succeeds, an error or a dropped connection errors);
+``batch_outcomes`` forces a request's result type, ``expire_batches`` expires what is still processing, and
+``reverse_results`` returns results in another order than the requests."""
 
 from __future__ import annotations
 
@@ -7,10 +14,13 @@ import hashlib
 import itertools
 import json
 import math
+import re
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -87,6 +97,21 @@ class _LostAnswer:
 
 
 _Step = _Answer | _Fault | _Disconnect | _LostAnswer
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+BATCH_LIFETIME = 24 * 3600.0  # a batch expires (what is unprocessed) 24 hours after its creation
+
+
+@dataclass
+class FakeBatch:
+    """One Message Batch as the fake keeps it."""
+
+    id: str
+    requests: list[dict[str, Any]]
+    created_at: float
+    processing_status: str = "in_progress"  # in_progress, canceling, ended
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom_id -> result, once processed
+    ended_at: float | None = None
+    cancel_initiated_at: float | None = None
 
 
 class FakeAnthropic:
@@ -110,6 +135,11 @@ class FakeAnthropic:
         self.count_tokens_status: int | None = None  # when set, count_tokens answers this error status
         self._arrived = asyncio.Condition()
         self._closing = asyncio.Event()
+        self.batches: dict[str, FakeBatch] = {}
+        self.hold_batches = False  # True: batches stay in progress until end_batches() or expire_batches()
+        self.batch_outcomes: dict[str, str] = {}  # custom_id -> result type forced on it (errored, expired, ...)
+        self.reverse_results = False  # True: results come in the reverse order of the requests
+        self._batch_create_faults: deque[_Fault] = deque()
 
     # --- scripting -------------------------------------------------------------------------------------------
 
@@ -214,6 +244,26 @@ class FakeAnthropic:
         """Process the prompt (its cache breakpoints are written), then drop the connection without answering."""
         self._queue(_LostAnswer(), times)
 
+    def script_batch_create_error(self, status: int, error_type: str, message: str, *, times: int = 1) -> None:
+        """Answer the next batch creation(s) with an API error."""
+        self._batch_create_faults.extend([_Fault(status, error_type, message)] * times)
+
+    def end_batches(self) -> None:
+        """Process every batch still in progress now (each request takes its scripted step)."""
+        for batch in self.batches.values():
+            self._process(batch, hold=False)
+
+    def expire_batches(self) -> None:
+        """Every batch still in progress reaches its 24 hours: what it has not processed expires."""
+        for batch in self.batches.values():
+            if batch.processing_status != "ended":
+                self._end(batch, "expired")
+
+    @property
+    def batch_creates(self) -> list[RecordedRequest]:
+        """The recorded ``POST /v1/messages/batches`` requests, in order."""
+        return [r for r in self.requests if r.method == "POST" and r.path == "/v1/messages/batches"]
+
     @property
     def pending(self) -> int:
         """How many scripted steps are still queued."""
@@ -235,6 +285,10 @@ class FakeAnthropic:
         app = web.Application()
         app.router.add_post("/v1/messages", self._handle_messages)
         app.router.add_post("/v1/messages/count_tokens", self._handle_count_tokens)
+        app.router.add_post("/v1/messages/batches", self._handle_batch_create)
+        app.router.add_get("/v1/messages/batches/{batch_id}", self._handle_batch_retrieve)
+        app.router.add_get("/v1/messages/batches/{batch_id}/results", self._handle_batch_results)
+        app.router.add_post("/v1/messages/batches/{batch_id}/cancel", self._handle_batch_cancel)
         return app
 
     @asynccontextmanager
@@ -286,9 +340,141 @@ class FakeAnthropic:
             return self._error(self.count_tokens_status, "not_found_error", "count_tokens is not available here")
         return self._json({"input_tokens": _tokens(_prompt_text(_blocks(body)))})
 
-    async def _admit(
-        self, request: web.Request, *, require_max_tokens: bool
-    ) -> tuple[dict[str, Any] | None, web.Response | None]:
+    # --- Message Batches -------------------------------------------------------------------------------------
+
+    async def _handle_batch_create(self, request: web.Request) -> web.StreamResponse:
+        body, rejection = await self._receive(request)
+        if rejection is not None:
+            return rejection
+        if not isinstance(body, dict) or not isinstance(body.get("requests"), list) or not body["requests"]:
+            return self._error(400, "invalid_request_error", "requests: Field required (a non-empty list)")
+        seen: set[str] = set()
+        for i, item in enumerate(body["requests"]):
+            name = item.get("custom_id") if isinstance(item, dict) else None
+            if not isinstance(name, str) or not _CUSTOM_ID.match(name):
+                return self._error(
+                    400, "invalid_request_error", f"requests.{i}.custom_id: must match ^[a-zA-Z0-9_-]{{1,64}}$"
+                )
+            if name in seen:
+                return self._error(400, "invalid_request_error", f"requests.{i}.custom_id: duplicate custom_id {name}")
+            seen.add(name)
+            params = item.get("params")
+            problem = (
+                "params: Field required" if not isinstance(params, dict) else _validate(params, require_max_tokens=True)
+            )
+            if problem:
+                return self._error(400, "invalid_request_error", f"requests.{i}.params.{problem}")
+        if self._batch_create_faults:
+            fault = self._batch_create_faults.popleft()
+            return self._error(fault.status, fault.error_type, fault.message)
+        batch = FakeBatch(f"msgbatch_fake_{next(self._ids):04d}", list(body["requests"]), time.time())
+        self.batches[batch.id] = batch
+        return self._json(self._batch_object(batch, request))
+
+    async def _handle_batch_retrieve(self, request: web.Request) -> web.StreamResponse:
+        batch, rejection = await self._batch(request)
+        if rejection is not None:
+            return rejection
+        assert batch is not None
+        self._process(batch, hold=self.hold_batches)
+        return self._json(self._batch_object(batch, request))
+
+    async def _handle_batch_results(self, request: web.Request) -> web.StreamResponse:
+        batch, rejection = await self._batch(request)
+        if rejection is not None:
+            return rejection
+        assert batch is not None
+        if batch.processing_status != "ended":
+            return self._error(400, "invalid_request_error", f"Message Batch {batch.id} has not yet ended processing")
+        order = [r["custom_id"] for r in batch.requests]
+        if self.reverse_results:
+            order.reverse()
+        lines = [json.dumps({"custom_id": name, "result": batch.results[name]}) for name in order]
+        return web.Response(body=("\n".join(lines) + "\n").encode(), content_type="application/binary")
+
+    async def _handle_batch_cancel(self, request: web.Request) -> web.StreamResponse:
+        batch, rejection = await self._batch(request)
+        if rejection is not None:
+            return rejection
+        assert batch is not None
+        if batch.processing_status == "in_progress":
+            batch.processing_status = "canceling"
+            batch.cancel_initiated_at = time.time()
+        return self._json(self._batch_object(batch, request))
+
+    async def _batch(self, request: web.Request) -> tuple[FakeBatch | None, web.Response | None]:
+        _, rejection = await self._receive(request)
+        if rejection is not None:
+            return None, rejection
+        batch = self.batches.get(request.match_info["batch_id"])
+        if batch is None:
+            return None, self._error(
+                404, "not_found_error", f"Message Batch {request.match_info['batch_id']} not found"
+            )
+        return batch, None
+
+    def _process(self, batch: FakeBatch, *, hold: bool) -> None:
+        """Run a batch's requests (each takes its scripted step), unless it is held; a canceling batch ends with
+        what it had not processed canceled."""
+        if batch.processing_status == "canceling":
+            self._end(batch, "canceled")
+            return
+        if batch.processing_status != "in_progress" or hold:
+            return
+        if time.time() - batch.created_at >= BATCH_LIFETIME:
+            self._end(batch, "expired")
+            return
+        for item in batch.requests:
+            name, params = item["custom_id"], item["params"]
+            forced = self.batch_outcomes.get(name)
+            if forced is not None:
+                batch.results[name] = _result_of_type(forced)
+                continue
+            step = self._script.popleft() if self._script else None
+            if isinstance(step, _Fault):
+                batch.results[name] = _errored(step.error_type, step.message)
+            elif isinstance(step, _Disconnect | _LostAnswer):
+                batch.results[name] = _errored("api_error", "Internal server error")
+            else:
+                if step is None:
+                    block = {"type": "tool_use", "name": self.tool_name, "input": dict(self.default_answer)}
+                    step = _Answer([block], "tool_use", None)
+                batch.results[name] = {"type": "succeeded", "message": self._message_payload(params, step)}
+        self._end(batch, None)  # every request has its result by now
+
+    @staticmethod
+    def _end(batch: FakeBatch, unprocessed: str | None) -> None:
+        """End the batch; each request without a result gets one of type ``unprocessed``."""
+        for item in batch.requests:
+            if item["custom_id"] not in batch.results:
+                assert unprocessed is not None, "a request of the batch has no result"
+                batch.results[item["custom_id"]] = _result_of_type(unprocessed)
+        batch.processing_status = "ended"
+        batch.ended_at = time.time()
+
+    def _batch_object(self, batch: FakeBatch, request: web.Request) -> dict[str, Any]:
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        for item in batch.requests:
+            result = batch.results.get(item["custom_id"])
+            counts[result["type"] if result is not None else "processing"] += 1
+        ended = batch.processing_status == "ended"
+        return {
+            "id": batch.id,
+            "type": "message_batch",
+            "processing_status": batch.processing_status,
+            "request_counts": counts,
+            "ended_at": _rfc3339(batch.ended_at),
+            "created_at": _rfc3339(batch.created_at),
+            "expires_at": _rfc3339(batch.created_at + BATCH_LIFETIME),
+            "archived_at": None,
+            "cancel_initiated_at": _rfc3339(batch.cancel_initiated_at),
+            "results_url": f"{request.url.origin()}/v1/messages/batches/{batch.id}/results" if ended else None,
+        }
+
+    # --- requests ----------------------------------------------------------------------------------------------
+
+    async def _receive(self, request: web.Request) -> tuple[Any, web.Response | None]:
+        """Record the request and check its credentials and version header; its JSON body (None if none)."""
         raw = await request.read()
         try:
             body: Any = json.loads(raw) if raw else None
@@ -298,17 +484,27 @@ class FakeAnthropic:
             headers = {k.lower(): v for k, v in request.headers.items()}
             self.requests.append(RecordedRequest(request.method, request.path, headers, body))
             self._arrived.notify_all()
+        return body, self._authorize(request)
 
+    def _authorize(self, request: web.Request) -> web.Response | None:
         key = request.headers.get("x-api-key")
         auth = request.headers.get("authorization", "")
         if key is None and auth.lower().startswith("bearer "):
             key = auth[len("bearer ") :]
         if not key:
-            return None, self._error(401, "authentication_error", "x-api-key header is required")
+            return self._error(401, "authentication_error", "x-api-key header is required")
         if self.api_key is not None and key != self.api_key:
-            return None, self._error(401, "authentication_error", "invalid x-api-key")
+            return self._error(401, "authentication_error", "invalid x-api-key")
         if not request.headers.get("anthropic-version"):
-            return None, self._error(400, "invalid_request_error", "anthropic-version: header is required")
+            return self._error(400, "invalid_request_error", "anthropic-version: header is required")
+        return None
+
+    async def _admit(
+        self, request: web.Request, *, require_max_tokens: bool
+    ) -> tuple[dict[str, Any] | None, web.Response | None]:
+        body, rejection = await self._receive(request)
+        if rejection is not None:
+            return None, rejection
         if not isinstance(body, dict):
             return None, self._error(400, "invalid_request_error", "request body must be a JSON object")
         problem = _validate(body, require_max_tokens=require_max_tokens)
@@ -317,6 +513,10 @@ class FakeAnthropic:
         return body, None
 
     def _message(self, body: dict[str, Any], answer: _Answer) -> web.Response:
+        payload = self._message_payload(body, answer)
+        return self._json(payload, request_id=payload["id"].replace("msg_", "req_"))
+
+    def _message_payload(self, body: dict[str, Any], answer: _Answer) -> dict[str, Any]:
         n = next(self._ids)
         content = []
         for block in answer.content:
@@ -333,7 +533,7 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": {**self._usage(body, content), **(answer.usage or {})},
         }
-        return self._json(payload, request_id=f"req_fake_{n:04d}")
+        return payload
 
     def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
         """Token counts in the API's split: read from the cache, written to it, and the uncached rest.
@@ -392,6 +592,23 @@ class FakeAnthropic:
 
     def _queue(self, step: _Step, times: int) -> None:
         self._script.extend([step] * times)
+
+
+def _result_of_type(kind: str) -> dict[str, Any]:
+    """A batch result without an answer: errored (an API error), canceled or expired."""
+    if kind == "errored":
+        return _errored("api_error", "Internal server error")
+    if kind not in ("canceled", "expired"):
+        raise ValueError(f"not a result type without an answer: {kind}")
+    return {"type": kind}
+
+
+def _errored(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "errored", "error": {"type": "error", "error": {"type": error_type, "message": message}}}
+
+
+def _rfc3339(at: float | None) -> str | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _validate(body: dict[str, Any], *, require_max_tokens: bool) -> str | None:
