@@ -129,13 +129,13 @@ class ReviewStack:
     model_client: anthropic.AsyncAnthropic
     batch_poller: BatchPoller  # the batch duty's pass (review/batches.py)
 
+    async def __call__(self, ctx: JobContext) -> str:
+        """The dispatcher's runner: reviews to the review pipeline, answers in threads (trigger ``reply:``) to the
+        answerer."""
+        return await (self.answerer if is_reply(ctx.job.trigger) else self.pipeline)(ctx)
+
     def runner(self) -> Runner:
-        """Reviews to the review pipeline, answers in threads (trigger ``reply:``) to the answerer."""
-
-        async def run(ctx: JobContext) -> str:
-            return await (self.answerer if is_reply(ctx.job.trigger) else self.pipeline)(ctx)
-
-        return run
+        return self
 
 
 def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:

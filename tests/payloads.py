@@ -249,10 +249,20 @@ def rest_review_comment(
 
 _LONG_FORM_ONLY = frozenset(
     {
-        "merged", "mergeable", "rebaseable", "mergeable_state", "merged_by", "comments", "review_comments",
-        "maintainer_can_modify", "commits", "additions", "deletions", "changed_files",
+        "merged",
+        "mergeable",
+        "rebaseable",
+        "mergeable_state",
+        "merged_by",
+        "comments",
+        "review_comments",
+        "maintainer_can_modify",
+        "commits",
+        "additions",
+        "deletions",
+        "changed_files",
     }
-)  # fmt: skip
+)
 
 
 def review_comment_event(
@@ -292,11 +302,29 @@ def review_comment_event(
     body = {
         key: comment.get(key)
         for key in (
-            "url", "pull_request_review_id", "id", "node_id", "diff_hunk", "path", "commit_id", "original_commit_id",
-            "in_reply_to_id", "body", "created_at", "updated_at", "html_url", "pull_request_url", "_links", "line",
-            "original_line", "side", "start_line", "start_side", "subject_type",
+            "url",
+            "pull_request_review_id",
+            "id",
+            "node_id",
+            "diff_hunk",
+            "path",
+            "commit_id",
+            "original_commit_id",
+            "in_reply_to_id",
+            "body",
+            "created_at",
+            "updated_at",
+            "html_url",
+            "pull_request_url",
+            "_links",
+            "line",
+            "original_line",
+            "side",
+            "start_line",
+            "start_side",
+            "subject_type",
         )
-    }  # fmt: skip
+    }
     if body["in_reply_to_id"] is None:
         del body["in_reply_to_id"]  # a comment that starts a thread carries no in_reply_to_id
     body.update(

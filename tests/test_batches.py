@@ -235,7 +235,7 @@ async def test_turning_batching_off_still_collects_what_is_already_in_a_batch(tm
         _, job_id = await h.open_pr(1)
         await requests_of(h, job_id, "pending")
         # As after a restart with REVIEWER_BATCH=0: nothing new is batched, but the request out is still used.
-        pipeline = h.svc.dispatcher.runner
+        pipeline = h.svc.dispatcher.runner.pipeline
         pipeline.batches = replace(pipeline.batches, policy=BatchPolicy(enabled=False))
         _, later = await h.open_pr(2)
         await h.wait_state(later, JobState.SUCCEEDED)
@@ -257,4 +257,4 @@ async def test_batches_refused_by_the_api_turn_batching_off_and_the_review_runs_
         assert len(h.anthropic.batch_creates) == 1 and len(h.anthropic.message_requests) == 1
         assert job.attempts == 2  # the refused attempt counts; the next one asked interactively
         assert await h.store.batch_requests_of(job_id) == []
-        assert h.svc.dispatcher.runner.batches.submitter.unavailable is not None
+        assert h.svc.dispatcher.runner.pipeline.batches.submitter.unavailable is not None

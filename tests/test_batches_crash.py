@@ -10,6 +10,7 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
 from tests.helpers import webhook_headers
+from tests.payloads import pull_request_event
 from tests.serve_process import ServeProcess, fakes_env
 from tests.test_serve_subprocess import job_row, wait_until
 
@@ -43,21 +44,17 @@ def test_killed_while_batched_a_new_process_gets_the_result_with_no_second_submi
             REVIEWER_BATCH_POLL_SECONDS="0.2",
             REVIEWER_BATCH_GATHER_SECONDS="0.1",
         )
-        payload = {
-            "action": "opened",
-            "number": 1,
-            "pull_request": {
-                "number": 1,
-                "state": "open",
-                "draft": False,
-                "title": pull.title,
-                "body": "",
-                "head": {"sha": pull.head_sha},
-                "base": {"sha": pull.base_sha, "ref": "main"},
-            },
-            "repository": {"id": repo.id, "full_name": REPO},
-            "installation": {"id": inst.id},
-        }
+        payload = pull_request_event(
+            "opened",
+            number=1,
+            head=pull.head_sha,
+            base_sha=pull.base_sha,
+            repo=REPO,
+            repo_id=repo.id,
+            installation_id=inst.id,
+            title=pull.title,
+            body="",
+        )
         first = ServeProcess(env, tmp_path / "serve1.log").start(timeout=60)
         try:
             body = json.dumps(payload).encode()

@@ -90,6 +90,7 @@ async def test_usage_shows_batched_tokens_apart_from_interactive_ones(store) -> 
     assert rows == [
         {
             "repo": "o/r",
+            "kind": "reviews",
             "model": "claude-sonnet-4-5",
             "batched": True,
             "jobs": 1,
@@ -100,6 +101,7 @@ async def test_usage_shows_batched_tokens_apart_from_interactive_ones(store) -> 
         },
         {
             "repo": "o/r",
+            "kind": "reviews",
             "model": "claude-sonnet-4-5",
             "batched": False,
             "jobs": 1,

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
-from reviewer_app.core.pricing import DEFAULT_PRICES, Price, estimate, parse_prices, price_of
+from reviewer_app.core.pricing import DEFAULT_PRICES, Price, cost, estimate, parse_prices, price_of
 from reviewer_app.service import build_service
 from reviewer_app.store.base import Delivery, Usage
 from reviewer_app.web.dashboard import COOKIE, Dashboard
@@ -224,9 +224,16 @@ async def test_the_spend_page_prices_tokens_per_repository_and_day_with_a_chart(
     await login(client)
     html = await (await client.get("/dashboard/spend")).text()
     # octo/widgets: five days of usage, 10k*d input, 1k*d output, 500 cache writes and 2k cache reads per day.
-    price = DEFAULT_PRICES[MODEL]
     widgets = sum(
-        price.cost(input_tokens=10_000 * d, output_tokens=1_000 * d, cache_creation_tokens=500, cache_read_tokens=2_000)
+        cost(
+            DEFAULT_PRICES,
+            MODEL,
+            input_tokens=10_000 * d,
+            output_tokens=1_000 * d,
+            cache_creation_tokens=500,
+            cache_read_tokens=2_000,
+            batched=False,
+        ).dollars
         for d in range(1, 6)
     )
     row = next(r for r in html.split("<tr>") if r.startswith("<td>octo/widgets</td>"))
@@ -299,3 +306,35 @@ async def test_no_token_reaches_the_log(dash, caplog) -> None:
     await client.get("/dashboard")
     assert "dashboard: login refused" in caplog.text and "dashboard: signed in" in caplog.text
     assert TOKEN not in caplog.text and "a-wrong-token-that-is-long" not in caplog.text
+
+
+async def test_the_spend_page_shows_batched_tokens_apart_and_what_batching_saved(dash) -> None:
+    client, seeded, store = dash
+    await login(client)
+    html = await (await client.get("/dashboard/spend")).text()
+    assert "<b id=saved>$0.00</b>" in html  # nothing went through Message Batches yet
+    job_id = seeded.reviewed
+    job = await store.get_job(job_id)
+    now = time.time()
+    await store.record_batch_requests(
+        job_id, batch_id="msgbatch_1", model=MODEL, parts=[(f"job-{job_id}-all", "all")], now=now
+    )
+    usage = Usage(model=MODEL, input_tokens=1_000_000, output_tokens=0)
+    await store.settle_batch_request(
+        f"job-{job_id}-all", state="succeeded", result="{}", error=None, usage=usage, now=now
+    )
+    html = await (await client.get("/dashboard/spend")).text()
+    full = cost(
+        DEFAULT_PRICES,
+        MODEL,
+        input_tokens=1_000_000,
+        output_tokens=0,
+        cache_creation_tokens=0,
+        cache_read_tokens=0,
+        batched=False,
+    ).dollars
+    assert full is not None and full > 0
+    assert f"<b id=saved>${full / 2:,.2f}</b>" in html  # half price: the other half saved
+    assert "of them batched" in html and "saved by batching" in html
+    row = next(r for r in html.split("<tr>") if r.startswith(f"<td>{job.repo_full_name}</td>"))
+    assert "<td class=n>1,000,000</td>" in row  # the batched tokens, apart

@@ -348,7 +348,7 @@ class DrivenStore(FencedFinishes, abc.ABC):
         return [Job.from_row(r) for r in await self._rows(s.FAILED_SINCE, (since, limit))]
 
     async def spend_by_day(self, *, since: float, until: float) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._rows(s.SPEND_BY_DAY, (since, until))]
+        return [dict(r) for r in await self._rows(s.SPEND_BY_DAY, (since, until, since, until))]
 
     # -- the worker registry ------------------------------------------------------------------------------
 

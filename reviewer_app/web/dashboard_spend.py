@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reviewer_app.core.pricing import Price, price_of
+from reviewer_app.core.pricing import Price, cost, price_of
 from reviewer_app.web.dashboard_pages import SPEND_COLUMNS
 
 DAYS = 30
@@ -27,17 +27,28 @@ class Spend:
 
 def _empty(repo: str) -> dict[str, Any]:
     """``unpriced``: some of the tokens are of a model without a price, so ``cost`` is less than the truth."""
-    return {"repo": repo, "jobs": 0, "cost": 0.0, "unpriced": False, **{key: 0 for _, key in SPEND_COLUMNS}}
+    return {
+        "repo": repo,
+        "jobs": 0,
+        "cost": 0.0,
+        "unpriced": False,
+        "batched_tokens": 0,  # of the token columns, those sent through Message Batches (half price)
+        "saved": 0.0,  # what batching saved against the interactive price
+        **{key: 0 for _, key in SPEND_COLUMNS},
+    }
 
 
-def _add(into: dict[str, Any], row: Mapping[str, Any], cost: float | None) -> None:
+def _add(into: dict[str, Any], row: Mapping[str, Any], dollars: float | None, saved: float | None) -> None:
     into["jobs"] += int(row["jobs"])
     for _, key in SPEND_COLUMNS:
         into[key] += int(row[key] or 0)
-    if cost is None:
+    if row.get("batched"):
+        into["batched_tokens"] += sum(int(row[key] or 0) for _, key in SPEND_COLUMNS)
+    if dollars is None:
         into["unpriced"] = True
     else:
-        into["cost"] += cost
+        into["cost"] += dollars
+        into["saved"] += saved or 0.0
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], prices: Mapping[str, Price], *, now: float) -> Spend:
@@ -58,26 +69,27 @@ def summarise(rows: Sequence[Mapping[str, Any]], prices: Mapping[str, Price], *,
         model = str(row["model"] or "")
         if model not in price_by_model:
             price_by_model[model] = price_of(prices, model)
-        price = price_by_model[model]
-        cost = None
-        if price is not None:
-            cost = price.cost(
-                input_tokens=int(row["input_tokens"] or 0),
-                output_tokens=int(row["output_tokens"] or 0),
-                cache_creation_tokens=int(row["cache_creation_tokens"] or 0),
-                cache_read_tokens=int(row["cache_read_tokens"] or 0),
-            )
-            costs.append((i, str(row["repo"]), cost))
+        priced = cost(
+            {model: price} if (price := price_by_model[model]) is not None else {},
+            model,
+            input_tokens=int(row["input_tokens"] or 0),
+            output_tokens=int(row["output_tokens"] or 0),
+            cache_creation_tokens=int(row["cache_creation_tokens"] or 0),
+            cache_read_tokens=int(row["cache_read_tokens"] or 0),
+            batched=bool(row.get("batched")),
+        )
+        if priced.dollars is not None:
+            costs.append((i, str(row["repo"]), priced.dollars))
         repo = str(row["repo"])
-        _add(totals.setdefault(repo, _empty(repo)), row, cost)
-        _add(per_day[i], row, cost)
+        _add(totals.setdefault(repo, _empty(repo)), row, priced.dollars, priced.saved)
+        _add(per_day[i], row, priced.dollars, priced.saved)
     ranked = sorted(totals.values(), key=lambda r: (-r["cost"], r["repo"]))
     shown = [r["repo"] for r in ranked[:CHART_SERIES]]
     series: dict[str, list[float]] = {repo: [0.0] * len(days) for repo in shown}
     if len(ranked) > CHART_SERIES:
         series[OTHERS] = [0.0] * len(days)
-    for i, repo, cost in costs:
-        series[repo if repo in series and repo != OTHERS else OTHERS][i] += cost
+    for i, repo, dollars in costs:
+        series[repo if repo in series and repo != OTHERS else OTHERS][i] += dollars
     return Spend(days=days, totals=ranked, per_day=per_day, series=series)
 
 
