@@ -20,9 +20,10 @@ from playwright.async_api import async_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from reviewer_app.core.pricing import DEFAULT_PRICES  # noqa: E402
+from reviewer_app.store.base import Usage  # noqa: E402
 from reviewer_app.store.sqlite import SqliteStore  # noqa: E402
 from reviewer_app.web.dashboard import Dashboard  # noqa: E402
-from tests.dashboard_seed import seed  # noqa: E402
+from tests.dashboard_seed import MODEL, seed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOKEN = "screenshot-token-0123456789"
@@ -33,7 +34,15 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteStore(f"{tmp}/reviewer.db")
         await store.open()
-        seeded = await seed(store, time.time())
+        now = time.time()
+        seeded = await seed(store, now)
+        # One review of today went through Message Batches, so the spend page shows the batched split and the saving.
+        custom_id = f"job-{seeded.reviewed}-all"
+        await store.record_batch_requests(
+            seeded.reviewed, batch_id="msgbatch_01", model=MODEL, parts=[(custom_id, "all")], now=now
+        )
+        usage = Usage(model=MODEL, input_tokens=400_000, output_tokens=40_000)
+        await store.settle_batch_request(custom_id, state="succeeded", result="{}", error=None, usage=usage, now=now)
         app = web.Application()
         Dashboard(store, token=TOKEN, prices=DEFAULT_PRICES).register(app)
         server = TestServer(app, host="127.0.0.1")
