@@ -14,9 +14,9 @@ from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.pricing import DEFAULT_PRICES, Price, cost, estimate, parse_prices, price_of
 from reviewer_app.service import build_service
 from reviewer_app.store.base import Delivery, Usage
-from reviewer_app.web.dashboard import COOKIE, Dashboard
-from tests.dashboard_seed import EVIL_REPO, MODEL, queue_counts, seed
-from tests.helpers import SECRET, sha
+from reviewer_app.web.dashboard import COOKIE, PAST_DAYS_SECONDS, Dashboard
+from tests.dashboard_seed import EVIL_REPO, MODEL, _admit, queue_counts, seed
+from tests.helpers import SECRET, eventually, sha
 
 TOKEN = "dashboard-token-0123456789"
 
@@ -338,3 +338,47 @@ async def test_the_spend_page_shows_batched_tokens_apart_and_what_batching_saved
     assert "of them batched" in html and "saved by batching" in html
     row = next(r for r in html.split("<tr>") if r.startswith(f"<td>{job.repo_full_name}</td>"))
     assert "<td class=n>1,000,000</td>" in row  # the batched tokens, apart
+
+
+async def test_the_spend_is_read_ahead_at_start_and_refreshed_in_the_background(store) -> None:
+    now = [time.time()]
+    dashboard = Dashboard(store, token=TOKEN, prices=DEFAULT_PRICES, clock=lambda: now[0])
+    app = web.Application()
+    dashboard.register(app)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        # Read and drawn when the process starts: no visitor waits for the 30 days' read.
+        async def drawn() -> bool:
+            return dashboard._summary is not None and dashboard._summary[2] is not None
+
+        await eventually(drawn)
+        await login(client)
+        assert "<b>$0.00</b>" in await (await client.get("/dashboard/spend")).text()
+        # Tokens of yesterday, then more than PAST_DAYS_SECONDS later (the same day): the page answers from the last
+        # read at once, and a read in the background brings yesterday's tokens to the next answer.
+        yesterday = now[0] - 86400
+        job_id = await _admit(store, "octo/widgets", 1, sha(1), yesterday)
+        [lease] = await store.claim(owner="w", limit=1, now=yesterday, lease_seconds=60)
+        usage = Usage(MODEL, 1_000_000, 0, 0, 0)
+        assert await store.complete_if_lease_held(lease, now=yesterday + 60, outcome="done", usage=usage)
+        assert lease.job_id == job_id
+        now[0] += PAST_DAYS_SECONDS + 1
+        assert "<b>$0.00</b>" in await (await client.get("/dashboard/spend")).text()
+        full = cost(
+            DEFAULT_PRICES,
+            MODEL,
+            input_tokens=1_000_000,
+            output_tokens=0,
+            cache_creation_tokens=0,
+            cache_read_tokens=0,
+            batched=False,
+        ).dollars
+        assert full is not None
+
+        async def shown() -> bool:
+            return f"<b>${full:,.2f}</b>" in await (await client.get("/dashboard/spend")).text()
+
+        await eventually(shown)
+    finally:
+        await client.close()

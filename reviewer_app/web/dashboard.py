@@ -7,6 +7,8 @@ and logout is a GET that reads; the two POSTs refuse another origin."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -33,7 +35,8 @@ PAGE_SIZE = 50
 RUNNING_SHOWN = 200
 FAILED_SHOWN = 50
 # The days before today change little (a late attempt's tokens, pruning): their spend is read again at most this
-# often by each process; today's is read at every request.
+# often by each process, in the background (a request is answered from the last read meanwhile); today's is read at
+# every request. The first read and the chart's first drawing happen when the process starts.
 PAST_DAYS_SECONDS = 600.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -71,6 +74,7 @@ class Dashboard:
         self._past: tuple[int, float, list[dict[str, Any]]] | None = None  # (today, read at, rows before today)
         # The last spend summed, keyed by what it was summed from, with its chart once drawn.
         self._summary: tuple[tuple[Any, ...], Spend, bytes | None] | None = None
+        self._refresh: asyncio.Task[None] | None = None  # the background read of the days before today
 
     def register(self, app: web.Application) -> None:
         r = app.router
@@ -83,6 +87,24 @@ class Dashboard:
         r.add_get("/dashboard/jobs/{job_id:[0-9]+}", self._signed_in(self.job))
         r.add_get("/dashboard/spend", self._signed_in(self.spend))
         r.add_get("/dashboard/spend.svg", self._signed_in(self.spend_svg))
+        app.on_startup.append(self._start_warming)
+        app.on_cleanup.append(self._stop_refreshing)
+
+    async def _start_warming(self, app: web.Application) -> None:
+        self._refresh = asyncio.create_task(self._warm(), name="dashboard-spend-warm-up")
+
+    async def _warm(self) -> None:
+        """The 30 days' spend read and its chart drawn once at start, so no visitor pays for the first read."""
+        try:
+            await self._chart()
+        except Exception as exc:  # the page reads again on its first request
+            log.warning("dashboard: the spend could not be read ahead: %s", exc)
+
+    async def _stop_refreshing(self, app: web.Application) -> None:
+        if self._refresh is not None and not self._refresh.done():
+            self._refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh
 
     # -- the session --------------------------------------------------------------------------------------
 
@@ -244,14 +266,25 @@ class Dashboard:
         today = int(now // DAY_SECONDS)
         midnight = today * DAY_SECONDS
         past = self._past
-        if past is None or past[0] != today or now - past[1] > PAST_DAYS_SECONDS:
-            since = (today - DAYS + 1) * DAY_SECONDS
-            past = self._past = (today, now, await self.store.spend_by_day(since=since, until=midnight))
+        if past is None or past[0] != today:  # the first read, or a new day: its rows are needed now
+            past = self._past = await self._read_past(today, now)
+        elif now - past[1] > PAST_DAYS_SECONDS and (self._refresh is None or self._refresh.done()):
+            self._refresh = asyncio.create_task(self._refresh_past(today, now), name="dashboard-spend-refresh")
         todays = await self.store.spend_by_day(since=midnight, until=now + DAY_SECONDS)
         key = (today, past[1], tuple(tuple(sorted(r.items())) for r in todays))
         if self._summary is None or self._summary[0] != key:
             self._summary = (key, summarise(past[2] + todays, self.prices, now=now), None)
         return self._summary[1]
+
+    async def _read_past(self, today: int, now: float) -> tuple[int, float, list[dict[str, Any]]]:
+        since = (today - DAYS + 1) * DAY_SECONDS
+        return (today, now, await self.store.spend_by_day(since=since, until=today * DAY_SECONDS))
+
+    async def _refresh_past(self, today: int, now: float) -> None:
+        try:
+            self._past = await self._read_past(today, now)
+        except Exception as exc:  # the last read stays; the next request tries again
+            log.warning("dashboard: the spend could not be read again: %s", exc)
 
     async def _chart(self) -> bytes:
         spend = await self._spend()
