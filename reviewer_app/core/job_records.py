@@ -8,7 +8,7 @@ written back as they were, so a worker of this version saving progress does not 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -206,19 +206,19 @@ class JobDetails:
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> JobDetails:
-        known = {f.name for f in fields(cls)} - {"extra"}
-        errors = value.get("config_errors")
-        return cls(
-            **{name: _str(value.get(name)) for name in _TEXT},
-            **{name: value.get(name) is True for name in _FLAGS},
-            **{name: _int(value.get(name)) for name in _INTS},
-            model_progress=ModelProgress.from_dict(value.get("model_progress")),
-            counts=_counts(value.get("counts")),
-            report=CheckReport.from_dict(value.get("report")),
-            incremental=value["incremental"] if isinstance(value.get("incremental"), bool) else None,
-            config_errors=tuple(str(e) for e in errors) if isinstance(errors, list) else (),
-            extra={k: v for k, v in value.items() if k not in known},
-        )
+        """Only the keys present are read (a job's details hold a few of them; every claim reads them): a value of
+        the wrong type reads as absent, a key this version does not know is kept in ``extra``."""
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, v in value.items():
+            read = _READERS.get(key)
+            if read is None:
+                extra[key] = v
+            elif (parsed := read(v)) is not None:
+                kwargs[key] = parsed
+        if extra:
+            kwargs["extra"] = extra
+        return cls(**kwargs)
 
     @classmethod
     def from_json(cls, text: str | bytes | None) -> JobDetails:
@@ -244,6 +244,23 @@ class JobDetails:
 
     def to_json(self) -> str:
         return orjson.dumps(self.to_dict()).decode()
+
+
+def _config_errors(value: Any) -> tuple[str, ...] | None:
+    return tuple(str(e) for e in value) if isinstance(value, list) else None
+
+
+# How each key of JobDetails' JSON is read; None: absent (the field keeps its default).
+_READERS: dict[str, Callable[[Any], Any]] = {
+    **{name: _str for name in _TEXT},
+    **{name: (lambda v: True if v is True else None) for name in _FLAGS},
+    **{name: _int for name in _INTS},
+    "model_progress": lambda v: ModelProgress.from_dict(v),
+    "counts": _counts,
+    "report": lambda v: CheckReport.from_dict(v),
+    "incremental": lambda v: v if isinstance(v, bool) else None,
+    "config_errors": _config_errors,
+}
 
 
 @dataclass(frozen=True)
