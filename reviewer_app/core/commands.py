@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,20 +48,25 @@ class Command:
     verb: Verb
 
 
-def parse_command(body: str, *, app_slug: str) -> Command | None:
-    """The first command line in a comment, or None when the comment holds no command.
-
-    A command line starts with `/review` or `@<app-slug>`; quoted lines (`>`) and code blocks are not commands.
-    """
+def own_lines(body: str) -> Iterator[str]:
+    """The comment's own lines, stripped: quoted lines (`>`) and fenced code blocks are someone else's words."""
     in_fence = False
-    mention = re.compile(rf"^@{re.escape(app_slug)}(?:\[bot\])?(?=\s|$)\s*(.*)$", re.IGNORECASE) if app_slug else None
     for raw in body.splitlines():
         line = raw.strip()
         if line.startswith(("```", "~~~")):
             in_fence = not in_fence
             continue
-        if in_fence or line.startswith(">"):
-            continue
+        if not in_fence and not line.startswith(">"):
+            yield line
+
+
+def parse_command(body: str, *, app_slug: str) -> Command | None:
+    """The first command line in a comment, or None when the comment holds no command.
+
+    A command line starts with `/review` or `@<app-slug>`; quoted lines (`>`) and code blocks are not commands.
+    """
+    mention = re.compile(rf"^@{re.escape(app_slug)}(?:\[bot\])?(?=\s|$)\s*(.*)$", re.IGNORECASE) if app_slug else None
+    for line in own_lines(body):
         rest: str | None = None
         m = re.match(r"^/review\b\s*(.*)$", line, re.IGNORECASE)
         if m:

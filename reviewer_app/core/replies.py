@@ -27,7 +27,7 @@ from reviewer_app.core.admission import (
     JobSpec,
     MalformedPayload,
 )
-from reviewer_app.core.commands import is_bot
+from reviewer_app.core.commands import is_bot, own_lines
 from reviewer_app.core.job_records import JobDetails
 
 CONVERSATION = "conversation"  # the thread of a pull request's conversation (issue comments)
@@ -44,14 +44,7 @@ def mentions_with_question(body: str, *, app_slug: str) -> bool:
         return False
     mention = re.compile(rf"(?<![\w@/-])@{re.escape(app_slug)}(?:\[bot\])?(?![\w-])", re.IGNORECASE)
     mentioned = asked = False
-    in_fence = False
-    for raw in body.splitlines():
-        line = raw.strip()
-        if line.startswith(("```", "~~~")):
-            in_fence = not in_fence
-            continue
-        if in_fence or line.startswith(">"):
-            continue
+    for line in own_lines(body):
         prose = re.sub(r"`[^`]*`", "", line)
         mentioned = mentioned or mention.search(prose) is not None
         asked = asked or "?" in prose

@@ -184,7 +184,7 @@ class ClaudeReviewer:
         malformed = 0
         while True:
             messages = base + (_mark_last(history) if cached else history) + feedback
-            response = await self._call(system, definitions, choice, messages, meter)
+            response = await self._call(meter, system=system, tools=definitions, tool_choice=choice, messages=messages)
             calls = [b for b in response.content if b.type == "tool_use"]
             reads = [c for c in calls if c.name != REVIEW_TOOL_NAME]
             submitted = len(reads) < len(calls)
@@ -258,18 +258,7 @@ class ClaudeReviewer:
         """A plain-text answer to one question (review/answer.py): (the text, the model that wrote it). No tools, no
         cache breakpoints (a thread's question is asked once); an answer without text is retried as a transient
         error."""
-        meter.calls += 1
-        self.calls_made += 1
-        try:
-            response = await self._client.messages.create(
-                model=self.model,
-                max_tokens=self._max_output_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-            )
-        except anthropic.AnthropicError as err:
-            raise map_api_error(err, now=self._clock()) from err
-        meter.add(response.usage)
+        response = await self._call(meter, system=system, messages=[{"role": "user", "content": user}])
         text = "\n".join(b.text for b in response.content if getattr(b, "type", "") == "text").strip()
         if not text:
             raise TransientError(f"the model's answer had no text (stop_reason={response.stop_reason})")
@@ -345,24 +334,14 @@ class ClaudeReviewer:
                 log.info("token counting failed (%s); estimating this prompt's size", type(err).__name__)
         return estimate_tokens(json.dumps([tools, system, messages]))
 
-    async def _call(
-        self,
-        system: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        choice: dict[str, Any],
-        messages: list[dict[str, Any]],
-        meter: UsageMeter,
-    ) -> Message:
+    async def _call(self, meter: UsageMeter, **params: Any) -> Message:
+        """One Messages call with this reviewer's model and output cap (a review's turn, or an answer), counted on
+        ``meter``; an API error is mapped to the job's error kinds."""
         meter.calls += 1
         self.calls_made += 1
         try:
             response = await self._client.messages.create(
-                model=self.model,
-                max_tokens=self._max_output_tokens,
-                system=system,  # type: ignore[arg-type]
-                tools=tools,  # type: ignore[arg-type]
-                tool_choice=choice,  # type: ignore[arg-type]
-                messages=messages,  # type: ignore[arg-type]
+                model=self.model, max_tokens=self._max_output_tokens, **params
             )
         except anthropic.AnthropicError as err:
             raise map_api_error(err, now=self._clock()) from err
