@@ -566,11 +566,14 @@ CLAIM_COMMAND_IF_NEW = "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFL
 # Claim: lease up to ?4 eligible queued jobs (not while the queue is paused) with a random token per row; the
 # claimed rows come back whole, so a worker starts without reading its job again. Parameters: owner, lease expiry,
 # now, limit. PostgreSQL skips rows another claimer has locked and writes the attempt rows in the same statement.
+# SQLite is told its index: without statistics its planner may search another index on state and sort every queued
+# job to take the first few (an index on (state, id) once made the claim O(backlog); tests/test_query_plans.py).
 CLAIM_QUEUED = Dialects(
     f"""
 UPDATE jobs SET state = '{JobState.RUNNING.value}', lease_owner = ?1, lease_token = lower(hex(randomblob(16))),
        lease_expires_at = ?2, attempts = attempts + 1, started_at = COALESCE(started_at, ?3), updated_at = ?3
- WHERE id IN (SELECT id FROM jobs WHERE state = '{JobState.QUEUED.value}' AND next_attempt_at <= ?3
+ WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claimable
+               WHERE state = '{JobState.QUEUED.value}' AND next_attempt_at <= ?3
                 AND NOT EXISTS (SELECT 1 FROM settings WHERE key = 'queue_paused' AND value = '1')
               ORDER BY priority, next_attempt_at, id LIMIT ?4)
 RETURNING {JOB_COLUMNS}

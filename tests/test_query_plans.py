@@ -1,0 +1,77 @@
+"""The drain's statements on SQLite read what they need through an index, whatever other indexes the schema holds.
+
+SQLite plans without statistics (the store never runs ANALYZE), so a new index can change a hot statement's plan:
+migration 0011's index on (state, id) made the claim search it for state = 'queued' and sort the whole backlog to
+take the next few (0.66x the drain's throughput, docs/benchmarks.md). These tests read the plans SQLite chooses.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+
+from reviewer_app.store import statements as s
+from reviewer_app.store.sqlite import SqliteStore
+
+
+def plan(path: str, stmt: s.Statement) -> list[str]:
+    query = s.for_sqlite(stmt)
+    assert query is not None
+    conn = sqlite3.connect(path)
+    try:
+        numbered = [int(n) for n in re.findall(r"\?(\d+)", query)]
+        n = max(numbered) if numbered else query.count("?")
+        return [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", [None] * n)]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+async def db(sqlite_store: SqliteStore) -> str:
+    return sqlite_store.path
+
+
+def test_the_claim_walks_jobs_claimable_in_order_without_sorting_the_backlog(db: str) -> None:
+    steps = plan(db, s.CLAIM_QUEUED)
+    assert any("USING INDEX jobs_claimable" in st for st in steps), steps
+    assert not any("TEMP B-TREE" in st for st in steps), steps
+
+
+def test_the_claim_keeps_its_plan_beside_an_index_on_state(db: str) -> None:
+    """An index that starts with the state (an operator's, or a later migration's) does not take the claim."""
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE INDEX operators_own ON jobs (state, id)")
+    conn.close()
+    steps = plan(db, s.CLAIM_QUEUED)
+    assert any("USING INDEX jobs_claimable" in st for st in steps), steps
+    assert not any("operators_own" in st or "TEMP B-TREE" in st for st in steps), steps
+
+
+def test_the_jobs_table_keeps_no_index_on_state_and_id(db: str) -> None:
+    """Every state change would move its entry (migration 0013 dropped it; the dashboard reads the primary key)."""
+    conn = sqlite3.connect(db)
+    try:
+        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    finally:
+        conn.close()
+    assert "jobs_claimable" in indexes and "jobs_by_state" not in indexes
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "FINISH_IF_LEASE_HELD",
+        "FINISH_ATTEMPT",
+        "REQUEUE_IF_LEASE_HELD",
+        "RENEW_IF_LEASE_HELD",
+        "RENEW_MANY_IF_LEASE_HELD",
+        "ADD_ATTEMPT_USAGE",
+    ],
+)
+def test_each_fenced_write_of_the_drain_finds_its_row_by_key(db: str, name: str) -> None:
+    steps = plan(db, getattr(s, name))
+    scans = [st for st in steps if st.startswith("SCAN") and "json_each" not in st]
+    assert not scans, (name, steps)
+    assert any(st.startswith("SEARCH") for st in steps), (name, steps)
