@@ -49,14 +49,23 @@ def test_the_claim_keeps_its_plan_beside_an_index_on_state(db: str) -> None:
     assert not any("operators_own" in st or "TEMP B-TREE" in st for st in steps), steps
 
 
-def test_the_jobs_table_keeps_no_index_on_state_and_id(db: str) -> None:
-    """Every state change would move its entry (migration 0013 dropped it; the dashboard reads the primary key)."""
+def test_no_index_on_the_jobs_table_moves_on_every_state_change_for_the_dashboard_alone(db: str) -> None:
+    """Migration 0013: the dashboard's and the metrics' reads go through the indexes the drain keeps anyway."""
     conn = sqlite3.connect(db)
     try:
-        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        indexes = {r[0]: r[1] for r in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'")}
     finally:
         conn.close()
-    assert "jobs_claimable" in indexes and "jobs_by_state" not in indexes
+    assert "jobs_claimable" in indexes
+    assert "jobs_by_state" not in indexes and "jobs_pending_created" not in indexes
+    assert "(publish_intent_at)" in indexes["jobs_awaiting_reconciliation"]
+
+
+@pytest.mark.parametrize("name", ["OLDEST_PENDING", "AWAITING_RECONCILIATION", "EXPIRED_LEASES", "FAILED_SINCE"])
+def test_each_read_of_a_metrics_scrape_or_the_queue_page_goes_through_an_index(db: str, name: str) -> None:
+    steps = plan(db, getattr(s, name))
+    assert not [st for st in steps if st.startswith("SCAN")], (name, steps)
+    assert any("USING INDEX" in st for st in steps), (name, steps)
 
 
 @pytest.mark.parametrize(

@@ -713,7 +713,12 @@ def delete_pruned_jobs(n: int) -> str:
 
 
 STATE_COUNTS = "SELECT state, COUNT(*) FROM jobs GROUP BY state"
-OLDEST_PENDING = "SELECT MIN(created_at) FROM jobs WHERE state IN ('queued', 'running')"
+# The oldest job not yet finished, through the partial indexes of the two pending states (jobs_claimable,
+# jobs_running): the drain keeps those up to date anyway.
+OLDEST_PENDING = f"""
+SELECT MIN(t) FROM (SELECT MIN(created_at) AS t FROM jobs WHERE state = '{JobState.QUEUED.value}'
+                    UNION ALL SELECT MIN(created_at) FROM jobs WHERE state = '{JobState.RUNNING.value}') AS pending
+"""
 EXPIRED_LEASES = "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?"
 AWAITING_RECONCILIATION = (
     "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
