@@ -77,6 +77,8 @@ def test_each_read_of_a_metrics_scrape_or_the_queue_page_goes_through_an_index(d
         "RENEW_IF_LEASE_HELD",
         "RENEW_MANY_IF_LEASE_HELD",
         "ADD_ATTEMPT_USAGE",
+        "FINISH_JOBS_FROM_JSON",
+        "CLOSE_ATTEMPTS_FROM_JSON",
     ],
 )
 def test_each_fenced_write_of_the_drain_finds_its_row_by_key(db: str, name: str) -> None:

@@ -266,3 +266,63 @@ async def test_a_skip_stands_only_if_no_event_for_its_revision_came_while_the_jo
     assert (job.state, job.outcome) == (JobState.CANCELLED, "skipped: a draft")
     [attempt] = await store.attempts_of(r.job_id)
     assert attempt.outcome == "cancelled" and attempt.finished_at == NOW
+
+
+async def test_concurrent_finishes_go_together_each_under_its_own_token(store) -> None:
+    """Finishes that arrive together are written as one batch (finish_batches.py); each job still changes only if
+    its own token holds it, and each attempt is closed with its own state, error and usage."""
+    lost_id = (await admit(store, spec(pr=1))).job_id
+    [stale] = await store.claim(owner="old", limit=1, now=NOW, lease_seconds=5)
+    ids = [(await admit(store, spec(pr=pr))).job_id for pr in range(2, 14)]
+    leases = await store.claim(owner="w", limit=20, now=NOW, lease_seconds=60)
+    assert await store.rescue_expired(now=NOW + 6) == [lost_id]
+    [fresh] = await store.claim(owner="new", limit=1, now=NOW + 6, lease_seconds=60)
+    by_id = {le.job_id: le for le in leases}
+    at = NOW + 7
+    results = await asyncio.gather(
+        store.complete_if_lease_held(stale, now=at, outcome="stale result"),
+        *(
+            store.complete_if_lease_held(by_id[i], now=at, outcome=f"reviewed {i}", usage=Usage("m", i, 2 * i))
+            for i in ids[:6]
+        ),
+        *(store.fail_if_lease_held(by_id[i], now=at, error=f"broke {i}") for i in ids[6:9]),
+        *(store.cancel_if_lease_held(by_id[i], now=at, outcome="pull request closed") for i in ids[9:11]),
+        store.supersede_if_lease_held(by_id[ids[11]], now=at, outcome="superseded: newer head"),
+    )
+    assert results == [False] + [True] * 12
+    for i in ids[:6]:
+        job = await store.get_job(i)
+        assert (job.state, job.outcome, job.finished_at, job.lease_token) == (
+            JobState.SUCCEEDED,
+            f"reviewed {i}",
+            at,
+            None,
+        )
+        [a] = await store.attempts_of(i)
+        assert (a.outcome, a.finished_at, a.model, a.input_tokens, a.output_tokens) == ("succeeded", at, "m", i, 2 * i)
+    for i in ids[6:9]:
+        job = await store.get_job(i)
+        assert (job.state, job.last_error) == (JobState.FAILED, f"broke {i}")
+        assert [(a.outcome, a.error) for a in await store.attempts_of(i)] == [("failed", f"broke {i}")]
+    for i in ids[9:11]:
+        job = await store.get_job(i)
+        assert (job.state, job.cancel_reason) == (JobState.CANCELLED, "pr_closed")
+    assert (await store.get_job(ids[11])).state == JobState.SUPERSEDED
+    lost = await store.get_job(lost_id)
+    assert lost.state == JobState.RUNNING and lost.lease_token == fresh.token
+    assert [a.outcome for a in await store.attempts_of(lost_id)] == ["lease_expired", None]
+
+
+async def test_a_stale_and_the_current_lease_of_one_job_finishing_together(store) -> None:
+    r = await admit(store, spec())
+    [stale] = await store.claim(owner="old", limit=1, now=NOW, lease_seconds=5)
+    await store.rescue_expired(now=NOW + 6)
+    [fresh] = await store.claim(owner="new", limit=1, now=NOW + 6, lease_seconds=60)
+    results = await asyncio.gather(
+        store.complete_if_lease_held(stale, now=NOW + 7, outcome="stale result"),
+        store.complete_if_lease_held(fresh, now=NOW + 7, outcome="fresh result"),
+    )
+    assert results == [False, True]
+    job = await store.get_job(r.job_id)
+    assert (job.state, job.outcome) == (JobState.SUCCEEDED, "fresh result")
+    assert [a.outcome for a in await store.attempts_of(r.job_id)] == ["lease_expired", "succeeded"]

@@ -159,3 +159,25 @@ async def test_heads_of_one_pull_request_admitted_together_apply_in_arrival_orde
     assert [r.outcome for r in results] == ["enqueued"] * 4
     queued = {j.head_sha for j in await store.list_jobs(states=["queued"])}
     assert queued == {sha(3), sha(9)}  # each newer head superseded the one admitted before it
+
+
+async def test_sqlite_writes_concurrent_finishes_as_two_statements_for_all(sqlite_store) -> None:
+    """Twelve finishes arriving together: one UPDATE of the jobs and one of their attempts, not a pair per job."""
+    for pr in range(1, 13):
+        await sqlite_store.admit(
+            Delivery(f"d{pr}", "pull_request", "opened"),
+            Enqueue(JobSpec(1, "o/r", 7, pr, sha(pr), "auto", 10)),
+            now=1.0,
+            max_attempts=3,
+        )
+    leases = await sqlite_store.claim(owner="w", limit=20, now=1.0, lease_seconds=60)
+    assert len(leases) == 12
+    seen: list[str] = []
+    sqlite_store._writer.set_trace_callback(seen.append)
+    try:
+        held = await asyncio.gather(*(sqlite_store.complete_if_lease_held(le, now=2.0, outcome="ok") for le in leases))
+    finally:
+        sqlite_store._writer.set_trace_callback(None)
+    assert held == [True] * 12
+    updates = [" ".join(q.split())[:37] for q in seen if q.lstrip().startswith("UPDATE")]
+    assert updates == ["UPDATE jobs SET state = i.state, outc", "UPDATE attempts SET finished_at = i.a"]

@@ -3,7 +3,8 @@
 A driver (sqlite.py, postgres.py) supplies the engine's part, and only that: how to open, migrate and ping; how to
 run a procedure in one transaction (``_run``); how to read outside one (``_rows``); how wake-ups reach subscribers.
 It may also batch: SQLite commits concurrent writes together in its writer thread, PostgreSQL commits concurrent
-admissions together and finishes a batch of jobs in one statement."""
+admissions together. Both write concurrent finishes as one batch (finish_batches.py): one statement on PostgreSQL,
+two on SQLite."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from reviewer_app.store.base import (
     WorkerStatus,
     is_gone,
 )
+from reviewer_app.store.finish_batches import FinishBatches
 
 T = TypeVar("T")
 ProcedureFactory = Callable[[], p.Procedure[T]]  # a fresh generator per try: a transaction may run again
@@ -58,9 +60,23 @@ class DrivenStore(FencedFinishes, abc.ABC):
         """Run one admission; a driver may commit concurrent admissions together (``key``: their lock order)."""
         return await self._run(procedure)
 
+    # Whether procedures.finish_together is one statement on this dialect (a driver may then spare BEGIN/COMMIT).
+    finishes_in_one_statement: bool = False
+    _finish_batches: FinishBatches | None = None
+
     async def _finish_one(self, item: p.Finish) -> bool:
-        """One fenced finish; a driver may finish concurrent ones together."""
-        return await self._run(lambda: p.finish(item))
+        """One fenced finish, written together with the others that arrive meanwhile (finish_batches.py)."""
+        if self._finish_batches is None:
+            self._finish_batches = FinishBatches(self._finish_together, name=f"{self.engine}-finishes")
+        return await self._finish_batches.finish(item)
+
+    async def _finish_together(self, items: Sequence[p.Finish]) -> set[str]:
+        return await self._run(lambda: p.finish_together(items), one_statement=self.finishes_in_one_statement)
+
+    async def _settle_finishes(self, timeout: float = 10.0) -> None:
+        """Before closing: the finishes already handed over still go out."""
+        if self._finish_batches is not None:
+            await self._finish_batches.settle(timeout)
 
     # -- admission ----------------------------------------------------------------------------------------
 
@@ -78,9 +94,10 @@ class DrivenStore(FencedFinishes, abc.ABC):
     async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
         if limit <= 0:
             return []
-        return await self._run(
+        rows = await self._run(
             lambda: p.claim(owner=owner, limit=limit, now=now, lease_seconds=lease_seconds), one_statement=True
         )
+        return [p.lease_of(r, owner) for r in rows]
 
     async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
         expires = now + lease_seconds

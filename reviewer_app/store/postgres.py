@@ -83,6 +83,7 @@ class PostgresStore(DrivenStore):
     """A pool of ``max_size`` connections for queries, plus one dedicated connection for LISTEN when subscribed."""
 
     engine = "postgres"
+    finishes_in_one_statement = True
 
     def __init__(
         self,
@@ -103,8 +104,6 @@ class PostgresStore(DrivenStore):
         self._pool: asyncpg.Pool | None = None
         self._schema_name = schema or "public"
         self._wakeups: WakeupListener | None = None
-        self._finishes: list[tuple[p.Finish, asyncio.Future[bool]]] = []
-        self._finisher: asyncio.Task[None] | None = None
         self._admissions: list[_Admission] = []
         self._admitters: set[asyncio.Task[None]] = set()
 
@@ -143,10 +142,7 @@ class PostgresStore(DrivenStore):
             # Admissions already handed over still commit (their callers are waiting for the answer).
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.gather(*self._admitters, return_exceptions=True), timeout=10)
-        if self._finisher is not None:
-            # Finishes already handed over still go out (callers normally awaited them all before closing).
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._finisher), timeout=10)
+        await self._settle_finishes()
         if self._wakeups is not None:
             await self._wakeups.stop()
             self._wakeups = None
@@ -342,40 +338,6 @@ class PostgresStore(DrivenStore):
             return results
 
         return await self._tx(op)
-
-    # -- batched finishes --------------------------------------------------------------------------------
-
-    async def _finish_one(self, item: p.Finish) -> bool:
-        """Finishes that arrive while a batch statement is in flight go out together in the next one: one round
-        trip and one commit for all of them, each job still changed only under its own lease token."""
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._finishes.append((item, done))
-        if self._finisher is None or self._finisher.done():
-            # A clean context: the batch is nobody's job in the logs.
-            self._finisher = asyncio.create_task(
-                self._flush_finishes(), name="postgres-finishes", context=contextvars.Context()
-            )
-        return await done
-
-    async def _flush_finishes(self) -> None:
-        while self._finishes:
-            batch, self._finishes = self._finishes, []
-            items = [item for item, _ in batch]
-            try:
-                held = await self._run(lambda items=items: p.finish_together(items), one_statement=True)
-            except Exception as exc:  # noqa: BLE001 - every waiter gets it (StoreUnavailable, mostly)
-                for _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
-            except BaseException:
-                for _, done in batch:
-                    if not done.done():
-                        done.set_exception(StoreUnavailable("store closed while finishing"))
-                raise
-            for item, done in batch:
-                if not done.done():
-                    done.set_result(item.lease.token in held)
 
 
 def _one_admissions_fault(exc: Exception) -> bool:

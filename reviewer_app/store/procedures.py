@@ -12,6 +12,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import orjson
+
 from reviewer_app.core.admission import (
     CancelPR,
     Decision,
@@ -379,16 +381,19 @@ def _follow(job_id: int, head_sha: str, *, now: float) -> Procedure[None]:
 # -- dispatch -----------------------------------------------------------------------------------------------
 
 
-def claim(*, owner: str, limit: int, now: float, lease_seconds: float) -> Procedure[list[Lease]]:
+def claim(*, owner: str, limit: int, now: float, lease_seconds: float) -> Procedure[list[Any]]:
+    """The claimed rows, whole (a worker starts without reading its job again), in id order. The caller makes leases
+    of them after the commit: on SQLite that keeps the parsing out of the writer thread, the drain's serial part."""
     rows = yield Rows(s.CLAIM_QUEUED, (owner, now + lease_seconds, now, limit))
-    # The claimed rows come back whole, so a worker starts without reading its job again.
-    leases = [
-        Lease(r["id"], r["lease_token"], owner, r["attempts"], r["lease_expires_at"], Job.from_row(r))
-        for r in sorted(rows, key=lambda r: r["id"])
-    ]
-    if leases:
-        yield Many(s.RECORD_CLAIMED_ATTEMPTS, [(le.job_id, le.attempt, owner, le.token, now) for le in leases])
-    return leases
+    rows = sorted(rows, key=lambda r: r["id"])
+    if rows:
+        yield Many(s.RECORD_CLAIMED_ATTEMPTS, [(r["id"], r["attempts"], owner, r["lease_token"], now) for r in rows])
+    return rows
+
+
+def lease_of(row: Any, owner: str) -> Lease:
+    """A claimed row as the worker's lease, the job with it."""
+    return Lease(row["id"], row["lease_token"], owner, row["attempts"], row["lease_expires_at"], Job.from_row(row))
 
 
 def renew_leases(leases: Sequence[Lease], *, now: float, lease_seconds: float) -> Procedure[set[str]]:
@@ -434,8 +439,10 @@ def finish(item: Finish) -> Procedure[bool]:
 
 
 def finish_together(batch: Sequence[Finish]) -> Procedure[set[str]]:
-    """Every finish of ``batch`` in one statement, where the dialect has one (PostgreSQL: one round trip for all);
-    elsewhere each in turn. The tokens that still held their job."""
+    """Every finish of ``batch`` together: one statement on PostgreSQL (one round trip for all), two on SQLite (the
+    jobs, then their attempts); each job leaves `running` only under its own token. The tokens that held their job.
+    On SQLite a single finish, or a batch naming one job twice (a stale lease beside the current one), goes one at a
+    time."""
     batch = sorted(batch, key=lambda f: f.lease.job_id)  # rows locked in id order on every host
     rows = [
         (f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage, f.cancel_reason) for f in batch
@@ -443,11 +450,19 @@ def finish_together(batch: Sequence[Finish]) -> Procedure[set[str]]:
     tokens = yield Rows(s.FINISH_JOBS_AND_ATTEMPTS, [list(c) for c in zip(*rows, strict=True)])
     if tokens is not None:
         return {r[0] for r in tokens}
-    held: set[str] = set()
-    for f in batch:
-        if (yield from finish(f)):
-            held.add(f.lease.token)
-    return held
+    if len(batch) == 1 or len({f.lease.job_id for f in batch}) < len(batch):
+        held: set[str] = set()
+        for f in batch:
+            if (yield from finish(f)):
+                held.add(f.lease.token)
+        return held
+    finished = yield Rows(s.FINISH_JOBS_FROM_JSON, (orjson.dumps(rows).decode(),))
+    ids = {r[0] for r in finished}
+    closed = [
+        (f.lease.token, f.now, f.state if f.lease.job_id in ids else "lease_lost", f.error, *f.usage) for f in batch
+    ]
+    yield Count(s.CLOSE_ATTEMPTS_FROM_JSON, (orjson.dumps(closed).decode(),))
+    return {f.lease.token for f in batch if f.lease.job_id in ids}
 
 
 def retry(

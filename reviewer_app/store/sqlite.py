@@ -110,6 +110,7 @@ class SqliteStore(DrivenStore):
             raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
 
     async def close(self) -> None:
+        await self._settle_finishes()
         if self._drain_job is not None:
             await asyncio.gather(self._drain_job, return_exceptions=True)
         if self._reader is not None:

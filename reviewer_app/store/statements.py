@@ -618,7 +618,6 @@ RETURNING jobs.lease_token
 # FINISH_IF_LEASE_HELD and FINISH_ATTEMPT for a batch of finishes in one PostgreSQL statement (one round trip and
 # one commit for all): each job leaves `running` only while its attempt's token still holds the lease; that
 # attempt's history row is closed with the state, or with 'lease_lost'. Returns the tokens whose job it finished.
-# SQLite runs the two statements per finish instead (its group commit already makes one transaction of them).
 FINISH_JOBS_AND_ATTEMPTS = Dialects(
     None,
     f"""
@@ -647,6 +646,41 @@ WITH input AS (
 )
 SELECT token FROM finished
 """,
+)
+
+# The same on SQLite, in two statements over a JSON array (it has no data-modifying CTEs): the jobs first, each by
+# its id and only under its token, RETURNING the ids finished; then every attempt of the batch closed with the state
+# or 'lease_lost', as the first statement decided. Rows as procedures.finish_together builds them.
+FINISH_JOBS_FROM_JSON = Dialects(
+    f"""
+UPDATE jobs SET state = i.state, outcome = i.outcome, cancel_reason = i.cancel_reason,
+       last_error = COALESCE(i.error, jobs.last_error), finished_at = i.at, updated_at = i.at,
+       lease_token = NULL, lease_expires_at = NULL
+  FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS token,
+               json_extract(value, '$[2]') AS state, json_extract(value, '$[3]') AS outcome,
+               json_extract(value, '$[4]') AS error, json_extract(value, '$[5]') AS at,
+               json_extract(value, '$[11]') AS cancel_reason
+          FROM json_each(?)) AS i
+ WHERE jobs.id = i.job_id AND jobs.lease_token = i.token AND jobs.state = '{JobState.RUNNING.value}'
+RETURNING jobs.id
+""",
+    None,
+)
+CLOSE_ATTEMPTS_FROM_JSON = Dialects(
+    """
+UPDATE attempts SET finished_at = i.at, outcome = i.outcome, error = i.error, model = COALESCE(i.model, attempts.model),
+       input_tokens = attempts.input_tokens + i.input_tokens, output_tokens = attempts.output_tokens + i.output_tokens,
+       cache_creation_tokens = attempts.cache_creation_tokens + i.cache_creation_tokens,
+       cache_read_tokens = attempts.cache_read_tokens + i.cache_read_tokens
+  FROM (SELECT json_extract(value, '$[0]') AS token, json_extract(value, '$[1]') AS at,
+               json_extract(value, '$[2]') AS outcome, json_extract(value, '$[3]') AS error,
+               json_extract(value, '$[4]') AS model, json_extract(value, '$[5]') AS input_tokens,
+               json_extract(value, '$[6]') AS output_tokens, json_extract(value, '$[7]') AS cache_creation_tokens,
+               json_extract(value, '$[8]') AS cache_read_tokens
+          FROM json_each(?)) AS i
+ WHERE attempts.lease_token = i.token AND attempts.finished_at IS NULL
+""",
+    None,
 )
 
 # Expired leases, read inside the rescuing transaction; PostgreSQL locks them in id order and skips a row another
