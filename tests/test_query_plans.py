@@ -1,4 +1,5 @@
-"""The drain's statements on SQLite read what they need through an index, whatever other indexes the schema holds.
+"""The drain's statements on SQLite read what they need through an index, whatever other indexes the schema holds;
+the claimed rows are read without a lookup per column.
 
 SQLite plans without statistics (the store never runs ANALYZE), so a new index can change a hot statement's plan:
 migration 0011's index on (state, id) made the claim search it for state = 'queued' and sort the whole backlog to
@@ -13,6 +14,7 @@ import sqlite3
 import pytest
 
 from reviewer_app.store import statements as s
+from reviewer_app.store.base import JOB_FIELDS, Job
 from reviewer_app.store.sqlite import SqliteStore
 
 
@@ -86,3 +88,29 @@ def test_each_fenced_write_of_the_drain_finds_its_row_by_key(db: str, name: str)
     scans = [st for st in steps if st.startswith("SCAN") and "json_each" not in st]
     assert not scans, (name, steps)
     assert any(st.startswith("SEARCH") for st in steps), (name, steps)
+
+
+async def test_a_claimed_row_is_read_in_field_order_and_a_row_of_other_order_by_name(db: str) -> None:
+    """statements.JOB_COLUMNS is the Job's field order (the claim's rows are taken as they come); a row with the
+    columns in another order, or lacking those later migrations added, reads the same job."""
+    assert tuple(c.strip() for c in s.JOB_COLUMNS.split(",")) == JOB_FIELDS
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.execute(
+            "INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger,"
+            " priority, state, details, attempts, max_attempts, next_attempt_at, created_at, updated_at,"
+            " cancel_reason) VALUES ('k', 1, 'o/r', 7, 3, 'abc', 'auto', 10, 'cancelled', '{\"title\": \"t\"}',"
+            " 0, 3, 1.0, 1.0, 1.0, 'pr_closed')"
+        )
+        in_order = Job.from_row(conn.execute(f"SELECT {s.JOB_COLUMNS} FROM jobs").fetchone())
+        reversed_columns = ", ".join(reversed(JOB_FIELDS))
+        by_name = Job.from_row(conn.execute(f"SELECT {reversed_columns} FROM jobs").fetchone())
+        older = ", ".join(n for n in JOB_FIELDS if n not in ("check_run_claim", "cancel_reason", "pokes"))
+        without_later_columns = Job.from_row(conn.execute(f"SELECT {older} FROM jobs").fetchone())
+    finally:
+        conn.close()
+    assert in_order == by_name
+    assert (in_order.state, in_order.details.title, in_order.cancel_reason) == ("cancelled", "t", "pr_closed")
+    assert (without_later_columns.cancel_reason, without_later_columns.pokes) == (None, 0)
+    assert without_later_columns.details == in_order.details

@@ -7,7 +7,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 import orjson
@@ -60,43 +60,27 @@ class Job:
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
-        # sqlite3.Row and asyncpg.Record alike; dict(row) would look each name up (3x slower)
-        r = dict(zip(row.keys(), row, strict=True))
-        return cls(
-            id=r["id"],
-            revision_key=r["revision_key"],
-            repo_id=r["repo_id"],
-            repo_full_name=r["repo_full_name"],
-            installation_id=r["installation_id"],
-            pr_number=r["pr_number"],
-            head_sha=r["head_sha"],
-            trigger=r["trigger"],
-            priority=r["priority"],
-            state=JobState(r["state"]),
-            details=JobDetails.from_json(r["details"]),
-            attempts=r["attempts"],
-            max_attempts=r["max_attempts"],
-            next_attempt_at=r["next_attempt_at"],
-            lease_owner=r["lease_owner"],
-            lease_token=r["lease_token"],
-            lease_expires_at=r["lease_expires_at"],
-            last_error=r["last_error"],
-            superseded_by=r["superseded_by"],
-            outcome=r["outcome"],
-            check_run_id=r["check_run_id"],
-            check_run_status=r["check_run_status"],
-            review_id=r["review_id"],
-            publish_intent_at=r["publish_intent_at"],
-            answer=StoredAnswer.from_json(r["answer"]),
-            event_at=r["event_at"],
-            created_at=r["created_at"],
-            started_at=r["started_at"],
-            finished_at=r["finished_at"],
-            updated_at=r["updated_at"],
-            check_run_claim=r.get("check_run_claim"),
-            cancel_reason=CancelReason(r["cancel_reason"]) if r.get("cancel_reason") else None,
-            pokes=r.get("pokes") or 0,
-        )
+        """A job from a row (sqlite3.Row or asyncpg.Record). Every claim builds one per job, so a row in the fields'
+        order (statements.JOB_COLUMNS) is taken as it comes; any other is read by name, the columns an older query
+        lacks taking their defaults."""
+        values = list(row)
+        names = tuple(row.keys())
+        if names != JOB_FIELDS:
+            by_name = dict(zip(names, values, strict=True))
+            values = [by_name.get(n, _OPTIONAL[n]) if n in _OPTIONAL else by_name[n] for n in JOB_FIELDS]
+        values[_STATE] = JobState(values[_STATE])
+        values[_DETAILS] = JobDetails.from_json(values[_DETAILS])
+        values[_ANSWER] = StoredAnswer.from_json(values[_ANSWER])
+        values[_CANCEL_REASON] = CancelReason(values[_CANCEL_REASON]) if values[_CANCEL_REASON] else None
+        values[_POKES] = values[_POKES] or 0
+        return cls(*values)
+
+
+JOB_FIELDS = tuple(f.name for f in fields(Job))
+_OPTIONAL = {"check_run_claim": None, "cancel_reason": None, "pokes": 0}  # columns later migrations added
+_STATE, _DETAILS, _ANSWER, _CANCEL_REASON, _POKES = (
+    JOB_FIELDS.index(n) for n in ("state", "details", "answer", "cancel_reason", "pokes")
+)
 
 
 @dataclass(frozen=True)
