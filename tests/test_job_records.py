@@ -3,9 +3,11 @@ typed load, and keys a newer version wrote survive an older one's save."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 import orjson
+import pytest
 
 from reviewer_app.core.job_records import CheckReport, JobDetails, ModelProgress, PartAnswer, StoredAnswer
 from reviewer_app.core.review_model import ModelComment, ReviewCounts
@@ -139,3 +141,14 @@ async def test_both_stores_keep_the_records_and_the_keys_they_do_not_know(store)
     assert await store.save_progress_if_lease_held(lease, now=NOW, details=details, answer=answer)
     job = await store.get_job(r.job_id)
     assert job.answer == answer and job.details == details and job.details.extra == {"from_a_newer_version": True}
+
+
+def test_details_read_back_equal_the_same_details_built_and_stay_frozen() -> None:
+    """from_dict makes the record without __init__ (job_records.assemble): it must be the very record __init__ makes."""
+    read = JobDetails.from_dict({"action": "opened", "title": "t", "full": True, "comment_id": 5, "future_key": 1})
+    built = JobDetails(action="opened", title="t", full=True, comment_id=5, extra={"future_key": 1})
+    assert read == built and read.to_json() == built.to_json()
+    assert read.base_ref is None and read.config_errors == () and read.report is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.title = "changed"  # type: ignore[misc]
+    assert JobDetails.from_dict({}) == JobDetails() and JobDetails.from_dict({}).extra == {}

@@ -8,6 +8,7 @@ take the next few (0.66x the drain's throughput, docs/benchmarks.md). These test
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sqlite3
 
@@ -110,7 +111,9 @@ async def test_a_claimed_row_is_read_in_field_order_and_a_row_of_other_order_by_
         without_later_columns = Job.from_row(conn.execute(f"SELECT {older} FROM jobs").fetchone())
     finally:
         conn.close()
-    assert in_order == by_name
+    assert in_order == by_name == Job(**{n: getattr(in_order, n) for n in JOB_FIELDS})  # as __init__ makes it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        in_order.state = "queued"  # type: ignore[misc]
     assert (in_order.state, in_order.details.title, in_order.cancel_reason) == ("cancelled", "t", "pr_closed")
     assert (without_later_columns.cancel_reason, without_later_columns.pokes) == (None, 0)
     assert without_later_columns.details == in_order.details

@@ -9,12 +9,23 @@ written back as they were, so a worker of this version saving progress does not 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 import orjson
 
 from reviewer_app.core.review_model import ModelComment, ReviewCounts
+
+R = TypeVar("R")
+
+
+def assemble(cls: type[R], values: Mapping[str, Any]) -> R:
+    """An instance of the frozen dataclass ``cls`` holding ``values`` (every field, each already of its type), made
+    without running ``__init__``: a frozen ``__init__`` sets each field through ``object.__setattr__``, and every
+    claim reads two such records per job (the Job and its JobDetails). Only for values read back and checked."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(values)
+    return obj
 
 
 def _str(value: Any) -> str | None:
@@ -216,9 +227,7 @@ class JobDetails:
                 extra[key] = v
             elif (parsed := read(v)) is not None:
                 kwargs[key] = parsed
-        if extra:
-            kwargs["extra"] = extra
-        return cls(**kwargs)
+        return assemble(cls, {**_DETAILS_DEFAULTS, **kwargs, "extra": extra})
 
     @classmethod
     def from_json(cls, text: str | bytes | None) -> JobDetails:
@@ -261,6 +270,9 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "incremental": lambda v: v if isinstance(v, bool) else None,
     "config_errors": _config_errors,
 }
+
+
+_DETAILS_DEFAULTS = {f.name: f.default for f in fields(JobDetails) if f.default is not MISSING}
 
 
 @dataclass(frozen=True)
