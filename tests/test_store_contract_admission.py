@@ -364,3 +364,24 @@ async def test_an_outside_authors_automatic_reviews_have_a_daily_limit_of_their_
     assert refused.outcome == "refused" and "per day of pull requests by mallory" in refused.reason
     assert (await admit(store, by("alice", 23))).outcome == "enqueued"
     assert (await admit(store, by("mallory", 24), now=NOW + 86401)).outcome == "enqueued"
+
+
+async def test_admissions_of_different_pull_requests_together_each_see_what_came_before(store) -> None:
+    """Committed together (PostgreSQL batches them, their pre-checks in one statement), each admission still sees
+    the pull request's pending jobs, its pause, the installation's state and the live revisions committed before."""
+    older = await admit(store, Enqueue(spec(pr=1, head=1)))
+    await admit(store, SetPause(1, 2, True))
+    live = await admit(store, Enqueue(spec(pr=4, head=4)))
+    await admit(store, InstallationChange(9, "gone", False, "installation deleted"))
+    batch = [
+        Enqueue(spec(pr=1, head=2)),
+        Enqueue(spec(pr=2, head=1)),
+        Enqueue(replace(spec(pr=3, head=1), installation_id=9)),
+        Enqueue(spec(pr=4, head=4)),
+        Enqueue(spec(pr=5, head=1)),
+    ]
+    results = await asyncio.gather(*(admit(store, d) for d in batch))
+    assert [r.outcome for r in results] == ["enqueued", "skipped", "ignored", "duplicate-revision", "enqueued"]
+    assert results[0].superseded == (older.job_id,)
+    assert (await store.get_job(older.job_id)).superseded_by == results[0].job_id
+    assert results[3].job_id == live.job_id

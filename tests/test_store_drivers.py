@@ -181,3 +181,22 @@ async def test_sqlite_writes_concurrent_finishes_as_two_statements_for_all(sqlit
     assert held == [True] * 12
     updates = [" ".join(q.split())[:37] for q in seen if q.lstrip().startswith("UPDATE")]
     assert updates == ["UPDATE jobs SET state = i.state, outc", "UPDATE attempts SET finished_at = i.a"]
+
+
+async def test_independent_prechecks_of_a_batch_run_as_one_statement(pg_schema: tuple[str, str]) -> None:
+    """Admissions of different pull requests, counting no day's jobs: their pre-checks go out together."""
+    store = PostgresStore(pg_schema[0], schema=pg_schema[1], min_size=1, max_size=1)
+    await store.open()
+    try:
+        seen: list[str] = []
+        async with store._pool.acquire() as conn:  # the pool's one connection: every admission runs on it
+            conn.add_query_logger(lambda record: seen.append(record.query))
+        results = await asyncio.gather(
+            *(store.admit(d, e, now=time.time(), max_attempts=3) for d, e in map(enqueue, range(1, 9)))
+        )
+    finally:
+        await store.close()
+    assert [r.outcome for r in results] == ["enqueued"] * 8
+    together = [q for q in seen if "WITH ORDINALITY AS i(delivery_id, installation, pause_key" in q]
+    alone = [q for q in seen if q.lstrip().startswith("SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = $1")]
+    assert len(together) >= 1 and len(together) + len(alone) < 8

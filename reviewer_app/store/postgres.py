@@ -22,6 +22,8 @@ from reviewer_app.store.schema import load_migrations
 from reviewer_app.store.statements import (
     CLAIM_DELIVERIES_AND_LOCK_ENQUEUES,
     CLAIM_DELIVERY_AND_LOCK_ENQUEUE,
+    ENQUEUE_PRECHECK,
+    ENQUEUE_PRECHECKS_TOGETHER,
     LOCK_MIGRATIONS,
     Statement,
     for_postgres,
@@ -322,7 +324,21 @@ class PostgresStore(DrivenStore):
             answers: dict[int, Any] = {}
             if len(claims) > 1:
                 columns = [list(c) for c in zip(*(firsts[i].params for i in claims), strict=True)]  # type: ignore[union-attr]
-                answers = dict(zip(claims, await conn.fetch(CLAIM_DELIVERIES_AND_LOCK_ENQUEUES, *columns), strict=True))
+                claimed = await conn.fetch(CLAIM_DELIVERIES_AND_LOCK_ENQUEUES, *columns)
+                # Each claim's answer gives its procedure's next step: the pre-check.
+                for i, answer in zip(claims, claimed, strict=True):
+                    try:
+                        firsts[i] = procedures[i].send(answer)
+                    except StopIteration as stop:
+                        results[i] = stop.value
+                # Then the pre-checks no other admission of the batch can change, in one statement too.
+                together = _independent_prechecks(firsts, results, all_enqueues=len(claims) == len(batch))
+                if len(together) > 1:
+                    columns = [
+                        list(c)
+                        for c in zip(*(_precheck_columns(firsts[i].params) for i in together), strict=True)  # type: ignore[union-attr]
+                    ]
+                    answers = dict(zip(together, await conn.fetch(ENQUEUE_PRECHECKS_TOGETHER, *columns), strict=True))
             wake = False
             for i, procedure in enumerate(procedures):
                 if results[i] is not _UNANSWERED:
@@ -338,6 +354,34 @@ class PostgresStore(DrivenStore):
             return results
 
         return await self._tx(op)
+
+
+def _independent_prechecks(steps: Sequence[p.Step | None], results: Sequence[Any], *, all_enqueues: bool) -> list[int]:
+    """The admissions of a batch whose pre-check may run before the others' writes: each the batch's only admission
+    of its pull request (so no other writes its PR's jobs, pause or revision), counting no day's or hour's jobs (the
+    others' inserts would count), in a batch of Enqueues only (no uninstall, removal or pause among them)."""
+    if not all_enqueues:
+        return []
+    prs: dict[tuple[Any, Any], int] = {}
+    for step in steps:
+        if type(step) is p.Row and step.stmt is ENQUEUE_PRECHECK:
+            key = (step.params[9], step.params[10])
+            prs[key] = prs.get(key, 0) + 1
+    return [
+        i
+        for i, step in enumerate(steps)
+        if results[i] is _UNANSWERED
+        and type(step) is p.Row
+        and step.stmt is ENQUEUE_PRECHECK
+        and not step.params[5]  # the day's reviews of the installation
+        and not step.params[8]  # the hour's requested reviews of the PR
+        and prs[(step.params[9], step.params[10])] == 1
+    ]
+
+
+def _precheck_columns(params: Sequence[Any]) -> tuple[Any, ...]:
+    """ENQUEUE_PRECHECK's parameters as ENQUEUE_PRECHECKS_TOGETHER takes them (one element of each array)."""
+    return (params[0], params[2], params[3], params[4], params[12], params[13], params[14])
 
 
 def _one_admissions_fault(exc: Exception) -> bool:

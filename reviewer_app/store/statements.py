@@ -542,6 +542,25 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = $1 AND COALESCE(outc
 """,
 )
 
+# ENQUEUE_PRECHECK for several Enqueues of a PostgreSQL batch at once, in one round trip, taken only for those whose
+# facts no other admission of the batch writes (postgres._independent_prechecks: each its own pull request, no count
+# of the day's or the hour's jobs): the parameters are ENQUEUE_PRECHECK's $1, $3, $4, $5, $13, $14, $15 as arrays,
+# one row per admission in their order, in ENQUEUE_PRECHECK's columns (the counts it was not asked for are 0).
+ENQUEUE_PRECHECKS_TOGETHER = f"""
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = i.delivery_id AND COALESCE(outcome, '') <> 'admitting')
+           AS seen,
+       (SELECT job_id FROM deliveries WHERE delivery_id = i.delivery_id) AS seen_job_id,
+       (SELECT reason FROM installations WHERE id = i.installation AND active = 0) AS inactive_reason,
+       EXISTS (SELECT 1 FROM settings WHERE key = i.pause_key AND value = '1') AS paused,
+       (SELECT id FROM jobs WHERE revision_key = i.revision_key AND state IN ({LIVE_STATES})) AS live_id,
+       0::bigint AS reviews_today, 0::bigint AS manual_recent,
+       CASE WHEN i.check_pending THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = i.repo AND pr_number = i.pr
+                                              AND state IN ({PENDING_STATES})) ELSE FALSE END AS has_pending
+  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[])
+       WITH ORDINALITY AS i(delivery_id, installation, pause_key, revision_key, check_pending, repo, pr, n)
+ ORDER BY i.n
+"""
+
 # A new job: SQLite's single writer checked the revision key in the pre-check (the id is the row id); on
 # PostgreSQL the unique key over live jobs makes a concurrent duplicate insert nothing.
 _INSERT_JOB = """
