@@ -184,7 +184,8 @@ async def test_sqlite_writes_concurrent_finishes_as_two_statements_for_all(sqlit
 
 
 async def test_independent_prechecks_of_a_batch_run_as_one_statement(pg_schema: tuple[str, str]) -> None:
-    """Admissions of different pull requests, counting no day's jobs: their pre-checks go out together."""
+    """Admissions of different pull requests, counting no day's jobs: their pre-checks go out together, and then
+    their inserts."""
     store = PostgresStore(pg_schema[0], schema=pg_schema[1], min_size=1, max_size=1)
     await store.open()
     try:
@@ -200,3 +201,6 @@ async def test_independent_prechecks_of_a_batch_run_as_one_statement(pg_schema: 
     together = [q for q in seen if "WITH ORDINALITY AS i(delivery_id, installation, pause_key" in q]
     alone = [q for q in seen if q.lstrip().startswith("SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = $1")]
     assert len(together) >= 1 and len(together) + len(alone) < 8
+    inserted_together = [q for q in seen if "WITH ORDINALITY AS i(revision_key, repo_id" in q]
+    inserted_alone = [q for q in seen if q.lstrip().startswith("INSERT INTO jobs") and "unnest" not in q]
+    assert len(inserted_together) >= 1 and len(inserted_together) + len(inserted_alone) < 8

@@ -24,6 +24,8 @@ from reviewer_app.store.statements import (
     CLAIM_DELIVERY_AND_LOCK_ENQUEUE,
     ENQUEUE_PRECHECK,
     ENQUEUE_PRECHECKS_TOGETHER,
+    INSERT_JOB_IF_NEW_REVISION,
+    INSERT_JOBS_IF_NEW_REVISIONS,
     LOCK_MIGRATIONS,
     Statement,
     for_postgres,
@@ -338,7 +340,26 @@ class PostgresStore(DrivenStore):
                         list(c)
                         for c in zip(*(_precheck_columns(firsts[i].params) for i in together), strict=True)  # type: ignore[union-attr]
                     ]
-                    answers = dict(zip(together, await conn.fetch(ENQUEUE_PRECHECKS_TOGETHER, *columns), strict=True))
+                    prechecked = await conn.fetch(ENQUEUE_PRECHECKS_TOGETHER, *columns)
+                    # Each pre-check's answer gives the next step: for most, the insert, which go together too.
+                    for i, answer in zip(together, prechecked, strict=True):
+                        try:
+                            firsts[i] = procedures[i].send(answer)
+                        except StopIteration as stop:
+                            results[i] = stop.value
+                    inserts = [
+                        i
+                        for i in together
+                        if results[i] is _UNANSWERED
+                        and type(firsts[i]) is p.Insert
+                        and firsts[i].stmt is INSERT_JOB_IF_NEW_REVISION  # type: ignore[union-attr]
+                    ]
+                    if len(inserts) > 1:
+                        columns = [list(c) for c in zip(*(firsts[i].params for i in inserts), strict=True)]  # type: ignore[union-attr]
+                        ids = {
+                            r["revision_key"]: r["id"] for r in await conn.fetch(INSERT_JOBS_IF_NEW_REVISIONS, *columns)
+                        }
+                        answers = {i: ids.get(firsts[i].params[0]) for i in inserts}  # type: ignore[union-attr]
             wake = False
             for i, procedure in enumerate(procedures):
                 if results[i] is not _UNANSWERED:

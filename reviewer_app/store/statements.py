@@ -573,6 +573,28 @@ INSERT_JOB_IF_NEW_REVISION = Dialects(
     numbered(_INSERT_JOB) + f"\nON CONFLICT (revision_key) WHERE state IN ({LIVE_STATES}) DO NOTHING RETURNING id",
 )
 
+# INSERT_JOB_IF_NEW_REVISION for several independent Enqueues of a PostgreSQL batch at once (their pre-checks ran
+# together): its parameters as arrays, the rows inserted in their order; a revision already live inserts nothing
+# and returns no row (its admission then reads the live job, as alone). Returns (id, revision_key) per row inserted.
+INSERT_JOBS_IF_NEW_REVISIONS = f"""
+INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority,
+                  state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,
+                  outcome, finished_at, before_sha, cancel_reason)
+SELECT revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority, state, details,
+       0, max_attempts, next_attempt_at, event_at, created_at, updated_at, outcome, finished_at, before_sha,
+       cancel_reason
+  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
+              $8::integer[], $9::text[], $10::text[], $11::integer[], $12::double precision[],
+              $13::double precision[], $14::double precision[], $15::double precision[], $16::text[],
+              $17::double precision[], $18::text[], $19::text[])
+       WITH ORDINALITY AS i(revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger,
+                            priority, state, details, max_attempts, next_attempt_at, event_at, created_at,
+                            updated_at, outcome, finished_at, before_sha, cancel_reason, n)
+ ORDER BY i.n
+ON CONFLICT (revision_key) WHERE state IN ({LIVE_STATES}) DO NOTHING
+RETURNING id, revision_key
+"""
+
 SELECT_LIVE_JOB_BY_REVISION = f"SELECT id FROM jobs WHERE revision_key = ? AND state IN ({LIVE_STATES})"
 
 UPSERT_SETTING = (
