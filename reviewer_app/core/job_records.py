@@ -235,10 +235,11 @@ class JobDetails:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object stored: the keys that are set, after the ones this version does not know."""
+        fields_ = self.__dict__  # read once: admission writes the details of every job it queues
         out: dict[str, Any] = dict(self.extra)
-        out.update({name: getattr(self, name) for name in _TEXT if getattr(self, name) is not None})
-        out.update({name: True for name in _FLAGS if getattr(self, name)})
-        out.update({name: getattr(self, name) for name in _INTS if getattr(self, name) is not None})
+        out.update({name: v for name in _TEXT if (v := fields_[name]) is not None})
+        out.update({name: True for name in _FLAGS if fields_[name]})
+        out.update({name: v for name in _INTS if (v := fields_[name]) is not None})
         if self.model_progress is not None:
             out["model_progress"] = self.model_progress.to_dict()
         if self.counts is not None:
