@@ -61,12 +61,15 @@ def test_no_index_on_the_jobs_table_moves_on_every_state_change_for_the_dashboar
         conn.close()
     assert "jobs_claimable" in indexes
     assert "jobs_by_state" not in indexes and "jobs_pending_created" not in indexes
+    assert "WHERE state = 'queued'" in indexes["jobs_queued_created"]
     assert "(publish_intent_at)" in indexes["jobs_awaiting_reconciliation"]
 
 
 @pytest.mark.parametrize("name", ["OLDEST_PENDING", "AWAITING_RECONCILIATION", "EXPIRED_LEASES", "FAILED_SINCE"])
 def test_each_read_of_a_metrics_scrape_or_the_queue_page_goes_through_an_index(db: str, name: str) -> None:
     steps = plan(db, getattr(s, name))
+    if name == "OLDEST_PENDING":
+        assert any("jobs_queued_created" in st for st in steps), steps
     assert not [st for st in steps if st.startswith("SCAN")], (name, steps)
     assert any("USING INDEX" in st for st in steps), (name, steps)
 
@@ -117,3 +120,14 @@ async def test_a_claimed_row_is_read_in_field_order_and_a_row_of_other_order_by_
     assert (in_order.state, in_order.details.title, in_order.cancel_reason) == ("cancelled", "t", "pr_closed")
     assert (without_later_columns.cancel_reason, without_later_columns.pokes) == (None, 0)
     assert without_later_columns.details == in_order.details
+
+
+@pytest.mark.parametrize(("state", "index"), [("running", "jobs_running")])
+def test_the_list_of_one_pending_state_reads_its_partial_index(db: str, state: str, index: str) -> None:
+    """The dashboard's running jobs (and a state filter) read the state's partial index, not the whole history."""
+    found = s.list_jobs_query(states=[state], repo=None, pr_number=None, before_id=None)
+    assert found is not None
+    steps = plan(db, found[0])
+    assert any(f"USING INDEX {index}" in st for st in steps), steps
+    assert s.for_postgres(found[0]) is not None and "INDEXED BY" not in s.for_postgres(found[0])
+    assert s.list_jobs_query(states=["no-such-state"], repo=None, pr_number=None, before_id=None) is None

@@ -313,21 +313,10 @@ class DrivenStore(FencedFinishes, abc.ABC):
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[Job]:
-        where: list[str] = ["1 = 1"]
-        params: list[Any] = []
-        if before_id is not None:
-            where.append("id < ?")
-            params.append(before_id)
-        if states:
-            where.append(f"state IN ({', '.join('?' * len(states))})")
-            params.extend(str(st) for st in states)
-        if repo:
-            where.append("repo_full_name = ?")
-            params.append(repo)
-        if pr_number is not None:
-            where.append("pr_number = ?")
-            params.append(pr_number)
-        query = f"SELECT {s.JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
+        found = s.list_jobs_query(states=states, repo=repo, pr_number=pr_number, before_id=before_id)
+        if found is None:  # no state this version knows
+            return []
+        query, params = found
         return [Job.from_row(r) for r in await self._rows(query, (*params, limit))]
 
     async def attempts_of(self, job_id: int) -> list[Attempt]:

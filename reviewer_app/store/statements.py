@@ -3,8 +3,10 @@ dialects agree (the PostgreSQL driver renumbers them), as a ``Dialects`` pair on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from reviewer_app.core.pr_work import LIVE_STATES as LIVE_STATES_TUPLE
 from reviewer_app.core.pr_work import PENDING_STATES as PENDING_STATES_TUPLE
@@ -787,9 +789,51 @@ def delete_pruned_jobs(n: int) -> str:
     return f"DELETE FROM jobs WHERE id IN ({', '.join('?' * n)})"
 
 
+_STATE_VALUES = frozenset(st.value for st in JobState)
+
+
+# The partial index holding every job of one state: a list of that state reads it, not the whole history.
+# Running jobs are few and may be old; the others are read newest first along the primary key, which finds a page
+# of queued jobs (the newest) or of failed ones (a few in a hundred) soon enough.
+_STATE_INDEX = {"running": "jobs_running"}
+
+
+def list_jobs_query(
+    *, states: Sequence[str], repo: str | None, pr_number: int | None, before_id: int | None
+) -> tuple[Statement, list[Any]] | None:
+    """Jobs newest first, filtered (the last parameter, the limit, is the caller's); None when no state asked for is
+    one this version knows. Running jobs are read through their partial index: SQLite is told so (without statistics
+    it walks the primary key back through the history to find the few running ones); PostgreSQL's planner finds it."""
+    where: list[str] = ["1 = 1"]
+    params: list[Any] = []
+    if before_id is not None:
+        where.append("id < ?")
+        params.append(before_id)
+    index = None
+    if states:
+        known = sorted({str(st) for st in states} & _STATE_VALUES)
+        if not known:
+            return None
+        index = _STATE_INDEX.get(known[0]) if len(known) == 1 else None
+        if index is not None:  # written as a literal, so the partial index applies
+            where.append(f"state = '{known[0]}'")
+        else:
+            where.append(f"state IN ({', '.join('?' * len(known))})")
+            params.extend(known)
+    if repo:
+        where.append("repo_full_name = ?")
+        params.append(repo)
+    if pr_number is not None:
+        where.append("pr_number = ?")
+        params.append(pr_number)
+    query = f"SELECT {JOB_COLUMNS} FROM jobs{{index}} WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
+    if index is None:
+        return query.format(index=""), params
+    return Dialects(query.format(index=f" INDEXED BY {index}"), numbered(query.format(index=""))), params
+
+
 STATE_COUNTS = "SELECT state, COUNT(*) FROM jobs GROUP BY state"
-# The oldest job not yet finished, through the partial indexes of the two pending states (jobs_claimable,
-# jobs_running): the drain keeps those up to date anyway.
+# The oldest job not yet finished: the first entry of jobs_queued_created, and the few running jobs (jobs_running).
 OLDEST_PENDING = f"""
 SELECT MIN(t) FROM (SELECT MIN(created_at) AS t FROM jobs WHERE state = '{JobState.QUEUED.value}'
                     UNION ALL SELECT MIN(created_at) FROM jobs WHERE state = '{JobState.RUNNING.value}') AS pending

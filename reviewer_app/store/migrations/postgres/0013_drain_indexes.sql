@@ -7,9 +7,11 @@
 -- pending states have their partial indexes (jobs_claimable, jobs_running), failures jobs_failed. The SQLite claim
 -- now names its index (INDEXED BY jobs_claimable).
 DROP INDEX IF EXISTS jobs_by_state;
--- jobs_pending_created moved on every claim and finish; the oldest pending job is read from jobs_claimable and
--- jobs_running instead (statements.OLDEST_PENDING).
+-- jobs_pending_created moved on every claim (queued -> running: out and back in) and every finish. The oldest
+-- pending job is read from the oldest queued one, kept by an index a claim leaves once and a finish never touches,
+-- and from the few running ones (jobs_running) (statements.OLDEST_PENDING).
 DROP INDEX IF EXISTS jobs_pending_created;
+CREATE INDEX jobs_queued_created ON jobs (created_at) WHERE state = 'queued';
 -- Keyed on the state, this index was looked at on every state change; keyed on the publication intent, a claim or
 -- a finish never touches it (neither writes publish_intent_at or review_id).
 DROP INDEX IF EXISTS jobs_awaiting_reconciliation;
