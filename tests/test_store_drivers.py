@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from reviewer_app.core.admission import Enqueue, JobSpec
+from reviewer_app.core.admission import Enqueue, JobSpec, pause_key
 from reviewer_app.store import procedures as p
 from reviewer_app.store import statements as s
 from reviewer_app.store.base import AdmitResult, Delivery, StoreUnavailable
@@ -204,3 +204,14 @@ async def test_independent_prechecks_of_a_batch_run_as_one_statement(pg_schema: 
     inserted_together = [q for q in seen if "WITH ORDINALITY AS i(revision_key, repo_id" in q]
     inserted_alone = [q for q in seen if q.lstrip().startswith("INSERT INTO jobs") and "unnest" not in q]
     assert len(inserted_together) >= 1 and len(inserted_together) + len(inserted_alone) < 8
+
+
+def test_the_batched_admission_reads_the_precheck_parameters_where_prepare_enqueue_puts_them() -> None:
+    d, e = enqueue(3, installation=11)
+    prepared = p.prepare_enqueue(e, d, now=100.0, max_attempts=3)
+    pre = prepared.precheck
+    assert (pre[p.PRECHECK_REPO], pre[p.PRECHECK_PR]) == (1, 3)
+    assert pre[p.PRECHECK_COUNTS_DAY] is False and pre[p.PRECHECK_COUNTS_HOUR] is False
+    together = tuple(pre[i] for i in p.PRECHECK_TOGETHER_COLUMNS)
+    assert together == (d.delivery_id, 11, pause_key(1, 3), e.job.revision_key, True, 1, 3)
+    assert prepared.insert[p.INSERT_REVISION_KEY] == e.job.revision_key

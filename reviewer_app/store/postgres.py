@@ -359,7 +359,7 @@ class PostgresStore(DrivenStore):
                         ids = {
                             r["revision_key"]: r["id"] for r in await conn.fetch(INSERT_JOBS_IF_NEW_REVISIONS, *columns)
                         }
-                        answers = {i: ids.get(firsts[i].params[0]) for i in inserts}  # type: ignore[union-attr]
+                        answers = {i: ids.get(firsts[i].params[p.INSERT_REVISION_KEY]) for i in inserts}  # type: ignore[union-attr]
             wake = False
             for i, procedure in enumerate(procedures):
                 if results[i] is not _UNANSWERED:
@@ -386,7 +386,7 @@ def _independent_prechecks(steps: Sequence[p.Step | None], results: Sequence[Any
     prs: dict[tuple[Any, Any], int] = {}
     for step in steps:
         if type(step) is p.Row and step.stmt is ENQUEUE_PRECHECK:
-            key = (step.params[9], step.params[10])
+            key = (step.params[p.PRECHECK_REPO], step.params[p.PRECHECK_PR])
             prs[key] = prs.get(key, 0) + 1
     return [
         i
@@ -394,15 +394,15 @@ def _independent_prechecks(steps: Sequence[p.Step | None], results: Sequence[Any
         if results[i] is _UNANSWERED
         and type(step) is p.Row
         and step.stmt is ENQUEUE_PRECHECK
-        and not step.params[5]  # the day's reviews of the installation
-        and not step.params[8]  # the hour's requested reviews of the PR
-        and prs[(step.params[9], step.params[10])] == 1
+        and not step.params[p.PRECHECK_COUNTS_DAY]  # the day's reviews of the installation
+        and not step.params[p.PRECHECK_COUNTS_HOUR]  # the hour's requested reviews of the PR
+        and prs[(step.params[p.PRECHECK_REPO], step.params[p.PRECHECK_PR])] == 1
     ]
 
 
 def _precheck_columns(params: Sequence[Any]) -> tuple[Any, ...]:
     """ENQUEUE_PRECHECK's parameters as ENQUEUE_PRECHECKS_TOGETHER takes them (one element of each array)."""
-    return (params[0], params[2], params[3], params[4], params[12], params[13], params[14])
+    return tuple(params[i] for i in p.PRECHECK_TOGETHER_COLUMNS)
 
 
 def _one_admissions_fault(exc: Exception) -> bool:

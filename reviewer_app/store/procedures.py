@@ -129,6 +129,11 @@ _INSERT_STATE, _INSERT_OUTCOME, _INSERT_FINISHED, _INSERT_CANCEL_REASON = (
     16,
     18,
 )  # positions in INSERT_JOB_IF_NEW_REVISION's parameters
+INSERT_REVISION_KEY = 0
+# Positions in ENQUEUE_PRECHECK's parameters that PostgreSQL's batched admission reads (postgres.py): whether the
+# pre-check counts the day's or the hour's jobs, the pull request, and the columns ENQUEUE_PRECHECKS_TOGETHER takes.
+PRECHECK_COUNTS_DAY, PRECHECK_COUNTS_HOUR, PRECHECK_REPO, PRECHECK_PR = 5, 8, 9, 10
+PRECHECK_TOGETHER_COLUMNS = (0, 2, 3, 4, 12, 13, 14)  # delivery, installation, pause key, revision, pending?, repo, pr
 
 
 def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_attempts: int) -> PreparedEnqueue:
