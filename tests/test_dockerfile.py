@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import http.server
+import importlib.metadata
 import json
 import os
 import re
@@ -118,6 +119,10 @@ def pyproject() -> dict:
     [
         ("requirements.lock", lambda p: p["project"]["dependencies"]),
         ("requirements-build.lock", lambda p: p["build-system"]["requires"]),
+        (
+            "requirements-test.lock",
+            lambda p: [*p["project"]["dependencies"], *p["project"]["optional-dependencies"]["test"]],
+        ),
     ],
 )
 def test_the_locks_pin_every_requirement_within_its_range_with_hashes(lock: str, requirements) -> None:
@@ -130,6 +135,46 @@ def test_the_locks_pin_every_requirement_within_its_range_with_hashes(lock: str,
         name = canonicalize_name(req.name)
         assert name in pins, f"{lock} lacks {name}: refresh it (docs/operations.md, Dependencies)"
         assert req.specifier.contains(pins[name][0], prereleases=True), (name, pins[name][0], str(req.specifier))
+
+
+def test_the_test_lock_runs_the_apps_dependencies_at_the_versions_the_image_ships() -> None:
+    app, tests = locked(ROOT / "requirements.lock"), locked(ROOT / "requirements-test.lock")
+    differ = {n: (app[n][0], tests[n][0]) for n in app.keys() & tests.keys() if app[n][0] != tests[n][0]}
+    assert differ == {}, f"refresh requirements-test.lock with --constraint requirements.lock: {differ}"
+    assert app.keys() <= tests.keys(), app.keys() - tests.keys()
+
+
+def test_ci_and_the_readme_install_the_tests_from_the_locks_with_hashes() -> None:
+    # A fresh machine installs exactly what passed: the locks, every file checked against its hash, and the package
+    # itself without resolving anything (an unlocked `pip install -e '.[test]'` once took a graphql-core that failed).
+    ci = (ROOT / ".ci" / "run").read_text().replace("\\\n", " ")
+    installs = [line for line in ci.splitlines() if "pip install" in line]
+    from_locks = [cmd for cmd in installs if " -r " in cmd]
+    assert from_locks and all("--require-hashes" in cmd for cmd in from_locks), installs
+    named = {shlex.split(cmd)[i + 1] for cmd in from_locks for i, w in enumerate(shlex.split(cmd)) if w == "-r"}
+    assert named == {"requirements-test.lock", "requirements-build.lock"}
+    (project,) = [cmd for cmd in installs if " -r " not in cmd]
+    assert "--no-deps" in project and "--no-build-isolation" in project and project.rstrip().endswith("-e .")
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install --require-hashes -r requirements-test.lock && pip install --no-deps -e ." in readme
+    assert "pip install -e '.[test]'" not in readme
+
+
+def test_the_tests_run_on_exactly_the_locked_versions() -> None:
+    # What a fresh machine installs is what passed: in CI, every package of the test lock is installed at its pin.
+    drift = {}
+    for name, (version, _) in locked(ROOT / "requirements-test.lock").items():
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            installed = None
+        if installed is None or Version(installed) != Version(version):
+            drift[name] = (version, installed)
+    if drift and os.environ.get("CI") != "true":
+        pytest.skip(
+            f"this environment differs from requirements-test.lock (the README's test command installs it): {drift}"
+        )
+    assert drift == {}, f"installed differently from requirements-test.lock: {drift}"
 
 
 # The last release with a published advisory that reaches this server, and the first without (docs/security.md).
