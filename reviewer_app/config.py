@@ -225,6 +225,23 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "REVIEWER_GITHUB_WRITE_INTERVAL_SECONDS",
+        "github_write_interval_seconds",
+        float,
+        1.0,
+        "an installation's writes to GitHub go out at least this far apart once a burst is spent (0: not paced)",
+        minimum=0,
+    ),
+    Setting(
+        "REVIEWER_GITHUB_WRITE_BURST",
+        "github_write_burst",
+        int,
+        3,
+        "writes of one installation that may go out back to back before the interval applies",
+        minimum=1,
+        maximum=100,
+    ),
+    Setting(
         "REVIEWER_CHECK_SYNC_SECONDS",
         "check_sync_seconds",
         float,
@@ -411,6 +428,8 @@ class Config:
     noop_seconds: float = 0.0
     insecure_no_signature: bool = False
     github_retry_seconds: float = 0.3
+    github_write_interval_seconds: float = 1.0
+    github_write_burst: int = 3
     check_sync_seconds: float = 2.0
     debounce_seconds: float = 30.0
     max_reviews_per_day: int = 500

@@ -27,6 +27,7 @@ from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.outbox import OutboxSender
+from reviewer_app.github.pacing import WritePacer
 from reviewer_app.github.recovery import Recovery
 from reviewer_app.metrics import Metrics
 from reviewer_app.review.answer import Answerer
@@ -147,6 +148,7 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
         AppCredentials(cfg.app_id, cfg.private_key),
         read_retry_delays=(cfg.github_retry_seconds, cfg.github_retry_seconds * 3),
         on_response=metrics.github_response if metrics is not None else None,
+        pacer=WritePacer(interval=cfg.github_write_interval_seconds, burst=cfg.github_write_burst),
     )
     checks = CheckRuns(github, store)
     client = make_client(

@@ -192,6 +192,8 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
                 "REVIEWER_SCAN_SECONDS": "0.05",
                 "REVIEWER_CHECK_SYNC_SECONDS": "0.05",
                 "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
+                # Writes one at a time but not a second apart (tests/test_write_pacing.py paces them).
+                "REVIEWER_GITHUB_WRITE_INTERVAL_SECONDS": "0",
                 "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
                 "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
                 "REVIEWER_DEBOUNCE_SECONDS": "0",

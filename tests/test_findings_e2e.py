@@ -5,6 +5,7 @@ off), and GitHub's GraphQL failing never costs the review."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -60,6 +61,7 @@ async def revision_1(h: Harness) -> tuple[Pull, list[int]]:
     await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
     ids = [c["id"] for c in h.github.review_comments_for(REPO, 1)]
     assert len(ids) == 2
+    assert min(ids) > 2**31 and h.reviews()[0]["id"] > 2**31  # GitHub-sized ids (tests/fakes/github/state.py)
     return pull, ids
 
 
@@ -178,6 +180,48 @@ async def test_graphql_failing_never_costs_the_review_and_the_next_review_resolv
     await push(h, pull, [*fixed, "# later"], {"summary": "Still fine.", "comments": []})
     assert is_resolved(h.github, unclosed)
     assert len(thread_replies(h.github, REPO, 1, unclosed)) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "params"),
+    [
+        ("primary_rate_limit", {"reset_in": 1}),  # 200, an error of type RATE_LIMITED, x-ratelimit-remaining 0
+        ("secondary_rate_limit", {"retry_after": 1}),  # 403 with retry-after
+    ],
+)
+async def test_a_rate_limited_graphql_call_makes_the_job_wait_then_finish_with_one_review(
+    h: Harness, fault: str, params: dict[str, Any]
+) -> None:
+    pull, (unclosed, _) = await revision_1(h)
+    fixed = [*V1[:3], "    with open(path) as f:", "        data = f.read()", *V1[4:]]
+    if "reset_in" in params:
+        params = {"reset": int(time.time()) + 1 + params["reset_in"]}
+    limit = h.github.inject("POST", r"^/graphql$", fault, times=1, **params)
+    calls_before = len(model_calls(h))
+
+    job_id = await push(h, pull, fixed, {"summary": "Fine now.", "comments": []})
+
+    job = await h.job(job_id)
+    assert limit.hits == 1 and job.attempts == 1  # waiting on GitHub spends no attempt
+    limited, *after = [r for r in h.github.requests_matching("POST", r"^/graphql$") if r.arrived >= limited_at(h)]
+    assert limited.fault == fault and after and after[0].arrived >= limit_lifted(limited, params) - 0.05
+    assert len(h.reviews()) == 2  # the waiting attempt's review was found by its marker, not posted again
+    assert len(model_calls(h)) == calls_before + 1  # and the model was asked once
+    assert is_resolved(h.github, unclosed)
+    assert len(thread_replies(h.github, REPO, 1, unclosed)) == 1
+
+
+def model_calls(h: Harness) -> list[Any]:
+    return [r for r in h.anthropic.requests if r.path == "/v1/messages"]
+
+
+def limited_at(h: Harness) -> float:
+    return next(r.arrived for r in h.github.requests_matching("POST", r"^/graphql$") if r.fault)
+
+
+def limit_lifted(limited, params: dict[str, Any]) -> float:
+    """When GitHub said the app may ask again: ``retry-after`` seconds after the answer, else the reset time."""
+    return limited.arrived + params["retry_after"] if "retry_after" in params else float(params["reset"])
 
 
 async def test_findings_are_remembered_when_the_review_is_found_by_its_marker(h: Harness) -> None:

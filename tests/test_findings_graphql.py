@@ -7,10 +7,17 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from graphql import NoDeprecatedCustomRule, parse, validate
 
-from reviewer_app.core.errors import PermanentError, TransientError
+from reviewer_app.core.errors import PermanentError, RateLimited, TransientError
 from reviewer_app.github.auth import AppCredentials
-from reviewer_app.github.client import GRAPHQL_DOCUMENTS, GitHubClient, graphql_endpoint
+from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.graphql import (
+    GRAPHQL_DOCUMENTS,
+    full_database_id,
+    graphql_endpoint,
+    graphql_limit_retry_at,
+)
 from tests.fakes.github import FakeGitHub, added_file, running
 from tests.fakes.github.graphql import add_thread_reply, github_schema, is_resolved, schema_errors, thread_replies
 
@@ -46,6 +53,85 @@ def test_every_document_the_app_sends_is_valid_in_githubs_schema() -> None:
         assert schema_errors(document) == [], document
 
 
+def test_no_document_reads_a_field_github_deprecates() -> None:
+    # `databaseId` of reviews and comments is a deprecated 32-bit Int ("does not support 64-bit signed integer
+    # identifiers. Use `fullDatabaseId` instead"): the app's ids come through fields GitHub keeps.
+    for document in GRAPHQL_DOCUMENTS:
+        assert validate(github_schema(), parse(document), [NoDeprecatedCustomRule]) == [], document
+
+
+async def test_databaseid_cannot_carry_githubs_ids_and_fulldatabaseid_can(gh) -> None:
+    # The fake answers as GitHub does for ids past 2**31 - 1: the 32-bit field is an error and null, the BigInt a
+    # string with every digit.
+    fake, url, session = gh
+    c = client(fake, url, session)
+    first, _ = await review_with_two_threads(c, fake)
+    assert first > 2**31
+    with pytest.raises(PermanentError, match="32-bit"):
+        await c._graphql(
+            REVIEW_THREADS_OLD_QUERY,
+            installation_id=INSTALLATION,
+            what="old",
+            write=False,
+            owner="octo-org",
+            name="widgets",
+            number=1,
+        )
+    threads = await c.review_threads(INSTALLATION, REPO, 1)
+    node = threads[0]["comments"]["nodes"][0]
+    assert node["fullDatabaseId"] == str(first) and full_database_id(node["fullDatabaseId"]) == first
+
+
+REVIEW_THREADS_OLD_QUERY = """
+query ($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) { reviewThreads(first: 10) { nodes { comments(first: 5) { nodes { databaseId } } } } }
+  }
+}
+"""
+
+
+def test_full_database_id_reads_githubs_bigint_and_nothing_else() -> None:
+    assert full_database_id("8589934592123") == 8589934592123
+    assert full_database_id(3_000_000_000) == 3_000_000_000
+    assert [full_database_id(v) for v in (None, "", "12a", 1.5, True, "-3")] == [None] * 6
+
+
+def test_graphql_rate_limits_in_both_of_githubs_shapes() -> None:
+    now = 1_000.0
+    primary = {"errors": [{"type": "RATE_LIMITED", "message": "API rate limit exceeded for installation ID 1."}]}
+    reset = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "4600"}
+    assert graphql_limit_retry_at(200, reset, primary, now) == 4600.0
+    secondary = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}
+    assert graphql_limit_retry_at(403, {"Retry-After": "30"}, secondary, now) == 1030.0
+    assert graphql_limit_retry_at(200, {}, {"errors": [secondary]}, now) == 1060.0  # no time named: a minute
+    assert graphql_limit_retry_at(429, {}, {"message": "Too Many Requests"}, now) == 1060.0
+    assert graphql_limit_retry_at(200, {}, {"errors": [{"message": "Could not resolve to a node"}]}, now) is None
+    assert graphql_limit_retry_at(403, {}, {"message": "Resource not accessible by integration"}, now) is None
+
+
+@pytest.mark.parametrize(
+    ("fault", "params", "wait"),
+    [
+        ("primary_rate_limit", {"reset": 4_000_000_000}, 4_000_000_000.0),  # 200, RATE_LIMITED, remaining 0
+        ("secondary_rate_limit", {"retry_after": 90}, 90.0),  # 403 with retry-after
+        ("secondary_rate_limit", {"status": 200, "retry_after": None}, 60.0),  # 200 with an error, no time
+    ],
+)
+async def test_a_graphql_rate_limit_is_a_wait_not_an_error_and_is_not_retried_in_place(gh, fault, params, wait) -> None:
+    fake, url, session = gh
+    now = 1_000_000.0
+    c = client(fake, url, session, clock=lambda: now)
+    injected = fake.inject("POST", r"^/graphql$", fault, times=None, **params)
+    with pytest.raises(RateLimited) as raised:
+        await c.review_threads(INSTALLATION, REPO, 1)
+    expected = wait if wait > now else now + wait
+    assert raised.value.retry_at == pytest.approx(expected)
+    assert injected.hits == 1  # "continuing may result in the banning of your integration"
+    with pytest.raises(RateLimited):
+        await c.resolve_review_thread(INSTALLATION, "PRRT_1")
+
+
 def test_the_schema_check_rejects_what_github_would() -> None:
     github_schema()
     assert schema_errors('query { repository(owner: "o", name: "r") { pullRequest(number: 1) { threads { id } } } }')
@@ -68,11 +154,10 @@ async def test_threads_listed_resolved_and_replied_to(gh) -> None:
 
     assert [t["id"] for t in threads] == [f"PRRT_{first}", f"PRRT_{second}"]
     opened = threads[0]["comments"]["nodes"][0]
-    assert opened["databaseId"] == first
+    assert full_database_id(opened["fullDatabaseId"]) == first
     assert opened["author"] == {"__typename": "Bot", "login": "reviewer-app"}  # GraphQL drops REST's "[bot]"
-    assert (
-        opened["originalLine"] == 2 and opened["pullRequestReview"]["databaseId"] == fake.reviews_for(REPO, 1)[0]["id"]
-    )
+    review_id = fake.reviews_for(REPO, 1)[0]["id"]
+    assert opened["originalLine"] == 2 and full_database_id(opened["pullRequestReview"]["fullDatabaseId"]) == review_id
     assert threads[1]["comments"]["totalCount"] == 2
     assert threads[1]["comments"]["nodes"][1]["author"] == {"__typename": "User", "login": "octocat"}
 

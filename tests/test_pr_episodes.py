@@ -207,9 +207,16 @@ async def test_a_push_admitted_while_the_review_waits_for_the_write_lock_posts_n
         pull, job_a = await h.open_pr()
         a = pull.head_sha
         await eventually(lambda: _async(len(h.anthropic.message_requests) == 1))
-        # Meanwhile another write of the installation takes GitHub's one-at-a-time write lock.
-        lock = h.svc.github._write_locks.setdefault(h.installation_id, asyncio.Lock())
-        await lock.acquire()
+        # Meanwhile another write of the installation holds its one-at-a-time write turn (github/pacing.py).
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def other_write() -> None:
+            async with h.svc.github.pacer.turn(h.installation_id):
+                held.set()
+                await release.wait()
+
+        holder = asyncio.create_task(other_write())
+        await held.wait()
 
         async def waiting_to_post() -> bool:
             return (await h.job(job_a)).publish_intent_at is not None
@@ -218,7 +225,8 @@ async def test_a_push_admitted_while_the_review_waits_for_the_write_lock_posts_n
         b = h.github.advance_head(REPO, 1)
         pushed = await h.deliver("pull_request", push_payload(h, pull, before=a))
         assert pushed["superseded"] == [job_a]
-        lock.release()
+        release.set()
+        await holder
         await quiet(h)
         # The old job re-checked its lease once the lock was its own, and posted nothing.
         assert [r["commit_id"] for r in bot_reviews(h)] == [b]

@@ -42,6 +42,7 @@ from tests.fakes.github import API_HEADERS, FakeGitHub, FakeGitHubThread, runnin
 from tests.fakes.keys import test_key_pair
 from tests.helpers import encode, pr_payload, webhook_headers
 from tests.serve_process import ServeProcess
+from tests.test_fake_schema import disagreements
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "the-setup-token"
@@ -434,6 +435,9 @@ async def test_a_valid_callback_saves_the_app_and_the_app_then_answers_webhooks(
         assert saved["GITHUB_PRIVATE_KEY"] == s.fake.private_key and saved["GITHUB_CLIENT_ID"].startswith("Iv1.")
         [registration] = s.registered
         assert registration.app_id == s.fake.app_id
+        # The conversion's answer, as the fake gave it, is the shape GitHub's schema describes.
+        problems, seen = disagreements(s.fake.requests)
+        assert problems == [] and ("POST", "/app-manifests/{code}/conversions") in seen, problems
 
         # The setup page is closed now.
         assert (await s.client.get("/")).status == 404

@@ -21,6 +21,15 @@ import gidgethub.aiohttp
 
 from reviewer_app.core.errors import InstallationUnavailable, JobError, PermanentError, RateLimited, TransientError
 from reviewer_app.github.auth import AppCredentials, InstallationTokens
+from reviewer_app.github.graphql import (
+    REPLY_IN_THREAD_MUTATION,
+    RESOLVE_THREAD_MUTATION,
+    REVIEW_THREADS_QUERY,
+    graphql_endpoint,
+    graphql_limit_retry_at,
+    limit_wait,
+)
+from reviewer_app.github.pacing import WritePacer, WritePriority
 from reviewer_app.redaction import redact_url
 
 log = logging.getLogger(__name__)
@@ -30,7 +39,6 @@ MAX_COMPARE_FILES = 300  # a comparison's `files` stop at this many, without say
 PER_PAGE = 100
 API_VERSION = "2022-11-28"
 ACCEPT = "application/vnd.github+json"  # GitHub's documented media type (gidgethub's default is the older v3 one)
-SECONDARY_LIMIT_DEFAULT_WAIT = 60.0  # GitHub: "wait for at least one minute" when it names no time
 Json = dict[str, Any]
 
 _SECRET_RE = re.compile(
@@ -39,50 +47,6 @@ _SECRET_RE = re.compile(
     r"|-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----",  # PEM keys
     re.S,
 )
-
-
-# Every GraphQL document the app sends (tests validate each against GitHub's published schema). Review threads exist
-# only in GraphQL: REST has no thread ids and cannot resolve a thread.
-REVIEW_THREADS_QUERY = """
-query ReviewThreads($owner: String!, $name: String!, $number: Int!, $cursor: String) {
-  repository(owner: $owner, name: $name) {
-    pullRequest(number: $number) {
-      reviewThreads(first: 100, after: $cursor) {
-        pageInfo { hasNextPage endCursor }
-        nodes {
-          id
-          isResolved
-          path
-          comments(first: 50) {
-            totalCount
-            nodes { databaseId author { __typename login } pullRequestReview { databaseId } originalLine }
-          }
-        }
-      }
-    }
-  }
-}
-"""
-RESOLVE_THREAD_MUTATION = """
-mutation ResolveThread($thread: ID!) {
-  resolveReviewThread(input: {threadId: $thread}) { thread { id isResolved } }
-}
-"""
-REPLY_IN_THREAD_MUTATION = """
-mutation ReplyInThread($thread: ID!, $body: String!) {
-  addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $thread, body: $body}) { comment { databaseId } }
-}
-"""
-GRAPHQL_DOCUMENTS = (REVIEW_THREADS_QUERY, RESOLVE_THREAD_MUTATION, REPLY_IN_THREAD_MUTATION)
-
-
-def graphql_endpoint(base_url: str) -> str:
-    """GitHub's GraphQL endpoint next to a REST base URL (github.com: /graphql; GitHub Enterprise Server:
-    /api/v3 becomes /api/graphql)."""
-    base = base_url.rstrip("/")
-    if base.endswith("/api/v3"):
-        return base[: -len("/v3")] + "/graphql"
-    return base + "/graphql"
 
 
 def redact(text: str, secrets: Sequence[str] = ()) -> str:
@@ -95,30 +59,19 @@ def redact(text: str, secrets: Sequence[str] = ()) -> str:
 
 
 def rate_limit_retry_at(status: int, headers: Mapping[str, str], message: str, now: float) -> float | None:
-    """When to try again if this response is a primary or secondary rate limit; None if it is not one.
-
-    Follows GitHub's guidance: ``retry-after`` seconds if present, else ``x-ratelimit-reset`` when
-    ``x-ratelimit-remaining`` is 0, else at least a minute.
-    """
+    """When to try again if this REST response is a primary or secondary rate limit; None if it is not one (a plain
+    403 is a permission problem). The wait follows GitHub's guidance (``limit_wait``)."""
     if status not in (403, 429):
         return None
     lowered = {key.lower(): value for key, value in headers.items()}
-    retry_after = lowered.get("retry-after")
-    remaining = lowered.get("x-ratelimit-remaining")
-    reset = lowered.get("x-ratelimit-reset")
-    if not (status == 429 or retry_after is not None or remaining == "0" or "rate limit" in message.lower()):
-        return None  # a plain 403: a permission problem, not a limit
-    if retry_after is not None:
-        try:
-            return now + max(float(retry_after), 0.0)
-        except ValueError:
-            pass
-    if remaining == "0" and reset is not None:
-        try:
-            return max(float(reset), now)
-        except ValueError:
-            pass
-    return now + SECONDARY_LIMIT_DEFAULT_WAIT
+    if not (
+        status == 429
+        or "retry-after" in lowered
+        or lowered.get("x-ratelimit-remaining") == "0"
+        or "rate limit" in message.lower()
+    ):
+        return None
+    return limit_wait(headers, now)
 
 
 def map_github_error(exc: BaseException, *, what: str, now: float, secrets: Sequence[str] = ()) -> JobError:
@@ -174,6 +127,7 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
     """gidgethub's aiohttp adapter with a per-request timeout and access to the next-page link."""
 
     on_response: Callable[[int | None], None] | None = None  # every HTTP status (token fetches too); None: no answer
+    last_answer: tuple[int, Mapping[str, str]] = (0, {})  # status and headers of this instance's last response
 
     def __init__(
         self, session: aiohttp.ClientSession, requester: str, *, base_url: str, request_timeout: float
@@ -196,6 +150,7 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
             raise
         if self.on_response is not None:
             self.on_response(answer[0])
+        self.last_answer = answer[0], answer[1]  # gidgethub's GraphQL errors keep the body, not the headers
         return answer
 
     def with_token(self, oauth_token: str) -> _GitHubAPI:
@@ -247,6 +202,7 @@ class GitHubClient:
         read_retry_delays: Sequence[float] = (0.2, 0.5),
         token_safety_margin: float = 300.0,
         on_response: Callable[[int | None], None] | None = None,
+        pacer: WritePacer | None = None,
     ) -> None:
         self._gh = _GitHubAPI(session, user_agent, base_url=base_url, request_timeout=request_timeout)
         self._gh.on_response = on_response
@@ -254,7 +210,7 @@ class GitHubClient:
         self._clock = clock
         self._read_retry_delays = tuple(read_retry_delays)
         self.tokens = InstallationTokens(self._gh, credentials, clock=clock, safety_margin=token_safety_margin)
-        self._write_locks: dict[int | None, asyncio.Lock] = {}
+        self.pacer = pacer or WritePacer()
         self._app_info: Json | None = None
         self._graphql_url = graphql_endpoint(base_url)
 
@@ -271,6 +227,7 @@ class GitHubClient:
         data: Any = b"",
         missing_ok: bool = False,
         before_send: Callable[[], Awaitable[Any]] | None = None,
+        priority: WritePriority = WritePriority.NORMAL,
     ) -> tuple[Any, str | None]:
         """One API call with the app's auth (installation token, or app JWT when ``installation_id`` is None)."""
         failures = 0
@@ -285,8 +242,7 @@ class GitHubClient:
                 phase = "send"
                 if method == "GET":
                     return await self._gh.page(method, url, url_vars, **auth)
-                lock = self._write_locks.setdefault(installation_id, asyncio.Lock())
-                async with lock:  # GitHub asks for content-creating requests one at a time
+                async with self.pacer.turn(installation_id, priority):  # one at a time, paced (pacing.py)
                     if before_send is not None:
                         await before_send()  # its exception (a lost lease) goes to the caller: nothing was sent
                     return await self._gh.page(method, url, url_vars, data=data, **auth)
@@ -365,9 +321,17 @@ class GitHubClient:
         what: str,
         data: Any,
         before_send: Callable[[], Awaitable[Any]] | None = None,
+        priority: WritePriority = WritePriority.NORMAL,
     ) -> Any:
         body, _ = await self._call(
-            method, url, url_vars, installation_id=installation_id, what=what, data=data, before_send=before_send
+            method,
+            url,
+            url_vars,
+            installation_id=installation_id,
+            what=what,
+            data=data,
+            before_send=before_send,
+            priority=priority,
         )
         return body
 
@@ -488,6 +452,7 @@ class GitHubClient:
             what=f"review on pull request {repo}#{number}",
             data={"commit_id": commit_id, "body": body, "event": event, "comments": [dict(c) for c in comments]},
             before_send=before_send,
+            priority=WritePriority.PUBLISH,  # never behind an installation's bulk writes
         )
 
     async def list_open_pulls(self, installation_id: int, repo: str) -> list[Json]:
@@ -647,13 +612,15 @@ class GitHubClient:
             installation_id=installation_id,
             what=f"reaction on comment {comment_id} in {repo}",
             data={"content": content},
+            priority=WritePriority.BULK,
         )
 
     # ---------------------------------------------------------------------------- review threads (GraphQL)
 
     async def _graphql(self, query: str, *, installation_id: int, what: str, write: bool, **variables: Any) -> Json:
         """One GraphQL request with the installation's token. Queries are retried in place like REST reads;
-        mutations go out under the installation's write lock and are never repeated."""
+        mutations take the installation's paced write turn (bulk work: they yield to a review) and are never
+        repeated. GitHub's rate limits, in either of its shapes, are ``RateLimited`` with GitHub's wait."""
         failures, token_renewed = 0, False
         while True:
             try:
@@ -665,17 +632,25 @@ class GitHubClient:
             try:
                 if not write:
                     return await api.graphql(query, endpoint=self._graphql_url, **variables)
-                async with self._write_locks.setdefault(installation_id, asyncio.Lock()):
+                async with self.pacer.turn(installation_id, WritePriority.BULK):
                     return await api.graphql(query, endpoint=self._graphql_url, **variables)
             except gidgethub.GraphQLAuthorizationFailure:
                 if token_renewed:
                     raise PermanentError(f"GitHub rejected the app's credentials on {what}") from None
                 self.tokens.invalidate(installation_id)
                 token_renewed = True
-            except gidgethub.QueryError as exc:
-                errors = exc.response.get("errors") or [{}]
-                message = redact(str(errors[0].get("message") or "query error"), self.tokens.live_tokens())
-                log.warning("GitHub refused the GraphQL %s: %s", what, message)
+            except (gidgethub.QueryError, gidgethub.BadGraphQLRequest) as exc:
+                status, headers = api.last_answer
+                retry_at = graphql_limit_retry_at(status, headers, exc.response, self._clock())
+                if retry_at is not None:
+                    log.warning("GitHub rate-limited the GraphQL %s (%s); waiting until %.0f", what, status, retry_at)
+                    raise RateLimited(
+                        f"GitHub rate limit reached on {what} ({status}); retry after {retry_at:.0f}", retry_at=retry_at
+                    ) from None
+                errors = (exc.response.get("errors") if isinstance(exc.response, dict) else None) or [exc.response]
+                first = errors[0] if isinstance(errors[0], dict) else {}
+                message = redact(str(first.get("message") or "query error"), self.tokens.live_tokens())
+                log.warning("GitHub refused the GraphQL %s (%s): %s", what, status, message)
                 raise PermanentError(f"GitHub refused {what}: {message}") from None
             except (gidgethub.GitHubBroken, gidgethub.GraphQLException, TimeoutError, aiohttp.ClientError) as exc:
                 if not write and failures < len(self._read_retry_delays):
@@ -692,8 +667,9 @@ class GitHubClient:
                 ) from None
 
     async def review_threads(self, installation_id: int, repo: str, number: int) -> list[Json]:
-        """Every review thread of the pull request: id, isResolved, path and its first 50 comments (databaseId,
-        author's __typename and login, the review's databaseId, originalLine; totalCount counts them all)."""
+        """Every review thread of the pull request: id, isResolved, path and its first 50 comments (fullDatabaseId,
+        author's __typename and login, the review's fullDatabaseId, originalLine; totalCount counts them all). The
+        ids come as GitHub sends BigInts, strings: read them with ``full_database_id``."""
         threads: list[Json] = []
         cursor: str | None = None
         while True:

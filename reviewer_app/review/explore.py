@@ -170,7 +170,10 @@ class RepositoryTools:
         lines = data.decode("utf-8", errors="replace").split("\n")
         first = start if isinstance(start, int) and start >= 1 else 1
         last = end if isinstance(end, int) and end >= first else len(lines)
-        out: list[str] = [f"{path}: lines {first}-{min(last, len(lines))} of {len(lines)}"]
+        # GitHub serves a symlink to a file of the repository as that file, under the file's own path.
+        served = str(entry.get("path") or path)
+        shown = path if served == path else f"{path} (a symlink to {served})"
+        out: list[str] = [f"{shown}: lines {first}-{min(last, len(lines))} of {len(lines)}"]
         size = len(out[0]) + 1
         for n in range(first, min(last, len(lines)) + 1):
             row = f"{n:>6} | {lines[n - 1]}"
@@ -191,6 +194,8 @@ class RepositoryTools:
         size = 0
         for item in entry[:MAX_DIRECTORY_ENTRIES]:
             kind, name = str(item.get("type")), str(item.get("name"))
+            if kind == "file" and item.get("download_url") is None and "download_url" in item:
+                kind = "submodule"  # GitHub lists a submodule as a "file" with nothing to download
             row = {
                 "dir": f"{name}/",
                 "symlink": f"{name} (symlink, not followed)",

@@ -22,6 +22,7 @@ from reviewer_app.core.findings import (
 from reviewer_app.core.review_model import InlineComment, ModelComment
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient, Json
+from reviewer_app.github.graphql import full_database_id
 from reviewer_app.review.reading import ContentReader, NotText
 from reviewer_app.store.base import Finding
 
@@ -172,13 +173,14 @@ class Memory:
             if not nodes:
                 continue
             first = nodes[0]
-            if ((first.get("author") or {}).get("login")) not in ours or first.get("databaseId") is None:
+            comment_id = full_database_id(first.get("fullDatabaseId"))
+            if ((first.get("author") or {}).get("login")) not in ours or comment_id is None:
                 continue
-            by_comment[int(first["databaseId"])] = thread
-            review = (first.get("pullRequestReview") or {}).get("databaseId")
+            by_comment[comment_id] = thread
+            review = full_database_id((first.get("pullRequestReview") or {}).get("fullDatabaseId"))
             if review is not None and first.get("originalLine") is not None:
-                key = (int(review), str(thread.get("path") or ""), int(first["originalLine"]))
-                by_place.setdefault(key, []).append((int(first["databaseId"]), thread))
+                key = (review, str(thread.get("path") or ""), int(first["originalLine"]))
+                by_place.setdefault(key, []).append((comment_id, thread))
         await self._link(ctx, by_place)
         if not resolve or not recall.outdated:
             return 0

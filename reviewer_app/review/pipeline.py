@@ -32,6 +32,7 @@ from reviewer_app.core.errors import (
     InstallationUnavailable,
     JobError,
     PermanentError,
+    RateLimited,
     Settled,
     Superseded,
 )
@@ -259,6 +260,10 @@ class ReviewPipeline:
         await self.memory.record(ctx, review_id, inline)
         try:
             await self.memory.tend_threads(ctx, recall, resolve=rc.resolve_outdated)
+        except RateLimited:
+            # GitHub asked the app to wait: the job waits (no attempt spent), and its next attempt finds the review
+            # by its marker, posts nothing again, and tends the threads then.
+            raise
         except JobError as exc:
             log.warning("job %s: review threads not tended (tried again at the next review): %s", job.id, exc.reason)
         return await ctx.store.resolved_findings(job.repo_id, job.pr_number)
@@ -360,7 +365,9 @@ class ReviewPipeline:
                     f"waiting for the draft's review of this head (job {draft.id}) to finish",
                     retry_at=ctx.clock() + self.settings.wait_seconds,
                 )
-        if await ctx.store.last_reviewed_head(job.repo_id, job.pr_number) == job.head_sha:
+        # A job that published its own review (an attempt that then waited on GitHub, or died before finishing)
+        # goes on to find it by its marker: its own review does not make it "covered".
+        if job.review_id is None and await ctx.store.last_reviewed_head(job.repo_id, job.pr_number) == job.head_sha:
             # Reviewed as a draft (drafts: true), then marked ready at the same head: nothing new to review.
             # "covered", not "skipped": the check run (if one was opened) says success, so a later run on this head
             # does not hide the review's own check behind a grey "skipped".

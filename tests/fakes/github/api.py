@@ -52,6 +52,9 @@ class AuthInfo:
     expired: bool = False
 
 
+AUTH = web.RequestKey("auth", AuthInfo)  # who made the request (set by the middleware)
+
+
 @dataclass
 class RateLimits:
     """Requests counted per caller (installation, or the kind of credential) and hourly window."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jwt
 from aiohttp import web
 
-from tests.fakes.github.api import API_MEDIA_TYPE, API_VERSIONS, ApiError, AuthInfo
+from tests.fakes.github.api import API_MEDIA_TYPE, API_VERSIONS, AUTH, ApiError, AuthInfo
 from tests.fakes.github.model import Pull, Repo
 from tests.fakes.github.state import GitHubState
 
@@ -52,7 +52,7 @@ def _verify_jwt(gh: GitHubState, token: str) -> bool:
 
 
 def require_jwt(request: web.Request) -> None:
-    if request["auth"].kind != "jwt":
+    if request[AUTH].kind != "jwt":
         raise ApiError(401, "A JSON web token could not be decoded")
 
 
@@ -66,7 +66,7 @@ def require_installation(gh: GitHubState, auth: AuthInfo) -> int:
 
 
 def repo_for(gh: GitHubState, request: web.Request) -> Repo:
-    auth: AuthInfo = request["auth"]
+    auth: AuthInfo = request[AUTH]
     if auth.kind == "jwt":
         raise ApiError(403, "Resource not accessible by integration")
     installation_id = require_installation(gh, auth)

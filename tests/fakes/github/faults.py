@@ -60,8 +60,20 @@ def take_fault(faults: list[Fault], request: web.Request) -> Fault | None:
     return None
 
 
-def fault_response(fault: Fault, auth: AuthInfo, now: float, rate_limits: RateLimits) -> web.Response:
-    """The answer to a request a fault of PRE_FAULTS fails before any handler runs."""
+SECONDARY_LIMIT_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+    "If you reach out to GitHub Support for help, please include the request ID."
+)
+
+
+def fault_response(
+    fault: Fault, auth: AuthInfo, now: float, rate_limits: RateLimits, *, graphql: bool = False
+) -> web.Response:
+    """The answer to a request a fault of PRE_FAULTS fails before any handler runs.
+
+    On the GraphQL endpoint (``graphql``) the rate limits take GitHub's GraphQL shapes: a primary limit is ``200``
+    with an error of type ``RATE_LIMITED`` and ``x-ratelimit-remaining: 0``; a secondary limit ``403`` (or, with
+    ``status=200``, ``200`` with an error) saying so, with ``retry-after`` unless ``retry_after=None``."""
     p = fault.params
     if fault.kind == "error":
         status = int(p.get("status", 500))
@@ -71,17 +83,22 @@ def fault_response(fault: Fault, auth: AuthInfo, now: float, rate_limits: RateLi
     if fault.kind == "primary_rate_limit":
         headers = rate_limits.headers(auth, now, remaining=0, reset=int(p.get("reset", now + 60)))
         who = f"installation ID {auth.installation_id}" if auth.installation_id else "this app"
+        if graphql and int(p.get("status", 200)) == 200:
+            error = {
+                "type": "RATE_LIMITED",
+                "code": "graphql_rate_limit",
+                "message": f"API rate limit exceeded for {who}.",
+            }
+            return web.json_response({"data": None, "errors": [error]}, headers=headers)
         return ApiError(int(p.get("status", 403)), f"API rate limit exceeded for {who}.", headers=headers).response()
     headers = {}
     if p.get("retry_after", 60) is not None:
         headers["retry-after"] = str(p.get("retry_after", 60))
     if fault.kind == "too_many_requests":
         return ApiError(429, "Too Many Requests", headers=headers).response()
-    message = (
-        "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
-        "If you reach out to GitHub Support for help, please include the request ID."
-    )
-    return ApiError(int(p.get("status", 403)), message, headers=headers).response()
+    if graphql and int(p.get("status", 403)) == 200:
+        return web.json_response({"data": None, "errors": [{"message": SECONDARY_LIMIT_MESSAGE}]}, headers=headers)
+    return ApiError(int(p.get("status", 403)), SECONDARY_LIMIT_MESSAGE, headers=headers).response()
 
 
 class Hangs:

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from graphql import GraphQLError, GraphQLSchema, build_schema, execute_sync, parse, validate
+from graphql import GraphQLError, GraphQLScalarType, GraphQLSchema, build_schema, execute_sync, parse, validate
+
+from tests.fakes.github.api import AUTH
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
@@ -44,8 +46,20 @@ def github_schema() -> GraphQLSchema:
     global _schema
     with _schema_lock:
         if _schema is None:
-            _schema = build_schema(SCHEMA_PATH.read_text(encoding="utf-8"), assume_valid_sdl=True, assume_valid=True)
+            schema = build_schema(SCHEMA_PATH.read_text(encoding="utf-8"), assume_valid_sdl=True, assume_valid=True)
+            # GitHub: "Represents non-fractional signed whole numeric values. Since the value may exceed the size of
+            # a 32-bit integer, it's encoded as a string."
+            big = schema.type_map["BigInt"]
+            assert isinstance(big, GraphQLScalarType)
+            big.serialize = _big_int  # type: ignore[method-assign]
+            if hasattr(big, "coerce_output_value"):  # graphql-core 3.3's name for it
+                big.coerce_output_value = _big_int
+            _schema = schema
         return _schema
+
+
+def _big_int(value: Any) -> str:
+    return str(int(value))
 
 
 def schema_errors(document: str) -> list[str]:
@@ -97,7 +111,7 @@ def is_resolved(fake: FakeGitHub, comment_id: int) -> bool:
 
 
 async def _graphql(fake: FakeGitHub, request: web.Request) -> web.Response:
-    if request["auth"].kind != "token":
+    if request[AUTH].kind != "token":
         return web.json_response({"message": "Bad credentials"}, status=401)
     try:
         data = await request.json()
@@ -188,10 +202,18 @@ def _thread(fake: FakeGitHub, repo: str, number: int, root: Json) -> Json:
 
 def _comment_node(fake: FakeGitHub, comment: Json) -> Json:
     review_id = comment.get("pull_request_review_id")
+    # `databaseId` is GitHub's 32-bit Int: for ids past 2**31 - 1 graphql-core answers as GitHub does, an error and
+    # null. `fullDatabaseId` is a BigInt, serialised as a string (github_schema).
     return {
+        "id": f"PRRC_{comment['id']}",
         "databaseId": comment["id"],
+        "fullDatabaseId": comment["id"],
         "author": _author(fake, comment["user"]),
-        "pullRequestReview": {"databaseId": review_id} if review_id is not None else None,
+        "pullRequestReview": (
+            {"id": f"PRR_{review_id}", "databaseId": review_id, "fullDatabaseId": review_id}
+            if review_id is not None
+            else None
+        ),
         "originalLine": comment.get("line"),
         "body": comment["body"],
     }

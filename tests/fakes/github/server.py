@@ -8,12 +8,13 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
 
-from tests.fakes.github.api import ApiError
+from tests.fakes.github.api import AUTH, ApiError
 from tests.fakes.github.auth import check_api_headers, identify
 from tests.fakes.github.faults import PRE_FAULTS, Fault, fault_response, take_fault
 from tests.fakes.github.graphql import register_graphql
@@ -72,8 +73,9 @@ class FakeGitHub(GitHubState):
     async def _middleware(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
         if request.path.startswith("/_fake/"):
             return await handler(request)
+        arrived = time.time()
         auth = identify(self, request)
-        request["auth"] = auth
+        request[AUTH] = auth
         refusal = check_api_headers(self, request)
         fault = None if refusal is not None else self._take_fault(request)
         self.counters["requests"] += 1
@@ -91,7 +93,9 @@ class FakeGitHub(GitHubState):
             if refusal is not None:
                 response = refusal.response()
             elif fault is not None and fault.kind in PRE_FAULTS:
-                response = fault_response(fault, auth, self.clock(), self.rate_limits)
+                response = fault_response(
+                    fault, auth, self.clock(), self.rate_limits, graphql=request.path == "/graphql"
+                )
             else:
                 try:
                     response = await handler(request)
@@ -116,6 +120,7 @@ class FakeGitHub(GitHubState):
                 route=request.match_info.route.resource.canonical if request.match_info.route.resource else "",
                 request_json=_json_or_none(await request.read()) if is_write else None,
                 response_json=_json_or_none(response.body) if isinstance(response, web.Response) else None,
+                arrived=arrived,
             )
         )
         if fault is not None and fault.kind == "advance_head":

@@ -27,7 +27,7 @@ def blob_sha(text: str) -> str:
 
 def user_json(login: str) -> Json:
     """A user as GitHub's `simple-user` schema has it (tests/test_fake_schema.py holds the fake to it)."""
-    user_id = int(hashlib.sha1(login.encode()).hexdigest()[:8], 16)
+    user_id = 2**32 + int(hashlib.sha1(login.encode()).hexdigest()[:8], 16)  # past 2**31, as every id here
     api = f"https://api.github.com/users/{login}"
     return {
         "login": login,

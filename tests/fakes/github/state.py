@@ -27,6 +27,11 @@ from tests.fakes.github.model import Installation, IssuedToken, ManifestCode, Pu
 from tests.fakes.github.shapes import Json, iso, random_sha, user_json
 from tests.fakes.keys import test_key_pair
 
+# Every id the fake hands out (installations, repositories, reviews, comments, check runs and suites, deliveries, the
+# App's own) is past 2**32, as github.com's review, comment and check-run ids are past 2**31 - 1 today: an id read
+# through a 32-bit field, or truncated anywhere the app keeps or compares one, breaks a test.
+FIRST_ID = 2**32 + 1_000
+
 
 class GitHubState:
     """GitHub's state for one app, plus helpers for tests to arrange it and look at what the app did.
@@ -88,7 +93,7 @@ class GitHubState:
         self.rate_limits = RateLimits()
         self.writes_in_flight: Counter[int | None] = Counter()
         self.max_concurrent_writes: Counter[int | None] = Counter()  # per installation (None: app JWT)
-        self._ids = itertools.count(1000)
+        self._ids = itertools.count(FIRST_ID)
         self.hangs = Hangs()
         self.background: set[asyncio.Task[Any]] = set()  # redeliveries under way
 
@@ -142,7 +147,9 @@ class GitHubState:
         r.contents.setdefault(ref or r.default_branch, {})[path] = content
 
     def set_symlink(self, repo: str, path: str, target: str, *, ref: str | None = None) -> None:
-        """A symbolic link whose target is outside the repository's files: GitHub answers its type, not content."""
+        """A symbolic link to ``target`` (relative to the link's folder, as git stores it). As on GitHub, the contents
+        API answers a link to a file of the repository with that file's content, and any other link (outside the
+        tree, to a folder, to nothing) with the link itself (routes/contents.py)."""
         r = self.repos[repo]
         r.links.setdefault(ref or r.default_branch, {})[path] = {"type": "symlink", "target": target}
 

@@ -10,9 +10,10 @@ import secrets
 import yarl
 from aiohttp import web
 
-from tests.fakes.github.api import ApiError, page
+from tests.fakes.github.api import AUTH, ApiError, page
 from tests.fakes.github.auth import require_installation, require_jwt
 from tests.fakes.github.model import Installation, IssuedToken
+from tests.fakes.github.routes.pulls import repo_json
 from tests.fakes.github.shapes import Json, iso, user_json
 from tests.fakes.github.state import GitHubState
 from tests.fakes.keys import generate_key_pair
@@ -139,18 +140,9 @@ async def get_installation(gh: GitHubState, request: web.Request) -> web.Respons
 
 
 async def list_installation_repos(gh: GitHubState, request: web.Request) -> web.Response:
-    installation_id = require_installation(gh, request["auth"])
+    installation_id = require_installation(gh, request[AUTH])
     repos = [
-        {
-            "id": r.id,
-            "full_name": r.full_name,
-            "name": r.full_name.split("/")[1],
-            "private": r.private,
-            "default_branch": r.default_branch,
-            "owner": user_json(r.full_name.split("/")[0]),
-        }
-        for r in sorted(gh.repos.values(), key=lambda r: r.id)
-        if r.installation_id == installation_id
+        repo_json(r) for r in sorted(gh.repos.values(), key=lambda r: r.id) if r.installation_id == installation_id
     ]
     total = len(repos)
     return page(request, repos, lambda chunk: {"total_count": total, "repositories": chunk})
