@@ -341,7 +341,9 @@ async def test_the_spend_page_shows_batched_tokens_apart_and_what_batching_saved
 
 
 async def test_the_spend_is_read_ahead_at_start_and_refreshed_in_the_background(store) -> None:
-    now = [time.time()]
+    # Noon of today (UTC): the clock moves on by PAST_DAYS_SECONDS below and must stay on the same day, which a run
+    # in the last ten minutes before midnight would not.
+    now = [(time.time() // 86400) * 86400 + 43200]
     dashboard = Dashboard(store, token=TOKEN, prices=DEFAULT_PRICES, clock=lambda: now[0])
     app = web.Application()
     dashboard.register(app)
@@ -382,3 +384,79 @@ async def test_the_spend_is_read_ahead_at_start_and_refreshed_in_the_background(
         await eventually(shown)
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/dashboard/jobs?before=²",
+        "/dashboard/jobs?pr=²",
+        "/dashboard/jobs?pr=٣",
+        "/dashboard/jobs?before=99999999999999999999999",
+        "/dashboard/jobs?pr=99999999999999999999999",
+        "/dashboard/jobs/9999999999999999999999999",
+    ],
+)
+async def test_numeric_parameters_are_parsed_strictly_and_never_answer_500(dash, path: str) -> None:
+    client, _, _ = dash
+    await login(client)
+    r = await client.get(path, allow_redirects=False)
+    assert r.status in (200, 400, 404), (path, r.status)
+    if "?pr=" in path:
+        assert "is not a number" in await r.text()
+
+
+def test_strict_id_takes_ascii_digits_in_64_bits_only() -> None:
+    from reviewer_app.web.dashboard import strict_id
+
+    assert [strict_id(t) for t in ("1", "42", str(2**63 - 1))] == [1, 42, 2**63 - 1]
+    assert [strict_id(t) for t in ("", "0", "²", "٣", "-1", "1.0", " 1", str(2**63), "9" * 25)] == [None] * 9
+
+
+async def test_wrong_tokens_are_throttled_per_address_with_retry_after(dash) -> None:
+    client, _, _ = dash
+    statuses = [(await login(client, "wrong-token-0000000000")).status for _ in range(6)]
+    assert statuses == [401] * 5 + [429]
+    r = await login(client)  # even the right token waits: the guesser does not learn it is right
+    assert r.status == 429 and 1 <= int(r.headers["Retry-After"]) <= 61
+
+
+def test_the_throttle_counts_per_address_and_overall_and_forgets_after_its_window() -> None:
+    from reviewer_app.web.dashboard import LoginThrottle
+
+    now = [1000.0]
+    throttle = LoginThrottle(per_address=2, overall=3, window=60, clock=lambda: now[0])
+    throttle.failed("a")
+    throttle.failed("a")
+    assert throttle.wait("a") == 60 and throttle.wait("b") == 0
+    throttle.failed("b")
+    assert throttle.wait("c") == 60  # three failures overall: everyone waits
+    now[0] += 61
+    assert throttle.wait("a") == throttle.wait("c") == 0
+
+
+async def test_logout_ends_the_session_on_the_server_and_a_copied_cookie_with_it(dash) -> None:
+    client, _, _ = dash
+    r = await login(client)
+    copied = r.cookies[COOKIE].value
+    assert (await client.post("/dashboard/logout", allow_redirects=False)).status == 303
+    client.session.cookie_jar.update_cookies({COOKIE: copied})  # the cookie someone copied before the logout
+    assert (await client.get("/dashboard", allow_redirects=False)).status == 303
+    await login(client)  # a new login works again
+    assert (await client.get("/dashboard", allow_redirects=False)).status == 200
+
+
+async def test_cookies_can_be_forced_secure_and_are_unless_the_app_is_on_loopback(store) -> None:
+    from reviewer_app.config import cookies_secure, load_config
+
+    env = {"GITHUB_WEBHOOK_SECRET": "s"}
+    assert cookies_secure(load_config(env)) is True  # 0.0.0.0: reached from elsewhere, through TLS
+    assert cookies_secure(load_config({**env, "HOST": "127.0.0.1"})) is False
+    assert cookies_secure(load_config({**env, "HOST": "127.0.0.1", "REVIEWER_SECURE_COOKIES": "on"})) is True
+    with pytest.raises(ValueError, match="REVIEWER_SECURE_COOKIES"):
+        load_config({**env, "REVIEWER_SECURE_COOKIES": "maybe"})
+    app = web.Application()
+    Dashboard(store, token=TOKEN, prices={}, secure_cookies=True).register(app)
+    async with TestClient(TestServer(app)) as client:
+        r = await login(client)  # plain http, no X-Forwarded-Proto: Secure all the same
+        assert "Secure" in r.headers["Set-Cookie"]
