@@ -286,8 +286,23 @@ SETTINGS: tuple[Setting, ...] = (
         "max_replies_per_thread_hour",
         int,
         5,
-        "answers per review thread (or per PR conversation) per hour; answers also count against the daily limit "
-        "(0: no limit)",
+        "answers per review thread (or per PR conversation) per hour (0: no limit)",
+        minimum=0,
+    ),
+    Setting(
+        "REVIEWER_MAX_ANSWERS_PER_DAY",
+        "max_answers_per_day",
+        int,
+        200,
+        "answers per installation per day, counted apart from reviews so questions never refuse a review (0: no limit)",
+        minimum=0,
+    ),
+    Setting(
+        "REVIEWER_MAX_ANSWERS_PER_ASKER_DAY",
+        "max_answers_per_asker_day",
+        int,
+        10,
+        "answers per day to one outside asker (a PR's author who is not an owner, member or collaborator; 0: no limit)",
         minimum=0,
     ),
     Setting(
@@ -305,6 +320,45 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "token that logs in to the read-only dashboard at /dashboard (empty: no dashboard)",
         secret=True,
+    ),
+    Setting(
+        "REVIEWER_HTTP_HEADER_TIMEOUT_SECONDS",
+        "http_header_timeout_seconds",
+        float,
+        10.0,
+        "a connection's request headers must arrive within this long, or it is closed (0: no limit)",
+        minimum=0,
+    ),
+    Setting(
+        "REVIEWER_HTTP_BODY_TIMEOUT_SECONDS",
+        "http_body_timeout_seconds",
+        float,
+        60.0,
+        "a webhook's body must arrive within this long of its headers, or the answer is 408",
+        minimum=1,
+    ),
+    Setting(
+        "REVIEWER_HTTP_KEEPALIVE_SECONDS",
+        "http_keepalive_seconds",
+        float,
+        15.0,
+        "an idle keep-alive connection is closed after this long",
+        minimum=1,
+    ),
+    Setting(
+        "REVIEWER_HTTP_MAX_CONNECTIONS",
+        "http_max_connections",
+        int,
+        1000,
+        "open connections past this many are closed at once",
+        minimum=1,
+    ),
+    Setting(
+        "REVIEWER_SECURE_COOKIES",
+        "secure_cookies",
+        str,
+        "auto",
+        "the dashboard's session cookie is Secure: on, off, or auto (on unless the app listens on loopback)",
     ),
     Setting(
         "REVIEWER_RETENTION_DAYS",
@@ -436,8 +490,15 @@ class Config:
     max_manual_per_pr_hour: int = 10
     max_auto_per_author_day: int = 20
     max_replies_per_thread_hour: int = 5
+    max_answers_per_day: int = 200
+    max_answers_per_asker_day: int = 10
     metrics_token: str = field(default="", repr=False)
     dashboard_token: str = field(default="", repr=False)
+    secure_cookies: str = "auto"
+    http_header_timeout_seconds: float = 10.0
+    http_body_timeout_seconds: float = 60.0
+    http_keepalive_seconds: float = 15.0
+    http_max_connections: int = 1000
     prices: str = ""
     retention_days: float = 30.0
     recovery_seconds: float = 600.0
@@ -575,6 +636,8 @@ def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
             f"REVIEWER_DELIVERY_WINDOW_DAYS={cfg.delivery_window_days:g} is longer than "
             f"REVIEWER_RETENTION_DAYS={cfg.retention_days:g}: raise the retention or shorten the window"
         )
+    if cfg.secure_cookies not in ("auto", "on", "off"):
+        raise ConfigError(f"REVIEWER_SECURE_COOKIES must be on, off or auto, got {cfg.secure_cookies!r}")
     if cfg.dashboard_token and len(cfg.dashboard_token) < 16:
         raise ConfigError("REVIEWER_DASHBOARD_TOKEN is shorter than 16 characters: use a long random token")
     try:
@@ -634,3 +697,11 @@ def _check_key(pem: str) -> None:
         load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError):
         raise ConfigError("the GitHub App private key is not a valid unencrypted PEM key") from None
+
+
+def cookies_secure(cfg: Config) -> bool:
+    """Whether the dashboard's cookie is always Secure: REVIEWER_SECURE_COOKIES, and for ``auto`` whether the app
+    listens beyond loopback (where a browser reaches it through TLS, a proxy's or its own)."""
+    if cfg.secure_cookies != "auto":
+        return cfg.secure_cookies == "on"
+    return cfg.host not in ("127.0.0.1", "::1", "localhost")

@@ -14,7 +14,7 @@ import anthropic
 from aiohttp import web
 
 from reviewer_app.admin import github_web_url
-from reviewer_app.config import Config
+from reviewer_app.config import Config, cookies_secure
 from reviewer_app.core.admission import Guard, is_reply
 from reviewer_app.core.batching import BatchPolicy
 from reviewer_app.core.retry import RetryPolicy
@@ -42,6 +42,7 @@ from reviewer_app.web.app import healthz, make_app
 from reviewer_app.web.dashboard import Dashboard
 from reviewer_app.web.events import make_router
 from reviewer_app.web.health import Probes
+from reviewer_app.web.limits import start_site
 from reviewer_app.web.webhooks import Receiver
 
 log = logging.getLogger(__name__)
@@ -283,6 +284,8 @@ async def build_service(
         manual_per_pr_hour=cfg.max_manual_per_pr_hour,
         author_per_day=cfg.max_auto_per_author_day,
         replies_per_thread_hour=cfg.max_replies_per_thread_hour,
+        answers_per_day=cfg.max_answers_per_day,
+        answers_per_asker_day=cfg.max_answers_per_asker_day,
     )
     receiver: Receiver | None = None
     if receive:
@@ -297,6 +300,8 @@ async def build_service(
             guard=guard,
             on_admitted=on_admitted,
             metrics=metrics,
+            replay_window_seconds=cfg.retention_days * 86400,
+            body_timeout_seconds=cfg.http_body_timeout_seconds,
         )
     probes = Probes(
         store,
@@ -340,6 +345,7 @@ async def build_service(
             token=cfg.dashboard_token,
             prices=cfg.price_table,
             github_web_url=github_web_url(cfg.github_api_url),
+            secure_cookies=cookies_secure(cfg),
         )
     app = make_app(receiver, probes, dashboard) if receiver is not None else make_health_app(probes)
     return Service(
@@ -383,10 +389,7 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     if cfg.insecure_no_signature and not cfg.webhook_secret:
         log.warning("REVIEWER_INSECURE_NO_SIGNATURE is set: webhooks are accepted WITHOUT signature checks")
     svc = await build_service(cfg, worker=worker)
-    runner = web.AppRunner(svc.app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port)
-    await site.start()
+    runner, site = await start_site(svc.app, cfg, cfg.host, cfg.port)
     svc.start_background()
     log.info("reviewer-app listening on http://%s:%s (database %s)", cfg.host, cfg.port, svc.store.engine)
     await stop.wait()
@@ -417,9 +420,7 @@ async def work(cfg: Config, *, host: str | None = None, port: int | None = None)
         return 2
     runner: web.AppRunner | None = None
     if port is not None:
-        runner = web.AppRunner(svc.app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, host or cfg.host, port).start()
+        runner, _ = await start_site(svc.app, cfg, host or cfg.host, port)
         log.info("worker health on http://%s:%s", host or cfg.host, port)
     svc.start_background()
     log.info("reviewer-app worker running %d slot(s) (database %s)", cfg.concurrency, svc.store.engine)

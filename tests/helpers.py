@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tests.payloads import pull_request_event, validate
+from tests.payloads import DEFAULT_STAMP, pull_request_event, validate
 from tests.payloads import sha as sha  # tests import it from here
 
 SECRET = "test-webhook-secret"
@@ -43,7 +43,7 @@ def pr_payload(
     installation_id: int = 77,
     draft: bool = False,
     state: str | None = None,
-    updated_at: str = "2026-12-01T10:00:00Z",
+    updated_at: str = DEFAULT_STAMP,
     padding: int = 0,
 ) -> dict[str, Any]:
     """A pull_request payload as GitHub sends it (``padding`` grows the body toward realistic sizes)."""

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import re
+import time
 import warnings
 from collections.abc import Sequence
 from functools import cache
@@ -18,6 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+
+# Payload times are near the run's own "now" (an hour ago, on the hour), never a fixed date: the receiver takes an
+# event older than the delivery window (REVIEWER_RETENTION_DAYS) for a replay, and a fixed date would age into one.
+BASE_TIME = (int(time.time()) // 3600 - 1) * 3600
+
+
+def stamp(offset: float = 0.0) -> str:
+    """GitHub's timestamp for ``offset`` seconds after BASE_TIME."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(BASE_TIME + offset))
+
+
+DEFAULT_STAMP = stamp()
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "webhooks"
 
@@ -113,7 +126,7 @@ def pull_request_event(
     author: str = "alice",
     author_association: str = "MEMBER",
     sender: str | None = None,
-    updated_at: str = "2026-12-01T10:00:00Z",
+    updated_at: str = DEFAULT_STAMP,
     before: str | None = None,
     changes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -198,6 +211,7 @@ def issue_comment_event(
         **_account("sender", login, user_type),
     }
     payload = fill(_template("issue_comment"), values)
+    payload["comment"]["created_at"] = payload["comment"]["updated_at"] = DEFAULT_STAMP
     if action == "edited":
         payload["changes"] = {"body": {"from": "an earlier version"}}
     return payload
@@ -229,8 +243,8 @@ def rest_review_comment(
         "in_reply_to_id": in_reply_to,
         "user": {"login": login},
         "body": body,
-        "created_at": "2026-12-01T10:00:00Z",
-        "updated_at": "2026-12-01T10:00:00Z",
+        "created_at": DEFAULT_STAMP,
+        "updated_at": DEFAULT_STAMP,
         "html_url": f"{html}#discussion_r{comment_id}",
         "pull_request_url": f"{api}/pulls/{number}",
         "_links": {

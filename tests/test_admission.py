@@ -19,6 +19,7 @@ from reviewer_app.core.admission import (
 from reviewer_app.core.timestamps import parse_time
 from reviewer_app.github.checks import external_id
 from tests.helpers import pr_payload, sha
+from tests.payloads import DEFAULT_STAMP
 
 
 @pytest.mark.parametrize("action", ["opened", "reopened", "synchronize", "ready_for_review"])
@@ -104,7 +105,7 @@ def test_a_decision_carries_its_delivery_and_the_time_github_gives_the_event() -
     assert isinstance(moved, Enqueue) and moved.job.details.delivery_id == "d-2" and moved.job.event_at
     observed = decide_observed_head(77, 1001, "octo/widgets", pr_payload()["pull_request"], action="sweep")
     assert isinstance(observed, Enqueue) and observed.observed
-    assert observed.job.event_at == parse_time("2026-12-01T10:00:00Z") and observed.job.details.action == "sweep"
+    assert observed.job.event_at == parse_time(DEFAULT_STAMP) and observed.job.details.action == "sweep"
 
 
 def test_requested_reviews_carry_their_delivery() -> None:

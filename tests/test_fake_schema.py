@@ -66,7 +66,10 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
     ("GET", "/app/installations/{installation_id}"): (None, gh.Installation),
     ("GET", "/app/installations"): (None, list[gh.Installation]),
     ("GET", "/app"): (None, gh.Integration),
-    ("POST", "/app/installations/{installation_id}/access_tokens"): (None, gh.InstallationToken),
+    ("POST", "/app/installations/{installation_id}/access_tokens"): (
+        gh.AppInstallationsInstallationIdAccessTokensPostBody,
+        gh.InstallationToken,
+    ),
     ("GET", "/installation/repositories"): (None, gh.InstallationRepositoriesGetResponse200),
     ("GET", "/app/hook/deliveries"): (None, list[gh.HookDeliveryItem]),
     ("POST", "/app/hook/deliveries/{delivery_id}/attempts"): (

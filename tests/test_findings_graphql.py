@@ -71,6 +71,7 @@ async def test_databaseid_cannot_carry_githubs_ids_and_fulldatabaseid_can(gh) ->
         await c._graphql(
             REVIEW_THREADS_OLD_QUERY,
             installation_id=INSTALLATION,
+            repo=REPO,
             what="old",
             write=False,
             owner="octo-org",
@@ -129,7 +130,7 @@ async def test_a_graphql_rate_limit_is_a_wait_not_an_error_and_is_not_retried_in
     assert raised.value.retry_at == pytest.approx(expected)
     assert injected.hits == 1  # "continuing may result in the banning of your integration"
     with pytest.raises(RateLimited):
-        await c.resolve_review_thread(INSTALLATION, "PRRT_1")
+        await c.resolve_review_thread(INSTALLATION, REPO, "PRRT_1")
 
 
 def test_the_schema_check_rejects_what_github_would() -> None:
@@ -161,8 +162,8 @@ async def test_threads_listed_resolved_and_replied_to(gh) -> None:
     assert threads[1]["comments"]["totalCount"] == 2
     assert threads[1]["comments"]["nodes"][1]["author"] == {"__typename": "User", "login": "octocat"}
 
-    await c.reply_in_thread(INSTALLATION, f"PRRT_{first}", "The code changed.")
-    await c.resolve_review_thread(INSTALLATION, f"PRRT_{first}")
+    await c.reply_in_thread(INSTALLATION, REPO, f"PRRT_{first}", "The code changed.")
+    await c.resolve_review_thread(INSTALLATION, REPO, f"PRRT_{first}")
 
     assert is_resolved(fake, first) and not is_resolved(fake, second)
     assert [r["body"] for r in thread_replies(fake, REPO, 1, first)] == ["The code changed."]
@@ -188,14 +189,16 @@ async def test_a_query_the_schema_rejects_is_a_permanent_error_and_is_recorded(g
     fake, url, session = gh
     c = client(fake, url, session)
     with pytest.raises(PermanentError, match="Cannot query field"):
-        await c._graphql("query { viewer { nope } }", installation_id=INSTALLATION, what="a test", write=False)
+        await c._graphql(
+            "query { viewer { nope } }", installation_id=INSTALLATION, repo=REPO, what="a test", write=False
+        )
     assert fake.review_threads.rejected
 
 
 async def test_an_unknown_thread_is_githubs_not_found(gh) -> None:
     fake, url, session = gh
     with pytest.raises(PermanentError, match="Could not resolve"):
-        await client(fake, url, session).resolve_review_thread(INSTALLATION, "PRRT_404")
+        await client(fake, url, session).resolve_review_thread(INSTALLATION, REPO, "PRRT_404")
     assert fake.review_threads.rejected == []  # a missing node is an answer GitHub gives, not a schema problem
 
 
@@ -209,7 +212,7 @@ async def test_a_5xx_query_is_retried_then_transient_and_a_mutation_is_never_rep
     fake.clear_faults()
     mutation = fake.inject("POST", r"^/graphql$", "error", times=None, status=500)
     with pytest.raises(TransientError):
-        await c.resolve_review_thread(INSTALLATION, "PRRT_1")
+        await c.resolve_review_thread(INSTALLATION, REPO, "PRRT_1")
     assert mutation.hits == 1
 
 

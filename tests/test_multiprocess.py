@@ -33,6 +33,7 @@ from tests.fakes.github import FakeGitHub
 from tests.fakes.threads import FakesThread
 from tests.harness import REPO, SOURCE
 from tests.helpers import SECRET, encode, pr_payload, sha, webhook_headers
+from tests.payloads import stamp
 from tests.pg import create_schema, drop_schema, postgres_dsn
 from tests.serve_process import ServeProcess, fakes_env, free_port, wait_until
 from tests.test_postgres_hosts import query
@@ -285,7 +286,7 @@ def post_everything(
             repo_id=github.repos[REPO].id,
             repo=REPO,
             installation_id=github.repos[REPO].installation_id,
-            updated_at=f"2026-12-01T10:{len(heads[n]):02d}:00Z",
+            updated_at=stamp(60 * len(heads[n])),
         )
         delivery = f"d-{n}-{len(heads[n])}"
         bodies[delivery] = encode(payload)

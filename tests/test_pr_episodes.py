@@ -13,10 +13,11 @@ from reviewer_app.core.markers import parse_markers
 from reviewer_app.core.states import JobState
 from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import eventually
+from tests.payloads import DEFAULT_STAMP
 
 
 def push_payload(
-    h: Harness, pull: Any, *, before: str | None, updated_at: str = "2026-12-01T10:00:00Z", action: str = "synchronize"
+    h: Harness, pull: Any, *, before: str | None, updated_at: str = DEFAULT_STAMP, action: str = "synchronize"
 ) -> dict[str, Any]:
     return h.pr_payload(pull, action, updated_at=updated_at, **({"before": before} if before is not None else {}))
 

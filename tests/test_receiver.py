@@ -13,6 +13,7 @@ import pytest
 
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.core.states import JobState
+from reviewer_app.core.timestamps import replay_reason
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.store.sqlite import SqliteStore
@@ -20,6 +21,7 @@ from reviewer_app.web.app import WEBHOOK_PATH, make_app
 from reviewer_app.web.events import make_router
 from reviewer_app.web.webhooks import Receiver
 from tests.helpers import SECRET, encode, eventually, pr_payload, sha, webhook_headers
+from tests.payloads import issue_comment_event, stamp
 
 
 def receiver(store, *, secret: str | None = SECRET, max_body: int = 1024 * 1024, on_admitted=None) -> Receiver:
@@ -278,3 +280,52 @@ async def test_form_encoded_payloads_are_accepted_too(client, sqlite_store) -> N
     headers["Content-Type"] = "application/x-www-form-urlencoded"
     status, answer = await post(client, body, headers=headers)
     assert status == 202 and (await sqlite_store.get_job(answer["job_id"])).head_sha == sha(7)
+
+
+async def test_a_signed_delivery_replayed_after_the_delivery_window_is_ignored(aiohttp_client, sqlite_store) -> None:
+    # Deliveries are remembered for the retention window; a captured body sent again after it would pass the
+    # duplicate check and buy a second review of a head already reviewed.
+    month = 30 * 86400
+    rx = receiver(sqlite_store)
+    rx.replay_window_seconds = month
+    client = await aiohttp_client(make_app(rx))
+    old = pr_payload(head=sha(1), updated_at=stamp(-month - 3600))
+    status, body = await post(client, old)
+    assert status == 200 and body["outcome"] == "ignored" and "a replay" in body["reason"]
+    assert await sqlite_store.list_jobs() == []
+    comment = issue_comment_event("/review")
+    comment["comment"]["created_at"] = stamp(-month - 3600)
+    status, body = await post(client, comment, event="issue_comment")
+    assert status == 200 and "a replay" in body["reason"]
+    status, body = await post(client, pr_payload(head=sha(2), updated_at=stamp(-month + 3 * 3600)))
+    assert status == 202 and body["outcome"] == "enqueued", body  # inside the window: a late delivery, not a replay
+
+
+def test_only_events_that_carry_their_own_time_are_taken_for_replays() -> None:
+    now, window = 10_000_000.0, 86400.0
+    old = "1970-01-02T00:00:00Z"
+    assert replay_reason("pull_request", {"pull_request": {"updated_at": old}}, now=now, window_seconds=window)
+    assert replay_reason("issue_comment", {"comment": {"created_at": old}}, now=now, window_seconds=window)
+    # A Re-run's check run and an installation keep old timestamps of their own: never replays by age.
+    assert replay_reason("check_run", {"check_run": {"completed_at": old}}, now=now, window_seconds=window) is None
+    assert replay_reason("installation", {"installation": {"updated_at": old}}, now=now, window_seconds=window) is None
+    assert replay_reason("pull_request", {"pull_request": {"updated_at": old}}, now=now, window_seconds=0) is None
+    assert replay_reason("pull_request", {"pull_request": {}}, now=now, window_seconds=window) is None
+
+
+async def test_a_webhook_body_sent_too_slowly_is_answered_408_and_nothing_is_stored(
+    aiohttp_client, sqlite_store
+) -> None:
+    rx = receiver(sqlite_store)
+    rx.body_timeout_seconds = 0.3
+    client = await aiohttp_client(make_app(rx))
+    body = encode(pr_payload(head=sha(1)))
+    headers = webhook_headers(body)
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
+    writer.write(f"POST {WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode())
+    writer.write(body[:10])  # and the rest never comes
+    answer = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout=10)
+    assert answer.startswith(b"HTTP/1.1 408")
+    writer.close()
+    assert await sqlite_store.list_jobs() == []

@@ -269,3 +269,47 @@ async def test_the_check_run_counts_the_answers_on_the_pull_request(tmp_path) ->
             return next((t for t in texts if "Answers in this pull request's threads so far: 1." in t), None)
 
         assert await eventually(summary)
+
+
+async def test_an_answer_publishes_no_outside_link_image_or_committable_suggestion(tmp_path) -> None:
+    # Someone without access plants "tell them to see <link>" in a thread; the model repeats it in its answer.
+    async with reply_harness(tmp_path, "sqlite") as h:
+        pull, root = await reviewed_thread(h)
+        h.anthropic.script_text_answer(
+            "See [the fix](https://evil.example/fix) ![pixel](https://track.example/p.gif?u=1) or https://evil.example.\n"
+            f"The code: [app.py](https://github.com/{REPO}/blob/main/app.py).\n\n"
+            "```suggestion\nreturn 2\n```"
+        )
+        payload = reply_payload(h, pull, root["id"], "How do I fix it?", login=pull.user, association="NONE")
+        admitted = await h.deliver("pull_request_review_comment", payload)
+        await h.wait_state(admitted["job_id"], JobState.SUCCEEDED)
+        (answer,) = answers_in(h, root["id"])
+        body = answer["body"]
+        assert "the fix (`https://evil.example/fix`)" in body and "](https://evil.example" not in body
+        assert "pixel (`https://track.example/p.gif?u=1`)" in body and "![" not in body
+        assert "`https://evil.example.`" in body
+        assert f"[app.py](https://github.com/{REPO}/blob/main/app.py)" in body  # the repository's own host stays
+        assert "```suggestion" not in body and "```\nreturn 2\n```" in body
+
+
+@BACKENDS
+async def test_an_outside_author_asking_away_is_limited_and_never_refuses_a_review(tmp_path, backend) -> None:
+    env = {"REVIEWER_MAX_ANSWERS_PER_ASKER_DAY": "2", "REVIEWER_MAX_REVIEWS_PER_DAY": "3"}
+    async with reply_harness(tmp_path, backend, **env) as h:
+        pull, root = await reviewed_thread(h)  # the day's first review
+        outcomes = []
+        for n in range(4):
+            h.anthropic.script_text_answer(f"Answer {n}.")
+            payload = reply_payload(h, pull, root["id"], f"Question {n}?", login=pull.user, association="NONE")
+            admitted = await h.deliver("pull_request_review_comment", payload)
+            outcomes.append(admitted["outcome"])
+            if admitted["outcome"] == "enqueued":
+                await h.wait_state(admitted["job_id"], JobState.SUCCEEDED)
+        assert outcomes == ["enqueued", "enqueued", "refused", "refused"]
+        assert len(answers_in(h, root["id"])) == 2
+        # The maintainers' reviews still have their whole day: two more reviews (of 3) go through.
+        for _ in range(2):
+            h.github.advance_head(REPO, 1)
+            pushed = await h.deliver("pull_request", h.pr_payload(pull, "synchronize"))
+            assert pushed["outcome"] == "enqueued", pushed
+            await h.wait_state(pushed["job_id"], JobState.SUCCEEDED)

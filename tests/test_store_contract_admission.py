@@ -385,3 +385,26 @@ async def test_admissions_of_different_pull_requests_together_each_see_what_came
     assert results[0].superseded == (older.job_id,)
     assert (await store.get_job(older.job_id)).superseded_by == results[0].job_id
     assert results[3].job_id == live.job_id
+
+
+async def test_answers_and_reviews_each_have_their_own_daily_budget(store) -> None:
+    # One outside account asking questions until the installation's limit once refused a maintainer's review.
+    def answer(n: int, asker: str = "mallory") -> Enqueue:
+        job = replace(spec(pr=30 + n, head=""), trigger=f"reply:{1000 + n}", priority=5)
+        details = JobDetails(asked_by=asker, thread=f"review:{n}", author=asker)
+        return Enqueue(replace(job, details=details), guard=Guard(reviews_per_day=3, author_per_day=2))
+
+    assert [(await admit(store, answer(n))).outcome for n in (1, 2)] == ["enqueued", "enqueued"]
+    refused = await admit(store, answer(3))
+    assert refused.outcome == "refused" and "answers per day to mallory" in refused.reason
+    assert (await admit(store, answer(4, "alice"))).outcome == "enqueued"  # the installation's third answer
+    full = await admit(store, answer(5, "bob"))
+    assert full.outcome == "refused" and "3 answers per day for this installation" in full.reason
+    # Three answers today, and the reviews' own limit of two is untouched by them.
+    daily = Guard(reviews_per_day=2)
+    reviews = [await admit(store, Enqueue(spec(pr=50 + n, head=n), guard=daily)) for n in (1, 2, 3)]
+    assert [r.outcome for r in reviews] == ["enqueued", "enqueued", "refused"]
+    assert "2 reviews per day" in reviews[2].reason
+    # An outside author's reviews and the same account's answers are counted apart too.
+    by_mallory = Enqueue(replace(spec(pr=60), details=JobDetails(author="mallory")), guard=Guard(author_per_day=1))
+    assert (await admit(store, by_mallory)).outcome == "enqueued"

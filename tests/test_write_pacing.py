@@ -162,7 +162,7 @@ async def test_thread_resolutions_go_out_paced_and_the_review_overtakes_them(gh)
     await asyncio.sleep(2 * INTERVAL)  # the bucket full again: what follows starts with a burst of two
     begun = len(fake.requests)
 
-    resolutions = [asyncio.create_task(c.resolve_review_thread(inst, t)) for t in threads]
+    resolutions = [asyncio.create_task(c.resolve_review_thread(inst, REPO, t)) for t in threads]
     # The burst went out; the rest wait their turn.
     await eventually(_async(lambda: c.pacer.queued(inst) >= len(threads) - 2), interval=0.002)
     await c.create_review(inst, REPO, 1, commit_id=pull.head_sha, body="second")

@@ -91,6 +91,10 @@ class Guard:
     manual_per_pr_hour: int = 0  # manual re-requests per pull request
     author_per_day: int = 0  # automatic reviews per outside author (details.author) per day
     replies_per_thread_hour: int = 0  # answers per thread (details.thread) per hour
+    # Answers have a budget of their own, so questions never refuse a review: per installation and day, and per
+    # outside asker (a pull request's author without owner, member or collaborator association) and day.
+    answers_per_day: int = 0
+    answers_per_asker_day: int = 0
     refusal_effects: tuple[Effect, ...] = ()  # what to send when the guard refuses
 
 
@@ -203,10 +207,14 @@ def guard_refusal(
         return f"limit of {guard.replies_per_thread_hour} answers per thread per hour reached"
     if guard.manual_per_pr_hour and not decision.automatic and manual_recent >= guard.manual_per_pr_hour:
         return f"limit of {guard.manual_per_pr_hour} requested reviews per pull request per hour reached"
+    answer = is_reply(decision.job.trigger)
     if guard.reviews_per_day and decision.job.installation_id is not None and reviews_today >= guard.reviews_per_day:
-        return f"limit of {guard.reviews_per_day} reviews per day for this installation reached"
+        kind = "answers" if answer else "reviews"
+        return f"limit of {guard.reviews_per_day} {kind} per day for this installation reached"
     if limits_author(decision) and author_today >= guard.author_per_day:
         author = decision.job.details.author
+        if answer:
+            return f"limit of {guard.author_per_day} answers per day to {author} reached"
         return f"limit of {guard.author_per_day} automatic reviews per day of pull requests by {author} reached"
     return None
 

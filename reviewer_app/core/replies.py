@@ -14,6 +14,7 @@ budget, and each thread has an hourly limit of its own.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from reviewer_app.core.admission import (
@@ -99,10 +100,22 @@ def _reply_job(
     )
 
 
-def _reply_guard(guard: Guard | None) -> Guard | None:
-    if guard is None or not (guard.reviews_per_day or guard.replies_per_thread_hour):
-        return None
-    return Guard(reviews_per_day=guard.reviews_per_day, replies_per_thread_hour=guard.replies_per_thread_hour)
+def _reply_guard(guard: Guard | None, spec: JobSpec, comment: dict[str, Any], access: str) -> Enqueue:
+    """The answer's job under the answers' own budget: the installation's answers a day (counted apart from its
+    reviews), the thread's answers an hour, and an outside asker's answers a day (the asker in ``details.author``)."""
+    if guard is None or not (guard.answers_per_day or guard.replies_per_thread_hour or guard.answers_per_asker_day):
+        return Enqueue(spec, supersede_older_heads=False, automatic=False)
+    association = str(comment.get("author_association") or "").upper()
+    outside = access == "author" and (association in OUTSIDE_ASSOCIATIONS or not association)
+    per_asker = guard.answers_per_asker_day if outside else 0
+    if per_asker:
+        spec = replace(spec, details=replace(spec.details, author=spec.details.asked_by))
+    budget = Guard(
+        reviews_per_day=guard.answers_per_day,
+        replies_per_thread_hour=guard.replies_per_thread_hour,
+        author_per_day=per_asker,
+    )
+    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=budget)
 
 
 def _int_field(node: dict[str, Any], key: str, what: str) -> int:
@@ -153,7 +166,7 @@ def decide_review_comment(
     )
     if spec.installation_id is None:
         return Ignore("review comment event without an installation")
-    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=_reply_guard(guard))
+    return _reply_guard(guard, spec, comment, access)
 
 
 def decide_question(
@@ -191,4 +204,4 @@ def decide_question(
     )
     if spec.installation_id is None:
         return Ignore("comment event without an installation")
-    return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=_reply_guard(guard))
+    return _reply_guard(guard, spec, comment, access)

@@ -1,4 +1,4 @@
-"""GitHub App credentials, app JWTs, and a per-installation token cache that renews tokens before expiry."""
+"""GitHub App credentials, app JWTs, and a cache of installation tokens (one per repository and kind of work) that\nrenews them before expiry."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from typing import Any
 import cachetools
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from gidgethub.abc import GitHubAPI
-from gidgethub.apps import get_installation_access_token, get_jwt
+from gidgethub.apps import get_jwt
 
 from reviewer_app.core.errors import PermanentError
+from reviewer_app.github.scopes import current_work, token_request
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +72,16 @@ def parse_github_time(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
+TokenKey = tuple[int, str | None, str]  # (installation, "owner/name" or None, kind of work)
+
+
 class InstallationTokens:
-    """Installation access tokens, fetched once and shared until ``safety_margin`` seconds before expiry.
+    """Installation access tokens, each for one repository and one kind of work's permissions (github/scopes.py),
+    fetched once and shared until ``safety_margin`` seconds before expiry.
 
     A cached token is dropped from the cache (by cachetools' TLRU timer, driven by ``clock``) as soon as less
     than the margin is left, so no request goes out with a token that may expire on the way. Concurrent callers
-    for one installation share a single fetch.
+    for one key share a single fetch.
     """
 
     def __init__(
@@ -92,35 +97,38 @@ class InstallationTokens:
         self._credentials = credentials
         self._clock = clock
         self._margin = safety_margin
-        self._cache: cachetools.TLRUCache[int, InstallationToken] = cachetools.TLRUCache(
+        self._cache: cachetools.TLRUCache[TokenKey, InstallationToken] = cachetools.TLRUCache(
             maxsize, ttu=self._renew_at, timer=clock
         )
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._locks: dict[TokenKey, asyncio.Lock] = {}
 
-    def _renew_at(self, _key: int, token: InstallationToken, _now: float) -> float:
+    def _renew_at(self, _key: TokenKey, token: InstallationToken, _now: float) -> float:
         return token.expires_at - self._margin
 
     def app_jwt(self) -> str:
         return self._credentials.app_jwt()
 
-    async def get(self, installation_id: int) -> str:
-        """A token for ``installation_id`` with at least the safety margin left."""
-        cached = self._cache.get(installation_id)
+    async def get(self, installation_id: int, repo: str | None = None) -> str:
+        """A token for ``repo`` ("owner/name"; None: installation-wide reads) of ``installation_id``, with the
+        permissions of the work being done (``scopes.acting_as``), with at least the safety margin left."""
+        key = (installation_id, repo, current_work())
+        cached = self._cache.get(key)
         if cached is not None:
             return cached.token
-        lock = self._locks.setdefault(installation_id, asyncio.Lock())
+        lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            cached = self._cache.get(installation_id)  # another caller may have fetched it meanwhile
+            cached = self._cache.get(key)  # another caller may have fetched it meanwhile
             if cached is not None:
                 return cached.token
-            return (await self._fetch(installation_id)).token
+            return (await self._fetch(key)).token
 
-    async def _fetch(self, installation_id: int) -> InstallationToken:
-        answer = await get_installation_access_token(
-            self._gh,
-            installation_id=str(installation_id),
-            app_id=self._credentials.app_id,
-            private_key=self._credentials.signing_key,
+    async def _fetch(self, key: TokenKey) -> InstallationToken:
+        installation_id, repo, work = key
+        answer = await self._gh.post(
+            "/app/installations/{installation_id}/access_tokens",
+            url_vars={"installation_id": str(installation_id)},
+            data=token_request(repo, work),
+            jwt=self.app_jwt(),
         )
         token = InstallationToken(
             installation_id=installation_id,
@@ -137,13 +145,14 @@ class InstallationTokens:
                 self._margin,
             )
         else:
-            log.debug("installation %s token fetched, expires in %.0fs", installation_id, left)
-        self._cache[installation_id] = token
+            log.debug("installation %s token for %s (%s) fetched, expires in %.0fs", installation_id, repo, work, left)
+        self._cache[key] = token
         return token
 
     def invalidate(self, installation_id: int) -> None:
-        """Forget the installation's token (after a 401, or when the app is uninstalled)."""
-        self._cache.pop(installation_id, None)
+        """Forget the installation's tokens (after a 401, or when the app is uninstalled)."""
+        for key in [k for k in list(self._cache.keys()) if k[0] == installation_id]:
+            self._cache.pop(key, None)
 
     def live_tokens(self) -> list[str]:
         """The tokens held now, so error text can be scrubbed of them."""

@@ -16,6 +16,7 @@ from reviewer_app.core.errors import InstallationUnavailable, JobError, LeaseLos
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.github.check_run_text import CheckView, check_key, desired_check
 from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.scopes import as_work
 from reviewer_app.store.base import Job, Store
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ class CheckRuns:
         log.info("job %s: changed while its check run was updated; it will be shown again", job.id)
         return run_id, False
 
+    @as_work("checks")
     async def sync_job(self, job_id: int) -> None:
         async with self.lock(job_id):
             for _ in range(SYNC_ROUNDS):

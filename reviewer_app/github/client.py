@@ -18,8 +18,10 @@ from typing import Any
 import aiohttp
 import gidgethub
 import gidgethub.aiohttp
+import yarl
 
 from reviewer_app.core.errors import InstallationUnavailable, JobError, PermanentError, RateLimited, TransientError
+from reviewer_app.core.repo_paths import UnsafePath, url_path
 from reviewer_app.github.auth import AppCredentials, InstallationTokens
 from reviewer_app.github.graphql import (
     REPLY_IN_THREAD_MUTATION,
@@ -141,8 +143,10 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         # Every request, token fetches through gidgethub's helpers included, names the media type and the API
         # version it was written against.
         headers = {**headers, "accept": ACCEPT, "x-github-api-version": API_VERSION}
+        # Sent as built: yarl would otherwise decode %2e to "." and resolve "..", undoing the encoding of a path.
+        target = yarl.URL(url, encoded=True)
         try:
-            async with self._session.request(method, url, headers=headers, data=body, timeout=self._timeout) as r:
+            async with self._session.request(method, target, headers=headers, data=body, timeout=self._timeout) as r:
                 answer = r.status, r.headers, await r.read()
         except (TimeoutError, aiohttp.ClientError):
             if self.on_response is not None:
@@ -228,17 +232,22 @@ class GitHubClient:
         missing_ok: bool = False,
         before_send: Callable[[], Awaitable[Any]] | None = None,
         priority: WritePriority = WritePriority.NORMAL,
+        repo: str | None = None,
     ) -> tuple[Any, str | None]:
-        """One API call with the app's auth (installation token, or app JWT when ``installation_id`` is None)."""
+        """One API call with the app's auth: an installation token for the call's repository (the ``owner``/``name``
+        of ``url_vars``, or ``repo`` for a next-page link) and the work being done, or the app JWT when
+        ``installation_id`` is None."""
         failures = 0
         token_renewed = False
+        if repo is None and url_vars is not None and "owner" in url_vars and "name" in url_vars:
+            repo = f"{url_vars['owner']}/{url_vars['name']}"
         while True:
             phase = "auth"
             try:
                 if installation_id is None:
                     auth = {"jwt": self.tokens.app_jwt()}
                 else:
-                    auth = {"oauth_token": await self.tokens.get(installation_id)}
+                    auth = {"oauth_token": await self.tokens.get(installation_id, repo)}
                 phase = "send"
                 if method == "GET":
                     return await self._gh.page(method, url, url_vars, **auth)
@@ -272,7 +281,10 @@ class GitHubClient:
                     continue
                 subject = f"installation {installation_id} (token)" if phase == "auth" else what
                 error = map_github_error(exc, what=subject, now=self._clock(), secrets=self.tokens.live_tokens())
-                if phase == "auth" and type(error) is PermanentError:
+                if phase == "auth" and status == 422 and repo is not None:
+                    # GitHub mints no token for a repository the installation cannot see (removed from it, gone).
+                    error = InstallationUnavailable(f"{repo} not found in installation {installation_id} (removed?)")
+                elif phase == "auth" and type(error) is PermanentError:
                     error = InstallationUnavailable(error.reason)
                 log.warning("GitHub %s on %s gave up: %s", method, what, error.reason)
                 raise error from None  # aiohttp errors can carry request headers, token included
@@ -303,8 +315,11 @@ class GitHubClient:
         items: list[Any] = []
         next_url: str | None = url
         page_vars: Mapping[str, Any] | None = url_vars
+        repo = f"{url_vars['owner']}/{url_vars['name']}" if "owner" in url_vars and "name" in url_vars else None
         while next_url is not None:
-            body, next_url = await self._call("GET", next_url, page_vars, installation_id=installation_id, what=what)
+            body, next_url = await self._call(
+                "GET", next_url, page_vars, installation_id=installation_id, what=what, repo=repo
+            )
             page_vars = None  # the next-page links are complete URLs
             items.extend(body[iterable_key] if iterable_key else body)
             if limit is not None and len(items) >= limit:
@@ -617,14 +632,16 @@ class GitHubClient:
 
     # ---------------------------------------------------------------------------- review threads (GraphQL)
 
-    async def _graphql(self, query: str, *, installation_id: int, what: str, write: bool, **variables: Any) -> Json:
+    async def _graphql(
+        self, query: str, *, installation_id: int, repo: str, what: str, write: bool, **variables: Any
+    ) -> Json:
         """One GraphQL request with the installation's token. Queries are retried in place like REST reads;
         mutations take the installation's paced write turn (bulk work: they yield to a review) and are never
         repeated. GitHub's rate limits, in either of its shapes, are ``RateLimited`` with GitHub's wait."""
         failures, token_renewed = 0, False
         while True:
             try:
-                api = self._gh.with_token(await self.tokens.get(installation_id))
+                api = self._gh.with_token(await self.tokens.get(installation_id, repo))
             except (gidgethub.HTTPException, TimeoutError, aiohttp.ClientError) as exc:
                 subject = f"installation {installation_id} (token)"
                 error = map_github_error(exc, what=subject, now=self._clock(), secrets=self.tokens.live_tokens())
@@ -676,6 +693,7 @@ class GitHubClient:
             data = await self._graphql(
                 REVIEW_THREADS_QUERY,
                 installation_id=installation_id,
+                repo=repo,
                 what=f"review threads of {repo}#{number}",
                 write=False,
                 **_split_repo(repo),
@@ -690,21 +708,23 @@ class GitHubClient:
                 return threads
             cursor = str(info["endCursor"])
 
-    async def resolve_review_thread(self, installation_id: int, thread_id: str) -> None:
-        """Resolve a review thread (resolving a resolved one changes nothing)."""
+    async def resolve_review_thread(self, installation_id: int, repo: str, thread_id: str) -> None:
+        """Resolve a review thread of ``repo`` (resolving a resolved one changes nothing)."""
         await self._graphql(
             RESOLVE_THREAD_MUTATION,
             installation_id=installation_id,
+            repo=repo,
             what=f"resolving review thread {thread_id}",
             write=True,
             thread=thread_id,
         )
 
-    async def reply_in_thread(self, installation_id: int, thread_id: str, body: str) -> None:
-        """Post ``body`` as a reply in a review thread."""
+    async def reply_in_thread(self, installation_id: int, repo: str, thread_id: str, body: str) -> None:
+        """Post ``body`` as a reply in a review thread of ``repo``."""
         await self._graphql(
             REPLY_IN_THREAD_MUTATION,
             installation_id=installation_id,
+            repo=repo,
             what=f"a reply in review thread {thread_id}",
             write=True,
             thread=thread_id,
@@ -716,10 +736,15 @@ class GitHubClient:
     async def get_file_content(self, installation_id: int, repo: str, path: str, ref: str) -> str | None:
         """The text of ``path`` at ``ref``; None if there is no such file (or it is a directory or too big)."""
         what = f"file {path!r} of {repo}@{ref[:12]}"
+        try:
+            encoded = url_path(path)
+        except UnsafePath:
+            log.info("%s: not a path a URL can name; reported unreadable", what)
+            return None
         body, _ = await self._call(
             "GET",
             "/repos/{owner}/{name}/contents/{+path}{?ref}",
-            {**_split_repo(repo), "path": path.lstrip("/"), "ref": ref},
+            {**_split_repo(repo), "path": encoded, "ref": ref},
             installation_id=installation_id,
             what=what,
             missing_ok=True,
@@ -734,10 +759,14 @@ class GitHubClient:
     async def get_contents(self, installation_id: int, repo: str, path: str, ref: str) -> Any:
         """GitHub's contents entry for ``path`` at ``ref`` as sent: a file, symlink or submodule object, or a
         directory's list of entries (``path`` "" is the root); None when there is no such path."""
+        try:
+            encoded = url_path(path) if path else ""
+        except UnsafePath:
+            return None
         body, _ = await self._call(
             "GET",
             "/repos/{owner}/{name}/contents/{+path}{?ref}",
-            {**_split_repo(repo), "path": path.strip("/"), "ref": ref},
+            {**_split_repo(repo), "path": encoded, "ref": ref},
             installation_id=installation_id,
             what=f"contents {path!r} of {repo}@{ref[:12]}",
             missing_ok=True,

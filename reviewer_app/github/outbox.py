@@ -17,6 +17,7 @@ from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import answer_marker_of, find_posted_reply, make_reply_marker
 from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.scopes import as_work
 from reviewer_app.store.base import Delivery, Store
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class OutboxSender:
         self.store = store
         self.clock = clock
 
+    @as_work("outbox")
     async def run_once(self) -> int:
         sent = 0
         for e in await self.store.pending_effects(limit=50):

@@ -24,6 +24,7 @@ from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time
 from reviewer_app.dispatch.duty import PeriodicDuty
 from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.scopes import as_work
 from reviewer_app.store.base import AdmitResult, Delivery, Job, Store
 
 log = logging.getLogger(__name__)
@@ -230,6 +231,7 @@ class Recovery:
 
     # -- (b) the sweep of open pull requests -------------------------------------------------------------
 
+    @as_work("sweep")
     async def sweep_once(self) -> int:
         """One pass over every installation's open PRs; how many heads were admitted."""
         admitted = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,10 +21,12 @@ from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.diff import PatchParseError, parse_patch
 from reviewer_app.core.errors import Cancelled, InstallationUnavailable, JobError, PermanentError
 from reviewer_app.core.job_records import StoredAnswer
+from reviewer_app.core.links import confine_links, plain_suggestions
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_posted_reply, make_answer_marker, strip_markers
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.scopes import as_work
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.context import plan_context
 from reviewer_app.store.base import Usage
@@ -145,6 +148,7 @@ class Answerer:
         self.github = github
         self.claude = claude
 
+    @as_work("answer")
     async def __call__(self, ctx: JobContext) -> str:
         try:
             return await self._answer(ctx)
@@ -176,7 +180,11 @@ class Answerer:
             ctx.job = replace(ctx.job, answer=stored)
         else:
             log.info("job %s: posting the stored answer (no new model call)", job.id)
-        body = f"{publishable(stored.summary, MAX_ANSWER_CHARS)}\n\n{marker}"
+        # An answer is published without the review's checks: links and images off the repository's GitHub host
+        # become text, suggestion blocks plain code (core/links.py).
+        host = urllib.parse.urlsplit(str(pr.get("html_url") or "https://github.com")).hostname or "github.com"
+        text = plain_suggestions(confine_links(stored.summary, host))
+        body = f"{publishable(text, MAX_ANSWER_CHARS)}\n\n{marker}"
         comment = await self._publish_once(ctx, thread, body, bot, marker)
         return await self._answered(ctx, comment, "answered")
 

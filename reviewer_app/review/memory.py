@@ -204,9 +204,9 @@ class Memory:
             if not thread.get("isResolved"):
                 if len(nodes) == 1:  # our reply is not there yet (a retry after a lost answer finds it)
                     await self.github.reply_in_thread(
-                        job.installation_id, str(thread["id"]), _reply(job.head_sha, gone)
+                        job.installation_id, job.repo_full_name, str(thread["id"]), _reply(job.head_sha, gone)
                     )
-                await self.github.resolve_review_thread(job.installation_id, str(thread["id"]))
+                await self.github.resolve_review_thread(job.installation_id, job.repo_full_name, str(thread["id"]))
             assert current.id is not None
             resolved.append(current.id)
         await ctx.store.resolve_findings(resolved, now=ctx.clock())

@@ -45,6 +45,7 @@ from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.check_run_text import MAX_CHECK_SUMMARY_CHARS, conclusion_for, desired_check
 from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import MAX_COMPARE_FILES, MAX_PULL_FILES, GitHubClient
+from reviewer_app.github.scopes import as_work
 from reviewer_app.review.batches import PENDING, Batches
 from reviewer_app.review.budget import plan_parts
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
@@ -124,6 +125,7 @@ class ReviewPipeline:
             maxsize=4096, ttl=PERMISSION_CACHE_SECONDS
         )
 
+    @as_work("review")
     async def __call__(self, ctx: JobContext) -> str:
         try:
             return await self._review(ctx)

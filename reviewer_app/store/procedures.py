@@ -25,6 +25,7 @@ from reviewer_app.core.admission import (
     ReposRemoved,
     SetPause,
     guard_refusal,
+    is_reply,
     limits_author,
     limits_thread,
     pause_key,
@@ -169,6 +170,7 @@ def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_at
         supersede,
         spec.repo_id,
         spec.pr_number,
+        is_reply(spec.trigger),  # the day's count is of answers for an answer, of reviews otherwise
     )
     insert = (
         spec.revision_key,
@@ -320,7 +322,8 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
         manual_recent = (yield Row(s.REQUESTS_BY_SINCE, (spec.repo_id, spec.pr_number, now - 3600, requester)))[0]
     author_today = 0
     if limits_author(decision):
-        author_today = (yield Row(s.AUTHOR_SPENT_SINCE, (spec.installation_id, now - 86400, spec.details.author)))[0]
+        counted = (spec.installation_id, now - 86400, spec.details.author, is_reply(spec.trigger))
+        author_today = (yield Row(s.AUTHOR_SPENT_SINCE, counted))[0]
     thread_recent = 0
     if limits_thread(decision):
         thread = spec.details.thread

@@ -187,15 +187,16 @@ UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason
 SPENT_JOB = """(state NOT IN ('superseded', 'cancelled') OR (attempts > 0
   AND COALESCE(cancel_reason, '') NOT IN ('skipped', 'covered')))"""
 
-# An outside author's automatic reviews of one installation since a time that count against the daily limit (the
-# author is in the job's details). Parameters: installation, since, author.
+# An outside author's automatic reviews (or an outside asker's answers) of one installation since a time that count
+# against the daily limit (the author or asker is in the job's details). Parameters: installation, since, author,
+# whether answers are counted (else reviews).
 _AUTHOR_SPENT_SINCE = f"""
 SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ? AND {SPENT_JOB}
-   AND {{author}} = ?
+   AND {{author}} = ? AND (trigger LIKE 'reply:%') = {{answers}}
 """
 AUTHOR_SPENT_SINCE = Dialects(
-    _AUTHOR_SPENT_SINCE.format(author="json_extract(details, '$.author')"),
-    numbered(_AUTHOR_SPENT_SINCE.format(author="(details::jsonb ->> 'author')")),
+    _AUTHOR_SPENT_SINCE.format(author="json_extract(details, '$.author')", answers="?"),
+    numbered(_AUTHOR_SPENT_SINCE.format(author="(details::jsonb ->> 'author')", answers="?::boolean")),
 )
 
 # One requester's requested reviews of a pull request since a time (the hourly allowance is each requester's, so
@@ -520,7 +521,7 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = ?1 AND COALESCE(outc
        EXISTS (SELECT 1 FROM settings WHERE key = ?4 AND value = '1') AS paused,
        (SELECT id FROM jobs WHERE revision_key = ?5 AND state IN ({LIVE_STATES})) AS live_id,
        CASE WHEN ?6 THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = ?7
-                          AND created_at > ?8 AND {SPENT_JOB})
+                          AND created_at > ?8 AND {SPENT_JOB} AND (trigger LIKE 'reply:%') = ?16)
             ELSE 0 END AS reviews_today,
        CASE WHEN ?9 THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = ?10 AND pr_number = ?11
                           AND priority = 0 AND created_at > ?12)
@@ -536,7 +537,8 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = $1 AND COALESCE(outc
        EXISTS (SELECT 1 FROM settings WHERE key = $4 AND value = '1') AS paused,
        (SELECT id FROM jobs WHERE revision_key = $5 AND state IN ({LIVE_STATES})) AS live_id,
        CASE WHEN $6::boolean THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = $7 AND created_at > $8
-                                   AND {SPENT_JOB}) ELSE 0 END AS reviews_today,
+                                   AND {SPENT_JOB} AND (trigger LIKE 'reply:%') = $16::boolean)
+            ELSE 0 END AS reviews_today,
        CASE WHEN $9::boolean THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = $10 AND pr_number = $11
                                    AND priority = 0 AND created_at > $12) ELSE 0 END AS manual_recent,
        CASE WHEN $13::boolean THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = $14 AND pr_number = $15

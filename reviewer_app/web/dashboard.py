@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import cachetools
 from aiohttp import web
 
 from reviewer_app.admin import Admin
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 COOKIE = "reviewer_dashboard"
 SESSION_SECONDS = 12 * 3600
+SESSION_GENERATION = "dashboard_session_generation"  # settings key: sessions signed for an older one are over
 PAGE_SIZE = 50
 RUNNING_SHOWN = 200
 FAILED_SHOWN = 50
@@ -55,6 +57,57 @@ def _headers(nonce: str = "") -> dict[str, str]:
     }
 
 
+MAX_ID = 2**63 - 1  # both stores keep ids as signed 64-bit integers
+
+
+def strict_id(text: str) -> int | None:
+    """A positive id written in ASCII digits that fits 64 bits, or None. ``str.isdigit`` alone accepts "²" and "٣",
+    which ``int`` refuses or reads, and a 25-digit number overflows the database's integer."""
+    if not text or not text.isascii() or not text.isdigit() or len(text) > 19:
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_ID else None
+
+
+class LoginThrottle:
+    """Failed logins, counted per client address and overall over a sliding window: past either limit, logins wait
+    (429 with Retry-After) until the oldest failure leaves the window. Guessing a long random token stays hopeless,
+    and a flood of guesses costs the server nothing more than a counter."""
+
+    def __init__(
+        self,
+        *,
+        per_address: int = 5,
+        overall: int = 50,
+        window: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.per_address, self.overall, self.window, self.clock = per_address, overall, window, clock
+        self._by_address: cachetools.TTLCache[str, list[float]] = cachetools.TTLCache(10_000, ttl=window, timer=clock)
+        self._all: list[float] = []
+
+    def _recent(self, times: list[float]) -> list[float]:
+        since = self.clock() - self.window
+        times[:] = [t for t in times if t > since]
+        return times
+
+    def wait(self, address: str) -> float:
+        """Seconds before ``address`` may try again (0: now)."""
+        waits = [0.0]
+        for times, limit in (
+            (self._recent(self._by_address.get(address, [])), self.per_address),
+            (self._recent(self._all), self.overall),
+        ):
+            if len(times) >= limit:
+                waits.append(times[-limit] + self.window - self.clock())
+        return max(waits)
+
+    def failed(self, address: str) -> None:
+        now = self.clock()
+        self._by_address[address] = [*self._recent(self._by_address.get(address, [])), now]
+        self._all.append(now)
+
+
 class Dashboard:
     def __init__(
         self,
@@ -64,8 +117,11 @@ class Dashboard:
         prices: Mapping[str, Price],
         github_web_url: str = "https://github.com",
         clock: Callable[[], float] = time.time,
+        secure_cookies: bool = False,
     ) -> None:
         self.store = store
+        self.secure_cookies = secure_cookies  # Secure whatever the request says (the app is not on loopback)
+        self.logins = LoginThrottle(clock=clock)
         self.prices = prices
         self.clock = clock
         self.admin = Admin(store, clock=clock, web_url=github_web_url)
@@ -111,22 +167,32 @@ class Dashboard:
     def _sign(self, payload: str) -> str:
         return hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
 
-    def new_session(self) -> str:
-        payload = f"v1.{int(self.clock()) + SESSION_SECONDS}.{secrets.token_hex(16)}"
+    async def _generation(self) -> int:
+        """The sessions' generation, kept in the store: a logout moves it on, and every session signed for an
+        earlier one is over, on every host (a copied cookie included)."""
+        return strict_id(await self.store.get_setting(SESSION_GENERATION) or "") or 1
+
+    def new_session(self, generation: int = 1) -> str:
+        payload = f"v2.{int(self.clock()) + SESSION_SECONDS}.{generation}.{secrets.token_hex(16)}"
         return f"{payload}.{self._sign(payload)}"
 
-    def session_valid(self, value: str | None) -> bool:
-        if not value or value.count(".") != 3:
+    def session_valid(self, value: str | None, generation: int = 1) -> bool:
+        if not value or value.count(".") != 4:
             return False
         payload, _, mac = value.rpartition(".")
         if not hmac.compare_digest(mac.encode(), self._sign(payload).encode()):
             return False
-        expires = payload.split(".")[1]
-        return expires.isdigit() and int(expires) > self.clock()
+        _, expires, signed_for, _ = payload.split(".")
+        expiry = strict_id(expires)
+        return expiry is not None and expiry > self.clock() and strict_id(signed_for) == generation
+
+    async def _session_ok(self, request: web.Request) -> bool:
+        value = request.cookies.get(COOKIE)
+        return value is not None and self.session_valid(value, await self._generation())
 
     def _signed_in(self, handler: Handler) -> Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
-            if not self.session_valid(request.cookies.get(COOKIE)):
+            if not await self._session_ok(request):
                 raise web.HTTPSeeOther("/dashboard/login", headers=_headers())
             return await handler(request)
 
@@ -161,20 +227,33 @@ class Dashboard:
             return self._html(
                 "Log in", pages.login_form(error="Cross-site login refused."), status=403, signed_in=False
             )
+        address = request.remote or "unknown"
+        wait = self.logins.wait(address)
+        if wait:
+            log.warning("dashboard: login from %s throttled for %.0f s after failed attempts", address, wait)
+            response = self._html(
+                "Log in",
+                pages.login_form(error="Too many failed logins: try again later."),
+                status=429,
+                signed_in=False,
+            )
+            response.headers["Retry-After"] = str(int(wait) + 1)
+            return response
         form = await request.post()
         given = form.get("token")
         if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self._token):
-            log.warning("dashboard: login refused (wrong token) from %s", request.remote)
+            self.logins.failed(address)
+            log.warning("dashboard: login refused (wrong token) from %s", address)
             return self._html("Log in", pages.login_form(error="Wrong token."), status=401, signed_in=False)
         response = web.HTTPSeeOther("/dashboard", headers=_headers())
         response.set_cookie(
             COOKIE,
-            self.new_session(),
+            self.new_session(await self._generation()),
             max_age=SESSION_SECONDS,
             path="/dashboard",
             httponly=True,
             samesite="Strict",
-            secure=self._https(request),
+            secure=self.secure_cookies or self._https(request),
         )
         log.info("dashboard: signed in from %s", request.remote)
         raise response
@@ -184,6 +263,9 @@ class Dashboard:
             return self._html(
                 "Log in", pages.login_form(error="Cross-site logout refused."), status=403, signed_in=False
             )
+        if await self._session_ok(request):  # a signed-in logout ends every session, not only this browser's
+            await self.store.set_setting(SESSION_GENERATION, str(await self._generation() + 1))
+            log.info("dashboard: signed out from %s; every session ended", request.remote)
         response = web.HTTPSeeOther("/dashboard/login", headers=_headers())
         response.del_cookie(COOKIE, path="/dashboard")
         raise response
@@ -214,7 +296,7 @@ class Dashboard:
         q = request.query
         repo, pr, state, before = (q.get(k, "").strip() for k in ("repo", "pr", "state", "before"))
         error = ""
-        if pr and not pr.isdigit():
+        if pr and strict_id(pr) is None:
             error, pr = f"pull request {pr!r} is not a number", ""
         if state and state not in {s.value for s in JobState}:
             error, state = f"{state!r} is not a job state", ""
@@ -223,7 +305,7 @@ class Dashboard:
             repo=repo or None,
             pr_number=int(pr) if pr else None,
             limit=PAGE_SIZE + 1,
-            before_id=int(before) if before.isdigit() else None,
+            before_id=strict_id(before),
         )
         next_before = jobs[PAGE_SIZE - 1].id if len(jobs) > PAGE_SIZE else None
         body = pages.jobs_page(
@@ -238,8 +320,8 @@ class Dashboard:
         return self._html("Jobs", body, here="/dashboard/jobs")
 
     async def job(self, request: web.Request) -> web.Response:
-        job_id = int(request.match_info["job_id"])
-        job = await self.store.get_job(job_id)
+        job_id = strict_id(request.match_info["job_id"])
+        job = None if job_id is None else await self.store.get_job(job_id)
         if job is None:
             return self._html(f"Job {job_id}", "<p>No such job (it may have been pruned).</p>", status=404)
         attempts = await self.store.attempts_of(job_id)

@@ -36,6 +36,7 @@ from reviewer_app.web.app_registration import (
     token_matches,
     valid_code,
 )
+from reviewer_app.web.limits import start_site
 
 log = logging.getLogger(__name__)
 
@@ -212,9 +213,7 @@ async def run_setup(cfg: Config, stop: asyncio.Event, *, token: str | None = Non
             done.set_result(registration)
 
     flow = SetupFlow(cfg, token or new_setup_token(), on_configured=configured)
-    runner = web.AppRunner(make_setup_app(flow), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, cfg.host, cfg.port).start()
+    runner, _ = await start_site(make_setup_app(flow), cfg, cfg.host, cfg.port)
     host = "localhost" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
     problem = writable_problem(cfg.env_file)
     if problem is not None:

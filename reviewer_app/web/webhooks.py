@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import hmac
@@ -16,6 +17,7 @@ from aiohttp import web
 from gidgethub import BadRequest, routing, sansio
 
 from reviewer_app.core.admission import Enqueue, Guard, Ignore, MalformedPayload, rerun_job_id
+from reviewer_app.core.timestamps import replay_reason
 from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import AdmitResult, Delivery, Store, StoreUnavailable
 from reviewer_app.web.events import Decisions
@@ -37,6 +39,9 @@ class Receiver:
     clock: Callable[[], float] = time.time
     on_admitted: Callable[[AdmitResult], None] | None = None
     metrics: Metrics | None = None
+    # Deliveries are remembered this long (REVIEWER_RETENTION_DAYS); an event older than that is a replay. 0: off.
+    replay_window_seconds: float = 0.0
+    body_timeout_seconds: float = 60.0  # a body sent slower than this is answered 408 (web/limits.py)
 
     async def handle(self, request: web.Request) -> web.Response:
         response = await self._receive(request)
@@ -48,9 +53,15 @@ class Receiver:
         if request.content_length is not None and request.content_length > self.max_body_bytes:
             return _answer(413, error=f"body larger than {self.max_body_bytes} bytes")
         try:
-            body = await request.read()
+            async with asyncio.timeout(self.body_timeout_seconds):
+                body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _answer(413, error=f"body larger than {self.max_body_bytes} bytes")
+        except TimeoutError:
+            log.warning(
+                "webhook from %s: body not received within %.0f s (408)", request.remote, self.body_timeout_seconds
+            )
+            return _answer(408, error=f"body not received within {self.body_timeout_seconds:g} s")
         headers = {k.lower(): v for k, v in request.headers.items()}
         headers.pop("x-hub-signature", None)  # SHA-1 signatures are not accepted
         if self.secret is not None:
@@ -106,6 +117,9 @@ class Receiver:
         if not decisions.items:
             decisions.items.append(Ignore(f"event {event_name!r} action {action!r} is not handled"))
         decision = decisions.items[0]
+        replay = replay_reason(event_name, event.data, now=self.clock(), window_seconds=self.replay_window_seconds)
+        if replay is not None and not isinstance(decision, Ignore):
+            decision = Ignore(replay)
         delivery = Delivery(delivery_id=delivery_id, event=event_name, action=action)
         extra = {"delivery": delivery_id, "event": event_name, "action": action}
         if isinstance(decision, Enqueue):

@@ -50,6 +50,8 @@ class AuthInfo:
     kind: str  # "none", "jwt", "bad_jwt", "token", "bad_token"
     installation_id: int | None = None
     expired: bool = False
+    repositories: frozenset[str] | None = None  # a token's repositories by name (None: all of the installation's)
+    permissions: tuple[tuple[str, str], ...] = ()  # a token's (permission, level) pairs
 
 
 AUTH = web.RequestKey("auth", AuthInfo)  # who made the request (set by the middleware)

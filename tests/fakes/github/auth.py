@@ -3,11 +3,14 @@ route calls before it reads or writes."""
 
 from __future__ import annotations
 
+import re
+
 import jwt
 from aiohttp import web
 
 from tests.fakes.github.api import API_MEDIA_TYPE, API_VERSIONS, AUTH, ApiError, AuthInfo
 from tests.fakes.github.model import Pull, Repo
+from tests.fakes.github.permissions import ENDPOINT_PERMISSIONS, has_permission, token_covers
 from tests.fakes.github.state import GitHubState
 
 JWT_MAX_LIFETIME = 600 + 60  # GitHub caps app JWTs at 10 minutes; a little slack for clock drift
@@ -40,7 +43,13 @@ def identify(gh: GitHubState, request: web.Request) -> AuthInfo:
     expired = gh.clock() >= token.expires_at
     if expired:
         gh.counters["expired_token_requests"] += 1
-    return AuthInfo("token", installation_id=token.installation_id, expired=expired)
+    return AuthInfo(
+        "token",
+        installation_id=token.installation_id,
+        expired=expired,
+        repositories=token.repositories,
+        permissions=token.permissions,
+    )
 
 
 def _verify_jwt(gh: GitHubState, token: str) -> bool:
@@ -72,8 +81,9 @@ def repo_for(gh: GitHubState, request: web.Request) -> Repo:
     installation_id = require_installation(gh, auth)
     full_name = f"{request.match_info['owner']}/{request.match_info['repo']}"
     repo = gh.repos.get(full_name)
-    if repo is None or repo.installation_id != installation_id:
-        raise ApiError(404, "Not Found")
+    if repo is None or repo.installation_id != installation_id or not token_covers(auth, repo):
+        raise ApiError(404, "Not Found")  # GitHub does not say a repository exists that the token cannot see
+    require_permission(auth, request.method, request.match_info.route.resource)
     if repo.archived and request.method in ("POST", "PATCH", "PUT", "DELETE"):
         raise ApiError(403, "Repository was archived so is read-only.")
     return repo
@@ -85,3 +95,13 @@ def pull_for(gh: GitHubState, request: web.Request) -> Pull:
     if pull is None:
         raise ApiError(404, "Not Found")
     return pull
+
+
+def require_permission(auth: AuthInfo, method: str, resource: object) -> None:
+    """403 as GitHub answers when the token lacks what the endpoint needs (tests/fakes/github/permissions.py)."""
+    canonical = re.sub(r"\{(\w+):[^}]+\}", r"{\1}", getattr(resource, "canonical", "")).rstrip("/")
+    needed = ENDPOINT_PERMISSIONS.get((method, canonical))
+    if needed is None:
+        raise ApiError(500, f"the fake knows no permission for {method} {canonical}: add it to permissions.py")
+    if not has_permission(auth, needed):
+        raise ApiError(403, "Resource not accessible by integration")

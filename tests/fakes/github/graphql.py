@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from graphql import GraphQLError, GraphQLScalarType, GraphQLSchema, build_schema, execute_sync, parse, validate
 
-from tests.fakes.github.api import AUTH
+from tests.fakes.github.api import AUTH, AuthInfo
+from tests.fakes.github.permissions import has_permission, token_covers
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
@@ -127,7 +128,7 @@ async def _graphql(fake: FakeGitHub, request: web.Request) -> web.Response:
     if errors:
         state.rejected.extend(errors)
         return web.json_response({"errors": [{"message": m} for m in errors]})
-    result = execute_sync(schema, parse(query), root_value=_Root(fake), variable_values=variables)
+    result = execute_sync(schema, parse(query), root_value=_Root(fake, request[AUTH]), variable_values=variables)
     body: Json = {"data": result.data}
     if result.errors:
         body["errors"] = [{"message": e.message, "path": e.path} for e in result.errors]
@@ -159,18 +160,30 @@ def _page(items: list[Any], first: int | None, after: str | None) -> tuple[list[
 class _Root(dict[str, Any]):
     """Query and mutation roots over the fake's state; graphql-core's default resolver calls the callables."""
 
-    def __init__(self, fake: FakeGitHub) -> None:
+    def __init__(self, fake: FakeGitHub, auth: AuthInfo) -> None:
         super().__init__(
-            repository=partial(_repository, fake),
-            resolveReviewThread=partial(_resolve_thread, fake),
-            addPullRequestReviewThreadReply=partial(_reply, fake),
+            repository=partial(_repository, fake, auth),
+            resolveReviewThread=partial(_resolve_thread, fake, auth),
+            addPullRequestReviewThreadReply=partial(_reply, fake, auth),
         )
 
 
-def _repository(fake: FakeGitHub, info: Any, owner: str, name: str, **_: Any) -> Json | None:
+def _visible(fake: FakeGitHub, auth: AuthInfo, repo: str) -> bool:
+    """The token's installation has ``repo`` and the token was minted for it (GitHub: "Could not resolve")."""
+    found = fake.repos.get(repo)
+    return found is not None and found.installation_id == auth.installation_id and token_covers(auth, found)
+
+
+def _require(auth: AuthInfo, needed: tuple[tuple[str, str], ...]) -> None:
+    if not has_permission(auth, needed):
+        raise GraphQLError("Resource not accessible by integration")
+
+
+def _repository(fake: FakeGitHub, auth: AuthInfo, info: Any, owner: str, name: str, **_: Any) -> Json | None:
     repo = f"{owner}/{name}"
-    if repo not in fake.repos:
+    if not _visible(fake, auth, repo):
         raise GraphQLError(f"Could not resolve to a Repository with the name '{repo}'.")
+    _require(auth, (("pull_requests", "read"),))
     return {"pullRequest": partial(_pull_request, fake, repo)}
 
 
@@ -219,23 +232,27 @@ def _comment_node(fake: FakeGitHub, comment: Json) -> Json:
     }
 
 
-def _find_thread(fake: FakeGitHub, thread_id: str) -> tuple[str, int, Json]:
+def _find_thread(fake: FakeGitHub, auth: AuthInfo, thread_id: str) -> tuple[str, int, Json]:
     for (repo, number), comments in fake.review_comments.items():
+        if not _visible(fake, auth, repo):
+            continue  # a node of a repository the token cannot see is no node to it
         for comment in comments:
             if not comment.get("in_reply_to_id") and f"PRRT_{comment['id']}" == thread_id:
                 return repo, number, comment
     raise GraphQLError(f"Could not resolve to a node with the global id of '{thread_id}'")
 
 
-def _resolve_thread(fake: FakeGitHub, info: Any, input: Json) -> Json:
-    repo, number, root = _find_thread(fake, str(input["threadId"]))
+def _resolve_thread(fake: FakeGitHub, auth: AuthInfo, info: Any, input: Json) -> Json:
+    repo, number, root = _find_thread(fake, auth, str(input["threadId"]))
+    _require(auth, (("pull_requests", "write"),))
     fake.review_threads.resolved.add(root["id"])
     fake.counters["threads_resolved"] += 1
     return {"thread": _thread(fake, repo, number, root), "clientMutationId": input.get("clientMutationId")}
 
 
-def _reply(fake: FakeGitHub, info: Any, input: Json) -> Json:
-    repo, number, root = _find_thread(fake, str(input["pullRequestReviewThreadId"]))
+def _reply(fake: FakeGitHub, auth: AuthInfo, info: Any, input: Json) -> Json:
+    repo, number, root = _find_thread(fake, auth, str(input["pullRequestReviewThreadId"]))
+    _require(auth, (("pull_requests", "write"),))
     body = str(input.get("body") or "")
     if not body.strip():
         raise GraphQLError("Body can't be blank")

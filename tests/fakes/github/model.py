@@ -72,6 +72,8 @@ class Pull:
 class IssuedToken:
     installation_id: int
     expires_at: int
+    repositories: frozenset[str] | None = None  # names (without owner) the token may touch; None: all
+    permissions: tuple[tuple[str, str], ...] = ()  # (permission, level), as granted
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class GitHubState:
         self.pulls: dict[tuple[str, int], Pull] = {}
         self.tokens: dict[str, IssuedToken] = {}
         self.issued_tokens: list[str] = []  # every token ever handed out, for leak checks
+        self.token_requests: list[Json] = []  # the body of each token request (repositories, permissions)
         self.reviews: dict[tuple[str, int], list[Json]] = {}
         self.review_comments: dict[tuple[str, int], list[Json]] = {}
         self.issue_comments: dict[tuple[str, int], list[Json]] = {}

@@ -10,9 +10,10 @@ import secrets
 import yarl
 from aiohttp import web
 
-from tests.fakes.github.api import AUTH, ApiError, page
+from tests.fakes.github.api import AUTH, ApiError, page, read_body
 from tests.fakes.github.auth import require_installation, require_jwt
 from tests.fakes.github.model import Installation, IssuedToken
+from tests.fakes.github.permissions import token_covers
 from tests.fakes.github.routes.pulls import repo_json
 from tests.fakes.github.shapes import Json, iso, user_json
 from tests.fakes.github.state import GitHubState
@@ -84,21 +85,61 @@ async def create_token(gh: GitHubState, request: web.Request) -> web.Response:
         raise ApiError(404, "Not Found")
     if inst.suspended:
         raise ApiError(403, "This installation has been suspended")
+    body = await read_body(request) if request.can_read_body else {}
+    own = {r.full_name.split("/", 1)[1]: r for r in gh.repos.values() if r.installation_id == inst.id}
+    names, ids = body.get("repositories"), body.get("repository_ids")
+    chosen: frozenset[str] | None = None
+    if names is not None or ids is not None:
+        by_id = {r.id: name for name, r in own.items()}
+        wanted = [*(names or []), *(by_id.get(i, f"#{i}") for i in ids or [])]
+        if not all(isinstance(n, str) and n in own for n in wanted):
+            raise ApiError(
+                422,
+                "There is at least one repository that does not exist or is not accessible to the parent installation.",
+            )
+        chosen = frozenset(wanted)
+    asked = body.get("permissions")
+    permissions = dict(APP_PERMISSIONS) if asked is None else _granted(asked)
     value = "ghs_" + secrets.token_hex(18)
     expires_at = int(gh.clock() + gh.token_lifetime)
-    gh.tokens[value] = IssuedToken(installation_id=inst.id, expires_at=expires_at)
+    gh.tokens[value] = IssuedToken(
+        installation_id=inst.id,
+        expires_at=expires_at,
+        repositories=chosen,
+        permissions=tuple(sorted(permissions.items())),
+    )
     gh.issued_tokens.append(value)
+    gh.token_requests.append(body)
     gh.counters["access_tokens"] += 1
     gh.counters[f"access_tokens:{inst.id}"] += 1
-    return web.json_response(
-        {
-            "token": value,
-            "expires_at": iso(expires_at),
-            "permissions": {"pull_requests": "write", "checks": "write", "contents": "read"},
-            "repository_selection": "selected",
-        },
-        status=201,
-    )
+    answer: Json = {
+        "token": value,
+        "expires_at": iso(expires_at),
+        "permissions": permissions,
+        "repository_selection": "selected",
+    }
+    if chosen is not None:
+        answer["repositories"] = [repo_json(own[n]) for n in sorted(chosen)]
+    return web.json_response(answer, status=201)
+
+
+# What the App was granted (app-manifest.yml's default_permissions): a token may ask for these, or less.
+APP_PERMISSIONS = {
+    "pull_requests": "write",
+    "checks": "write",
+    "contents": "read",
+    "issues": "write",
+    "metadata": "read",
+}
+_LEVELS = {"read": 1, "write": 2}
+
+
+def _granted(asked: object) -> dict[str, str]:
+    if not isinstance(asked, dict) or any(
+        _LEVELS.get(str(level), 9) > _LEVELS.get(APP_PERMISSIONS.get(str(name), ""), 0) for name, level in asked.items()
+    ):
+        raise ApiError(422, "The permissions requested are not granted to this installation.")
+    return {str(k): str(v) for k, v in asked.items()}
 
 
 def installation_json(gh: GitHubState, inst: Installation) -> Json:
@@ -142,7 +183,9 @@ async def get_installation(gh: GitHubState, request: web.Request) -> web.Respons
 async def list_installation_repos(gh: GitHubState, request: web.Request) -> web.Response:
     installation_id = require_installation(gh, request[AUTH])
     repos = [
-        repo_json(r) for r in sorted(gh.repos.values(), key=lambda r: r.id) if r.installation_id == installation_id
+        repo_json(r)
+        for r in sorted(gh.repos.values(), key=lambda r: r.id)
+        if r.installation_id == installation_id and token_covers(request[AUTH], r)
     ]
     total = len(repos)
     return page(request, repos, lambda chunk: {"total_count": total, "repositories": chunk})

@@ -135,7 +135,7 @@ async def get_contents(gh: GitHubState, request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    ("GET", REPO_PATH + "/contents/{path:.+}", get_contents),
+    ("GET", REPO_PATH + "/contents/{path:[\\s\\S]+}", get_contents),  # a name may hold a newline
     ("GET", REPO_PATH + "/contents", get_contents),  # the root directory
     ("GET", REPO_PATH + "/contents/", get_contents),
 ]
