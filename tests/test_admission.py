@@ -42,7 +42,10 @@ def test_a_draft_gets_a_draft_job_of_its_own(action: str) -> None:
 
 
 def test_closed_cancels() -> None:
-    assert decide_pull_request("closed", pr_payload(action="closed")) == CancelPR(1001, 1, "pull request closed")
+    payload = pr_payload(action="closed")
+    closed_at = parse_time(payload["pull_request"]["updated_at"])
+    assert closed_at is not None  # the close is ordered against the pull request's other events by its own time
+    assert decide_pull_request("closed", payload) == CancelPR(1001, 1, "pull request closed", closed_at=closed_at)
 
 
 @pytest.mark.parametrize("action", ["edited", "labeled", "assigned"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from typing import Any
 
 import pytest
 
@@ -633,3 +634,36 @@ async def test_a_replayed_pause_after_a_resume_pauses_nothing(tmp_path, associat
         assert await h.store.get_setting(key) == "0"
         pushed = await h.deliver("pull_request", h.pr_payload(pull, action="opened"))
         assert pushed["outcome"] == "enqueued"
+
+
+@pytest.mark.parametrize("by", ["owner", "member"])
+async def test_resume_reviews_the_head_skipped_while_paused(tmp_path, by: str) -> None:
+    # `/review resume` only wrote the setting: the skipped head stayed unreviewed, its check run still saying "paused;
+    # comment /review resume" after the user did exactly that.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        owner = {"association": "OWNER", "login": "octo-org"}
+        assert (await h.deliver("issue_comment", h.comment_payload(pull, "/review pause", **owner)))["outcome"] == (
+            "paused"
+        )
+        h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        assert pushed["outcome"] == "skipped"
+        await h.wait_check_synced(pushed["job_id"])
+        who = owner if by == "owner" else {}  # a member with write access: applied once the outbox confirms it
+        resumed = await h.deliver("issue_comment", h.comment_payload(pull, "/review resume", **who))
+        assert resumed["outcome"] == ("resumed" if by == "owner" else "replied")
+
+        async def queued_again() -> Any:
+            jobs = await h.store.list_jobs(repo=REPO, pr_number=1, limit=50)
+            return next((j for j in jobs if j.head_sha == pull.head_sha and j.id != pushed["job_id"]), None)
+
+        job = await eventually(queued_again)
+        await h.wait_state(job.id, JobState.SUCCEEDED)
+        assert [r["commit_id"] for r in h.reviews()] == [pull.head_sha]
+        await h.wait_check_synced(job.id)
+        runs = sorted(h.check_runs(pull.head_sha), key=lambda r: r["id"])
+        assert runs[-1]["conclusion"] != "skipped" and "paused" not in runs[-1]["output"]["summary"]
+        # Resuming again queues nothing more: the head has its review.
+        again = h.comment_payload(pull, "/review resume", **owner)
+        assert (await h.deliver("issue_comment", again)).get("job_id") is None

@@ -28,8 +28,9 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
     )
     db = str(tmp_path / "reviewer.db")
     with FakesThread(github, anthropic) as fakes:
-        # The publisher's look for an existing review hangs: the process dies right there.
-        hang = fakes.call(github.inject, "GET", r"/pulls/1/reviews", "hang", times=1)
+        # The publisher's look for an existing review hangs: the process dies right there. (The first look, before
+        # the model call, finds the head not reviewed yet.)
+        hang = fakes.call(github.inject, "GET", r"/pulls/1/reviews", "hang", times=1, after=1)
         env = fakes_env(
             f"sqlite:///{db}",
             fakes,

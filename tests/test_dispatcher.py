@@ -519,3 +519,39 @@ async def test_an_expired_lease_is_rescued_and_claimed_when_it_expires_without_s
     finally:
         gate.release.set()
         await d.stop(1)
+
+
+async def test_a_forward_clock_jump_longer_than_the_lease_does_not_rescue_a_job_running_here(sqlite_store) -> None:
+    # A paused VM resumes with its clock a minute on: the dispatcher's scan ran the rescuer before the renewer's next
+    # round, and the healthy job running here was rescued and run again.
+    gate = Gate()
+    offset = [0.0]
+    d = Dispatcher(
+        sqlite_store,
+        gate,
+        owner="w",
+        concurrency=1,
+        lease_seconds=5.0,
+        renew_interval=2.0,
+        scan_interval=0.05,
+        retry_policy=RetryPolicy(max_attempts=5, base_seconds=0.01, max_seconds=1.0, jitter=0.0),
+        job_timeout=60.0,
+        clock=lambda: time.time() + offset[0],
+    )
+    job_id = await admit(sqlite_store, pr=1)
+    d.start()
+    await eventually(lambda: asyncio.sleep(0, gate.started == [job_id]))
+    before = (await sqlite_store.get_job(job_id)).lease_expires_at
+    offset[0] = 60.0  # past the lease, before the renewer's next round
+
+    async def renewed_after_the_jump() -> bool:
+        job = await sqlite_store.get_job(job_id)
+        return job.lease_expires_at is not None and job.lease_expires_at > before + 50
+
+    await eventually(renewed_after_the_jump)
+    assert d.rescuer.rescued_total == 0
+    gate.release.set()
+    await eventually(lambda: _is(sqlite_store, job_id, JobState.SUCCEEDED))
+    assert gate.runs == Counter({job_id: 1})
+    assert (await sqlite_store.get_job(job_id)).attempts == 1
+    await d.stop(1)

@@ -51,6 +51,10 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
         gh.Reaction,
     ),
     ("GET", REPO_ROUTE + "/pulls/{number}/comments"): (None, list[gh.PullRequestReviewComment]),
+    ("POST", REPO_ROUTE + "/pulls/comments/{comment_id}/reactions"): (
+        gh.ReposOwnerRepoPullsCommentsCommentIdReactionsPostBody,
+        gh.Reaction,
+    ),
     ("POST", REPO_ROUTE + "/pulls/{number}/comments/{comment_id}/replies"): (
         gh.ReposOwnerRepoPullsPullNumberCommentsCommentIdRepliesPostBody,
         gh.PullRequestReviewComment,

@@ -7,13 +7,14 @@ paused while a sequence of webhooks arrives, so jobs are still waiting when the 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from reviewer_app.core.markers import parse_markers
 from reviewer_app.core.states import JobState
 from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import eventually
-from tests.payloads import DEFAULT_STAMP
+from tests.payloads import DEFAULT_STAMP, stamp
 
 
 def push_payload(
@@ -420,3 +421,101 @@ async def suspend(h: Harness) -> None:
         return not await h.store.installation_active(h.installation_id)
 
     await eventually(inactive)
+
+
+async def test_a_head_the_bot_reviewed_is_not_paid_for_again_when_the_store_has_forgotten_it(tmp_path) -> None:
+    # A signed delivery replayed inside the window after the store lost the PR's jobs (pruned, or restored from an
+    # old backup): the store has no review of the pull request, GitHub's markers do, and no model call is made.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        await quiet(h)
+        _, other = await h.open_pr(2)  # SQLite keeps the newest job (its ids are never reused): not this PR's
+        await h.wait_state(other, JobState.SUCCEEDED)
+        await quiet(h)
+        paid = len(h.anthropic.message_requests)
+        # The store forgets the pull request as retention would (every finished job and delivery pruned).
+        assert await h.store.prune(before=time.time() + 86400, batch=1000) >= 1
+        assert await h.store.last_reviewed_head(pull_repo_id(h), 1) is None
+        replayed = await h.deliver("pull_request", h.pr_payload(pull, "synchronize"))
+        assert replayed["outcome"] == "enqueued"
+        job = await h.wait_state(replayed["job_id"], JobState.CANCELLED, JobState.SUCCEEDED)
+        assert job.state == JobState.CANCELLED and "already reviewed" in (job.outcome or ""), job.outcome
+        assert len(h.anthropic.message_requests) == paid
+        assert len(bot_reviews(h)) == 1
+
+
+def pull_repo_id(h: Harness) -> int:
+    return h.github.repos[REPO].id
+
+
+async def test_a_close_delivered_after_the_reopen_that_followed_it_cancels_nothing(tmp_path) -> None:
+    # Close and reopen (the usual way to re-run CI), their webhooks out of order: the reopen first (a duplicate of
+    # the pending job), then the close, which GitHub timed before the reopen. The head is still reviewed.
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        opened = await h.deliver("pull_request", h.pr_payload(pull, "opened", updated_at=stamp(0)))
+        reopened = await h.deliver("pull_request", h.pr_payload(pull, "reopened", updated_at=stamp(20)))
+        assert reopened["outcome"] == "duplicate-revision" and reopened["job_id"] == opened["job_id"]
+        pull.state = "closed"
+        closed = await h.deliver("pull_request", h.pr_payload(pull, "closed", updated_at=stamp(10)))
+        pull.state = "open"
+        assert closed["outcome"] == "cancelled" and closed.get("cancelled", []) == []
+        await resume_queue(h)
+        await h.wait_state(opened["job_id"], JobState.SUCCEEDED)
+        [review] = bot_reviews(h)
+        assert review["commit_id"] == pull.head_sha
+        # A close GitHub timed after what the store knows still cancels, as before.
+        h.github.advance_head(REPO, 1)
+        await pause_queue(h)
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, "synchronize", updated_at=stamp(30)))
+        pull.state = "closed"
+        closed = await h.deliver("pull_request", h.pr_payload(pull, "closed", updated_at=stamp(40)))
+        assert closed["cancelled"] == [pushed["job_id"]]
+
+
+async def test_a_stale_read_of_the_old_head_does_not_supersede_the_new_one(tmp_path) -> None:
+    # A pushed, then B (its `before` is A). GitHub's reads lag: B's job still reads head A. The store knows A is
+    # older, so the job reads again instead of ending "superseded by A"; B gets its review, A none.
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        a = pull.head_sha
+        first = await h.deliver("pull_request", h.pr_payload(pull, "opened", updated_at=stamp(0)))
+        b = h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", push_payload(h, pull, before=a, updated_at=stamp(10)))
+        assert pushed["superseded"] == [first["job_id"]]
+        pull.head_sha = a  # the lagging read
+        await resume_queue(h)
+
+        async def read_again() -> bool:
+            job = await h.job(pushed["job_id"])
+            return "reading the pull request again" in (job.last_error or "")
+
+        await eventually(read_again)
+        pull.head_sha = b  # GitHub caught up
+        job = await h.wait_state(pushed["job_id"], JobState.SUCCEEDED, JobState.SUPERSEDED)
+        assert job.state == JobState.SUCCEEDED, job.outcome
+        await quiet(h)
+        assert [r["commit_id"] for r in bot_reviews(h)] == [b]
+
+
+async def test_a_base_changed_and_changed_back_while_waiting_is_reviewed_once(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await pause_queue(h)
+        pull, first = await h.open_pr()
+        answers = []
+        for old, new in (("main", "release"), ("release", "main")):
+            pull.base_ref = new
+            edited = h.pr_payload(pull, "edited") | {
+                "changes": {"base": {"ref": {"from": old}, "sha": {"from": "0" * 40}}}
+            }
+            answers.append(await h.deliver("pull_request", edited))
+        assert answers[0]["outcome"] == "enqueued" and answers[0]["superseded"] == [first]
+        assert answers[1]["outcome"] == "duplicate-revision" and answers[1]["job_id"] == answers[0]["job_id"]
+        await resume_queue(h)
+        job = await h.wait_state(answers[0]["job_id"], JobState.SUCCEEDED)
+        assert job.details.full is True
+        await quiet(h)
+        assert len(bot_reviews(h)) == 1 and len(h.anthropic.message_requests) == 1

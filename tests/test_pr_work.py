@@ -162,3 +162,15 @@ def test_a_retargeted_base_is_skipped_while_paused_and_supersedes_nothing() -> N
     retarget = replace(push(B, trigger="base:delivery-1"), supersede_older_heads=False)
     assert plan_enqueue(retarget, PRFacts(paused=True)).outcome == "skipped"
     assert plan_enqueue(retarget, PRFacts(pending=(auto(1, A, at=1.0),))) == Plan("enqueued", insert_state="queued")
+
+
+def test_a_base_changed_and_back_costs_one_review_of_the_head() -> None:
+    # open, change the base, change it back: three full reviews of one commit, three model calls.
+    first = replace(push(B, trigger="base:delivery-1"), supersede_older_heads=False)
+    plan = plan_enqueue(first, PRFacts(pending=(auto(1, B, at=1.0),)))
+    assert plan == Plan("enqueued", insert_state="queued", replaces=(1,))  # the queued review of B, replaced
+    second = replace(push(B, trigger="base:delivery-2"), supersede_older_heads=False)
+    queued = PendingJob(2, B, "base:delivery-1", "queued")
+    assert plan_enqueue(second, PRFacts(pending=(queued,))).duplicate_of == 2
+    running = PendingJob(2, B, "base:delivery-1", "running")  # it may have read the old base: a new review
+    assert plan_enqueue(second, PRFacts(pending=(running,))).outcome == "enqueued"

@@ -297,16 +297,27 @@ async def test_an_outside_author_asking_away_is_limited_and_never_refuses_a_revi
     env = {"REVIEWER_MAX_ANSWERS_PER_ASKER_DAY": "2", "REVIEWER_MAX_REVIEWS_PER_DAY": "3"}
     async with reply_harness(tmp_path, backend, **env) as h:
         pull, root = await reviewed_thread(h)  # the day's first review
-        outcomes = []
+        outcomes, questions = [], []
         for n in range(4):
             h.anthropic.script_text_answer(f"Answer {n}.")
             payload = reply_payload(h, pull, root["id"], f"Question {n}?", login=pull.user, association="NONE")
+            questions.append(payload["comment"]["id"])
             admitted = await h.deliver("pull_request_review_comment", payload)
             outcomes.append(admitted["outcome"])
             if admitted["outcome"] == "enqueued":
                 await h.wait_state(admitted["job_id"], JobState.SUCCEEDED)
         assert outcomes == ["enqueued", "enqueued", "refused", "refused"]
         assert len(answers_in(h, root["id"])) == 2
+        # The refusal is visible once, as a reaction on the first refused question; no reply, nothing per question.
+        bot = f"{h.github.app_slug}[bot]"
+
+        async def reacted() -> bool:
+            return [r["content"] for r in h.github.reactions.get(questions[2], [])] == ["-1"]
+
+        await eventually(reacted)
+        assert await h.store.pending_effects(limit=10) == []
+        assert h.github.reactions.get(questions[3], []) == []
+        assert all(r["user"]["login"] == bot for r in h.github.reactions[questions[2]])
         # The maintainers' reviews still have their whole day: two more reviews (of 3) go through.
         for _ in range(2):
             h.github.advance_head(REPO, 1)

@@ -3,16 +3,19 @@ pending answer (core/pr_work.py), the sweep's view of it, and the answer's promp
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from reviewer_app.core.admission import Enqueue, Guard, Ignore, JobSpec, decide_comment, guard_refusal
+from reviewer_app.core.cancel_reasons import CancelReason
 from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
 from reviewer_app.core.replies import decide_review_comment, mentions_with_question
 from reviewer_app.core.states import JobState
 from reviewer_app.github.recovery import head_is_handled
 from reviewer_app.review.answer import Thread, build_answer_prompt, code_around
+from reviewer_app.review.pipeline import DRAFT_SKIP_TEXT
 from reviewer_app.store.base import Job
 from tests.helpers import sha
 
@@ -191,3 +194,12 @@ def test_code_around_shows_the_enclosing_scope_or_a_margin() -> None:
     shown = code_around(text, path="m.py", hunk=hunk, line=2)
     assert shown[0] == (1, "def f():") and (2, "    x1 = 1") in shown
     assert code_around(text, path="m.py", hunk=None, line=30)[0][0] == 15
+
+
+def test_a_draft_skip_does_not_answer_for_a_head_that_is_ready_now() -> None:
+    # Opened ready, converted to draft before its job ran (skipped: draft), and the ready_for_review webhook lost:
+    # the sweep must not count that skip as the head handled once the pull request is ready.
+    skipped = job(1, "auto", sha(1), JobState.CANCELLED)
+    skipped = replace(skipped, outcome=DRAFT_SKIP_TEXT, cancel_reason=CancelReason.SKIPPED)
+    assert not head_is_handled([skipped], sha(1), draft=False)
+    assert head_is_handled([skipped], sha(1), draft=True)  # still a draft: the skip stands

@@ -408,3 +408,50 @@ async def test_answers_and_reviews_each_have_their_own_daily_budget(store) -> No
     # An outside author's reviews and the same account's answers are counted apart too.
     by_mallory = Enqueue(replace(spec(pr=60), details=JobDetails(author="mallory")), guard=Guard(author_per_day=1))
     assert (await admit(store, by_mallory)).outcome == "enqueued"
+
+
+async def test_a_request_that_followed_a_push_counts_once_against_the_hourly_limit(store) -> None:
+    # A followed request is a fresh row with the request's trigger: counted as a second request, it made the next
+    # `/review` of the hour refused at a limit of 2.
+    hourly = Guard(manual_per_pr_hour=2)
+    requester = JobDetails(requested_by="maintainer")
+    asked = replace(manual(n=1, head=sha(1)), guard=hourly)
+    asked = replace(asked, job=replace(asked.job, details=requester))
+    first = await admit(store, asked)
+    assert first.outcome == "enqueued"
+    await admit(store, Enqueue(spec(pr=1, head=2)))  # the request follows the pull request to head 2
+    followed = [j for j in await store.list_jobs(pr_number=1) if j.trigger == "manual:1"]
+    assert len(followed) == 2
+    again = replace(manual(n=2), guard=hourly)
+    again = replace(again, job=replace(again.job, details=requester))
+    assert (await admit(store, again)).outcome == "enqueued"
+    third = replace(manual(n=3), guard=hourly)
+    third = replace(third, job=replace(third.job, details=requester))
+    assert (await admit(store, third)).outcome == "refused"  # the limit still holds
+
+
+async def test_a_webhook_after_the_sweep_makes_the_sweeps_queued_job_interactive(store) -> None:
+    # The sweep (it runs at start-up too) admitted the head first; its job is batched ("found by the sweep"). The
+    # push's own webhook, a duplicate of it, means someone is watching: the job asks interactively.
+    swept = Enqueue(replace(spec(pr=1), details=JobDetails(action="sweep")), observed=True)
+    first = await admit(store, swept)
+    assert first.outcome == "enqueued"
+    pushed = await admit(store, Enqueue(replace(spec(pr=1), details=JobDetails(action="synchronize"))))
+    assert (pushed.outcome, pushed.job_id) == ("duplicate-revision", first.job_id)
+    assert (await store.get_job(first.job_id)).details.action == "synchronize"
+    # Another sweep, or a worker's hand-over, changes nothing back; nor does a webhook for a job already claimed.
+    await admit(store, Enqueue(replace(spec(pr=1), details=JobDetails(action="handover")), observed=True))
+    assert (await store.get_job(first.job_id)).details.action == "synchronize"
+    later = await admit(store, Enqueue(replace(spec(pr=2), details=JobDetails(action="sweep")), observed=True))
+    await store.claim(owner="w", limit=5, now=NOW, lease_seconds=30)
+    await admit(store, Enqueue(replace(spec(pr=2), details=JobDetails(action="opened"))))
+    assert (await store.get_job(later.job_id)).details.action == "sweep"  # its batch may be out already
+
+
+async def test_a_key_is_claimed_once_across_concurrent_callers(store) -> None:
+    # How two jobs of one pull request finishing together agree which of them replies in an outdated thread.
+    results = await asyncio.gather(*(store.claim_once("thread_reply:T1", str(n)) for n in range(5)))
+    assert sorted(results) == [False] * 4 + [True]
+    winner = str(results.index(True))
+    assert await store.get_setting("thread_reply:T1") == winner
+    assert await store.claim_once("thread_reply:T2", "9") is True

@@ -68,11 +68,15 @@ class JobSpec:
         return f"{self.repo_id}:{self.pr_number}:{self.head_sha}:{self.trigger}"
 
 
+REVIEW_COMMENT_REACTION = "review_reaction"  # an Effect's kind: a reaction on a review comment
+
+
 @dataclass(frozen=True)
 class Effect:
     """A small GitHub write decided at admission (a reaction, a help reply), sent later by the outbox duty."""
 
-    # "reaction" (target: comment id), "comment" (target: PR number), "pause"/"resume" (target: the command's
+    # "reaction" (target: an issue comment's id), "review_reaction" (target: a review comment's id), "comment"
+    # (target: PR number), "pause"/"resume" (target: the command's
     # comment id; content: pause_request), applied once the commenter's permission is confirmed, or "installation"
     # (target: installation id, repo_full_name: its account, content: "deleted" or "suspend"), applied once GitHub
     # confirms it.
@@ -153,6 +157,9 @@ class CancelPR:
     repo_id: int
     pr_number: int
     reason: str
+    # When GitHub says the pull request was closed (its updated_at): the close cancels only work it is newer than,
+    # so a close delivered after a reopen (GitHub does not deliver in order) does not undo the reopen. None: all.
+    closed_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -332,7 +339,9 @@ def decide_pull_request(
     repo_id = _int(payload, "repository", "id")
     number = _int(payload, "pull_request", "number")
     if action == "closed":
-        return CancelPR(repo_id, number, PR_CLOSED)
+        return CancelPR(
+            repo_id, number, PR_CLOSED, closed_at=parse_time(_get(payload, "pull_request").get("updated_at"))
+        )
     if action == "edited":
         return _decide_retarget(payload, guard=guard, delivery_id=delivery_id)
     if action not in AUTO_ACTIONS:

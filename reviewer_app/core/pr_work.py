@@ -38,6 +38,9 @@ from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT, TRIGG
 LIVE_STATES = ("queued", "running", "succeeded")
 PENDING_STATES = ("queued", "running")
 
+# How a review skipped because its pull request was a draft ends (the worker adds how to get one): once the pull
+# request is ready, such a skip no longer answers for its head (the sweep reviews it if `ready_for_review` is lost).
+DRAFT_SKIP = "skipped: draft pull request"
 PAUSED_SKIP = "skipped: automatic reviews are paused on this pull request; comment /review resume to resume them"
 
 
@@ -83,6 +86,8 @@ class Plan:
     supersede: tuple[int, ...] = ()  # pending automatic jobs the new head makes pointless
     follow: tuple[int, ...] = ()  # requested reviews settled on an older head: they move to the newest head
     duplicate_of: int | None = None
+    # Queued automatic jobs of the same head that a full review against a new base makes pointless (a retarget).
+    replaces: tuple[int, ...] = ()
 
 
 def order(new_head: str, new_before: str | None, new_at: float | None, old: PendingJob) -> int:
@@ -132,6 +137,8 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
         )
     if facts.refusal is not None:
         return Plan("refused", facts.refusal, insert_state="cancelled", insert_outcome=f"refused: {facts.refusal}")
+    if spec.trigger.startswith(TRIGGER_RETARGET):
+        return _plan_retarget(spec.head_sha, facts, follow)
     if not (spec.head_sha and decision.supersede_older_heads):
         return Plan("enqueued", insert_state="queued", follow=follow)
     if decision.observed:
@@ -167,3 +174,17 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
             follow=(),
         )
     return Plan("enqueued", insert_state="queued", supersede=tuple(supersede), follow=follow)
+
+
+def _plan_retarget(head_sha: str, facts: PRFacts, follow: tuple[int, ...]) -> Plan:
+    """A base changed: one full review of the head against the base it has when the review runs. A retarget already
+    queued is that review (it reads the base then: changing the base and back costs one review, not three); a queued
+    automatic review of the same head is replaced by it. Running jobs are left alone (they may have read the old
+    base)."""
+    queued = [p for p in facts.pending if p.state == "queued" and not p.reply]
+    earlier = next((p for p in queued if p.trigger.startswith(TRIGGER_RETARGET)), None)
+    if earlier is not None:
+        reason = f"a review against the new base is queued already (job {earlier.id}); it reads the base when it runs"
+        return Plan("duplicate-revision", reason, follow=follow, duplicate_of=earlier.id)
+    same_head = tuple(p.id for p in queued if p.trigger in AUTOMATIC_TRIGGERS and p.head_sha == head_sha)
+    return Plan("enqueued", insert_state="queued", follow=follow, replaces=same_head)

@@ -20,8 +20,10 @@ from typing import Any
 from reviewer_app.core.admission import (
     OUTSIDE_ASSOCIATIONS,
     PRIORITY_REPLY,
+    REVIEW_COMMENT_REACTION,
     TRIGGER_REPLY,
     Decision,
+    Effect,
     Enqueue,
     Guard,
     Ignore,
@@ -100,9 +102,11 @@ def _reply_job(
     )
 
 
-def _reply_guard(guard: Guard | None, spec: JobSpec, comment: dict[str, Any], access: str) -> Enqueue:
+def _reply_guard(guard: Guard | None, spec: JobSpec, comment: dict[str, Any], access: str, *, reaction: str) -> Enqueue:
     """The answer's job under the answers' own budget: the installation's answers a day (counted apart from its
-    reviews), the thread's answers an hour, and an outside asker's answers a day (the asker in ``details.author``)."""
+    reviews), the thread's answers an hour, and an outside asker's answers a day (the asker in ``details.author``).
+    A refusal shows as a 👎 on the question (``reaction``: the effect kind for the comment's kind), on the asker's
+    first refused question of the day only (store/procedures.py): never a reply, never once per question."""
     if guard is None or not (guard.answers_per_day or guard.replies_per_thread_hour or guard.answers_per_asker_day):
         return Enqueue(spec, supersede_older_heads=False, automatic=False)
     association = str(comment.get("author_association") or "").upper()
@@ -110,10 +114,13 @@ def _reply_guard(guard: Guard | None, spec: JobSpec, comment: dict[str, Any], ac
     per_asker = guard.answers_per_asker_day if outside else 0
     if per_asker:
         spec = replace(spec, details=replace(spec.details, author=spec.details.asked_by))
+    assert spec.installation_id is not None and spec.details.comment_id is not None
+    refused = Effect(reaction, spec.installation_id, spec.repo_full_name, spec.details.comment_id, "-1")
     budget = Guard(
         reviews_per_day=guard.answers_per_day,
         replies_per_thread_hour=guard.replies_per_thread_hour,
         author_per_day=per_asker,
+        refusal_effects=(refused,),
     )
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=budget)
 
@@ -166,7 +173,7 @@ def decide_review_comment(
     )
     if spec.installation_id is None:
         return Ignore("review comment event without an installation")
-    return _reply_guard(guard, spec, comment, access)
+    return _reply_guard(guard, spec, comment, access, reaction=REVIEW_COMMENT_REACTION)
 
 
 def decide_question(
@@ -204,4 +211,4 @@ def decide_question(
     )
     if spec.installation_id is None:
         return Ignore("comment event without an installation")
-    return _reply_guard(guard, spec, comment, access)
+    return _reply_guard(guard, spec, comment, access, reaction="reaction")

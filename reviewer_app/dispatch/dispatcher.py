@@ -79,6 +79,7 @@ class Dispatcher:
         # In start order, which is deadline order: one timer for the earliest deadline watches them all.
         self._running: dict[str, _Running] = {}
         self._renewer: asyncio.Task[None] | None = None
+        self._last_look: tuple[float, float] | None = None  # (clock, loop time) at the last rescue: a jump shows
         self._watchdog: asyncio.TimerHandle | None = None
         self._wake = asyncio.Event()
         self._stopping = False
@@ -123,7 +124,7 @@ class Dispatcher:
                     now = self.clock()
                     if now - last_rescue >= self.scan_interval:
                         last_rescue = now
-                        await self.rescuer.run_once()
+                        await self._rescue()
                     claimed_at = self.clock()
                     await self.run_once()
                     timeout = await self._idle_timeout(claimed_at)
@@ -132,7 +133,7 @@ class Dispatcher:
                         # expired and waits for the rescuer. Rescue now; if nothing came back, claiming again before
                         # the next scan (or a wake-up, such as a resume) would only find the same nothing.
                         last_rescue = self.clock()
-                        timeout = 0.0 if await self.rescuer.run_once() else self.scan_interval
+                        timeout = 0.0 if await self._rescue() else self.scan_interval
                 except StoreUnavailable as exc:
                     log.error("dispatcher: database unavailable, retrying: %s", exc)
                     timeout = self.scan_interval
@@ -256,6 +257,18 @@ class Dispatcher:
             if self.metrics is not None:
                 self.metrics.review_duration.labels(result).observe(max(0.0, self.clock() - started))
 
+    async def _rescue(self) -> list[int]:
+        """Rescue expired leases; after a forward jump of the clock (a paused VM: the clock moved on further than
+        the event loop's own timer since the last look), this process's running jobs are renewed first, or the
+        rescuer would take a healthy job running here before the renewer's next round."""
+        now, ticks = self.clock(), asyncio.get_running_loop().time()
+        last, self._last_look = self._last_look, (now, ticks)
+        jumped = last is not None and (now - last[0]) - (ticks - last[1]) > self.lease_seconds / 2
+        if jumped and self._running:
+            log.warning("dispatcher: the clock jumped %.0f s; renewing the leases held here first", now - last[0])
+            await self._renew_round()
+        return await self.rescuer.run_once()
+
     def _ensure_renewer(self) -> None:
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.create_task(self._renew_all(), name="lease-renewer")
@@ -267,30 +280,36 @@ class Dispatcher:
         runner. If the database cannot be reached, a job keeps running until its last known expiry passes."""
         while self._running:
             await asyncio.sleep(self.renew_interval)
-            running = list(self._running.values())
-            if not running:
+            if not self._running:
                 return
-            now = self.clock()
-            held: set[str] | None
-            try:
-                leases = [r.ctx.lease for r in running]
-                held = await self.store.renew_leases(leases, now=now, lease_seconds=self.lease_seconds)
-            except StoreUnavailable as exc:
-                log.warning("lease renewal failed, retrying next interval: %s", exc)
-                held = None
-            except Exception:  # noqa: BLE001 - the renewer must outlive a bug in one round
-                log.exception("lease renewal failed unexpectedly")
-                held = None
-            for r in running:
-                token = r.ctx.lease.token
-                if self._running.get(token) is not r:
-                    continue  # its runner finished meanwhile
-                if held is not None and token in held:
-                    r.expires = now + self.lease_seconds
-                elif held is None and self.clock() < r.expires:
-                    continue  # not renewed this time, but the lease has not run out yet
-                else:
-                    self._lose(r)
+            await self._renew_round()
+
+    async def _renew_round(self) -> None:
+        """Extend the leases of every job running here in one store call; stop the runners whose lease is lost."""
+        running = list(self._running.values())
+        if not running:
+            return
+        now = self.clock()
+        held: set[str] | None
+        try:
+            leases = [r.ctx.lease for r in running]
+            held = await self.store.renew_leases(leases, now=now, lease_seconds=self.lease_seconds)
+        except StoreUnavailable as exc:
+            log.warning("lease renewal failed, retrying next interval: %s", exc)
+            held = None
+        except Exception:  # noqa: BLE001 - the renewer must outlive a bug in one round
+            log.exception("lease renewal failed unexpectedly")
+            held = None
+        for r in running:
+            token = r.ctx.lease.token
+            if self._running.get(token) is not r:
+                continue  # its runner finished meanwhile
+            if held is not None and token in held:
+                r.expires = now + self.lease_seconds
+            elif held is None and self.clock() < r.expires:
+                continue  # not renewed this time, but the lease has not run out yet
+            else:
+                self._lose(r)
 
     def _lose(self, r: _Running) -> None:
         ctx = r.ctx

@@ -630,6 +630,19 @@ class GitHubClient:
             priority=WritePriority.BULK,
         )
 
+    async def create_review_comment_reaction(
+        self, installation_id: int, repo: str, comment_id: int, content: str
+    ) -> Json:
+        return await self._write(
+            "POST",
+            "/repos/{owner}/{name}/pulls/comments/{comment_id}/reactions",
+            {**_split_repo(repo), "comment_id": comment_id},
+            installation_id=installation_id,
+            what=f"reaction on review comment {comment_id} in {repo}",
+            data={"content": content},
+            priority=WritePriority.BULK,
+        )
+
     # ---------------------------------------------------------------------------- review threads (GraphQL)
 
     async def _graphql(

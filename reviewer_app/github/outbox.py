@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from reviewer_app.core.admission import (
+    REVIEW_COMMENT_REACTION,
     SUSPENDED,
     UNINSTALLED,
     InstallationChange,
+    SetPause,
     parse_pause_request,
-    pause_key,
 )
 from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
@@ -39,6 +40,10 @@ class OutboxSender:
                 if e["kind"] == "reaction":
                     # GitHub keeps one reaction per content and user: sending it twice is harmless.
                     await self.github.create_reaction(
+                        e["installation_id"], e["repo_full_name"], e["target"], e["content"]
+                    )
+                elif e["kind"] == REVIEW_COMMENT_REACTION:
+                    await self.github.create_review_comment_reaction(
                         e["installation_id"], e["repo_full_name"], e["target"], e["content"]
                     )
                 elif e["kind"] in ("pause", "resume"):
@@ -79,7 +84,12 @@ class OutboxSender:
             permission = "unknown"
         allowed = permission in WRITE_PERMISSIONS
         if allowed:
-            await self.store.set_setting(pause_key(repo_id, number), "1" if e["kind"] == "pause" else "0")
+            # Applied as the owner's command is (store/procedures.py): a resume queues the head skipped while paused.
+            # The delivery id is the effect's, so a retry after a lost answer applies nothing twice.
+            change = SetPause(repo_id, number, e["kind"] == "pause")
+            await self.store.admit(
+                Delivery(f"{e['kind']}:{e['id']}", "issue_comment", e["kind"]), change, now=self.clock(), max_attempts=1
+            )
         log.info(
             "outbox: %s of %s#%s by %s (%s access) %s",
             e["kind"],

@@ -20,6 +20,7 @@ from reviewer_app.core.admission import (
 from reviewer_app.core.cancel_reasons import ended_with_episode
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import parse_markers
+from reviewer_app.core.pr_work import DRAFT_SKIP
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time
 from reviewer_app.dispatch.duty import PeriodicDuty
@@ -101,6 +102,8 @@ def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
     newest = max(mine, key=lambda j: j.id)
     if newest.state in PENDING or newest.state == JobState.FAILED:
         return True
+    if not draft and (newest.outcome or "").startswith(DRAFT_SKIP):
+        return False  # skipped as a draft, ready now: its ready_for_review webhook may never have come
     return newest.state == JobState.CANCELLED and not ended_with_episode(newest.cancel_reason)
 
 

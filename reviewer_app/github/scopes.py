@@ -35,8 +35,8 @@ WORK_PERMISSIONS: Mapping[str, Mapping[str, str]] = MappingProxyType(
         "sweep": MappingProxyType({"pull_requests": "read", "checks": "read", "metadata": "read"}),
         # The check-run sync: check runs only.
         "checks": MappingProxyType({"checks": "write", "metadata": "read"}),
-        # The outbox: reactions and help replies on PR conversations.
-        "outbox": MappingProxyType({"issues": "write", "metadata": "read"}),
+        # The outbox: reactions and help replies on PR conversations, a refused answer's reaction on a review comment.
+        "outbox": MappingProxyType({"issues": "write", "pull_requests": "write", "metadata": "read"}),
     }
 )
 DEFAULT_WORK = "review"

@@ -153,6 +153,15 @@ class Memory:
             )
         await ctx.store.record_findings(findings, now=ctx.clock())
 
+    async def _claim_reply(self, ctx: JobContext, thread_id: str) -> bool:
+        """Whether this job is the one that replies in ``thread_id`` before resolving it: the first to claim it, on
+        any host, or this job again (a retry after its reply's answer was lost)."""
+        key, mine = f"thread_reply:{thread_id}", str(ctx.job.id)
+        if await ctx.store.claim_once(key, mine) or await ctx.store.get_setting(key) == mine:
+            return True
+        log.info("job %s: another job replies in thread %s; resolving only", ctx.job.id, thread_id)
+        return False
+
     async def tend_threads(self, ctx: JobContext, recall: Recall, *, resolve: bool) -> int:
         """Link the PR's findings to their GitHub threads, then (``resolve``) resolve the app's own threads whose
         code changed, with one short reply saying so. A thread anyone else replied in is left alone. Returns how many
@@ -202,7 +211,9 @@ class Memory:
                 log.info("job %s: thread %s has replies by others; left open", job.id, thread.get("id"))
                 continue
             if not thread.get("isResolved"):
-                if len(nodes) == 1:  # our reply is not there yet (a retry after a lost answer finds it)
+                # Our reply is not there yet (a retry after a lost answer finds it). Two jobs of the pull request
+                # finishing together both see that: the one that claims the thread replies (its own retry too).
+                if len(nodes) == 1 and await self._claim_reply(ctx, str(thread["id"])):
                     await self.github.reply_in_thread(
                         job.installation_id, job.repo_full_name, str(thread["id"]), _reply(job.head_sha, gone)
                     )

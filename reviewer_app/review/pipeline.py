@@ -39,6 +39,7 @@ from reviewer_app.core.errors import (
 from reviewer_app.core.job_records import CheckReport, ModelProgress, PartAnswer, StoredAnswer
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
+from reviewer_app.core.pr_work import DRAFT_SKIP
 from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelAnswer, ModelComment, ReviewCounts
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
@@ -80,6 +81,12 @@ from reviewer_app.store.base import Delivery, Finding, Usage
 log = logging.getLogger(__name__)
 
 PERMISSION_CACHE_SECONDS = 60.0
+DRAFT_SKIP_TEXT = (
+    f"{DRAFT_SKIP}; it is reviewed when marked ready for review (or set `drafts: true` in {CONFIG_PATH}, or comment "
+    "/review)"
+)
+# How long after its admission a job takes a read of an older head for GitHub's lag rather than the truth.
+STALE_READ_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -346,10 +353,7 @@ class ReviewPipeline:
             )
         is_draft = pr.get("draft") is True
         if is_draft and not rc.drafts:
-            raise Cancelled(
-                "skipped: draft pull request; it is reviewed when marked ready for review (or set "
-                f"`drafts: true` in {CONFIG_PATH}, or comment /review)"
-            )
+            raise Cancelled(DRAFT_SKIP_TEXT)
         if job.trigger == TRIGGER_DRAFT and not is_draft:
             # Marked ready since: its ready_for_review job (or the sweep, if that webhook went missing) reviews it.
             raise Cancelled(
@@ -369,13 +373,35 @@ class ReviewPipeline:
                 )
         # A job that published its own review (an attempt that then waited on GitHub, or died before finishing)
         # goes on to find it by its marker: its own review does not make it "covered".
-        if job.review_id is None and await ctx.store.last_reviewed_head(job.repo_id, job.pr_number) == job.head_sha:
+        last = None if job.review_id is not None else await ctx.store.last_reviewed_head(job.repo_id, job.pr_number)
+        if last == job.head_sha:
             # Reviewed as a draft (drafts: true), then marked ready at the same head: nothing new to review.
             # "covered", not "skipped": the check run (if one was opened) says success, so a later run on this head
             # does not hide the review's own check behind a grey "skipped".
             raise Cancelled(
                 f"{COVERED_PREFIX}commit {job.head_sha} was already reviewed; comment /review to review it again"
             )
+        if job.review_id is None and job.answer is None and last is None:
+            # The store remembers no review of this pull request: GitHub's markers may (see below).
+            await self._check_reviewed_on_github(ctx)
+
+    async def _check_reviewed_on_github(self, ctx: JobContext) -> None:
+        """Before an automatic review is paid for: a head the app's bot reviewed already, by the markers on GitHub,
+        is not reviewed again. What the store knows covers the ordinary case; this covers what it no longer knows (a
+        signed delivery replayed after its jobs were pruned, a database restored from an old backup)."""
+        job = ctx.job
+        assert job.installation_id is not None
+        bot = await self.github.bot_login()
+        reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
+        for r in reviews:
+            if str((r.get("user") or {}).get("login")) != bot:
+                continue  # anyone can paste a marker into a review of their own
+            # This job has no stored answer, so none of its attempts published: any marker for the head is another's.
+            if any(m.head_sha == job.head_sha.lower() for m in parse_markers(r.get("body"))):
+                raise Cancelled(
+                    f"{COVERED_PREFIX}commit {job.head_sha} was already reviewed (review {r.get('id')}); comment "
+                    "/review to review it again"
+                )
 
     async def _scope(self, ctx: JobContext, selection: Selection, ignore: tuple[str, ...]) -> Scope:
         """What the model reviews: the whole PR, or only what changed since the last reviewed head."""
@@ -424,8 +450,35 @@ class ReviewPipeline:
             raise Cancelled(PR_CLOSED_AT_WORKER)
         current = (pr.get("head") or {}).get("sha")
         if current and current != job.head_sha:
+            if await self._known_older(ctx, str(current)):
+                # GitHub's reads are eventually consistent: a read that shows a head the store knows this one
+                # replaced is stale, and never undoes newer knowledge. Read again shortly.
+                raise Deferred(
+                    f"GitHub still shows {current[:12]}, which this job's head replaced; reading the pull request again",
+                    retry_at=ctx.clock() + self.settings.wait_seconds,
+                )
             await self._hand_over(ctx, pr)
             raise Superseded(f"superseded by newer commit {current}", by_sha=current)
+
+    async def _known_older(self, ctx: JobContext, head: str) -> bool:
+        """Whether the store knows ``head`` is older than this job's head by the pushes' own links: following the
+        heads each push named as replaced (``before``) back from this job's head reaches ``head``, and no push of
+        ``head`` names one of those as replaced (a force-push back). Event times are not used: a handed-over head
+        carries the time it was read, not the time it was pushed. Trusted for STALE_READ_SECONDS after the job was
+        admitted; past that, the read wins."""
+        job = ctx.job
+        if not job.before_sha or ctx.clock() - job.created_at > STALE_READ_SECONDS:
+            return False
+        jobs = await ctx.store.list_jobs(repo=job.repo_full_name, pr_number=job.pr_number, limit=200)
+        replaced: dict[str, set[str]] = {}
+        for j in jobs:
+            if j.head_sha and j.before_sha:
+                replaced.setdefault(j.head_sha, set()).add(j.before_sha)
+        chain, step = {job.head_sha}, {job.before_sha}
+        while step and len(chain) < 50:
+            chain |= step
+            step = {b for h in step for b in replaced.get(h, ())} - chain
+        return head in chain and not (replaced.get(head, set()) & chain)
 
     async def _hand_over(self, ctx: JobContext, pr: dict[str, Any]) -> None:
         job = ctx.job
@@ -731,10 +784,7 @@ def _check_retarget(pr: dict[str, Any], rc: RepoConfig) -> None:
     if not rc.auto:
         raise Cancelled(f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask for one")
     if pr.get("draft") is True and not rc.drafts:
-        raise Cancelled(
-            "skipped: draft pull request; it is reviewed when marked ready for review (or set "
-            f"`drafts: true` in {CONFIG_PATH}, or comment /review)"
-        )
+        raise Cancelled(DRAFT_SKIP_TEXT)
 
 
 def _unlisted_files(pr: dict[str, Any], listed: int) -> str | None:

@@ -57,6 +57,7 @@ class Job:
     check_run_claim: str | None = None  # who took the claim to create the check run (a run may exist unrecorded)
     cancel_reason: CancelReason | None = None  # why, when the job was cancelled
     pokes: int = 0  # automatic events for this revision admitted while the job ran (see SKIP_IF_LEASE_HELD_AND_UNPOKED)
+    before_sha: str | None = None  # the head this job's head replaced, as a push named it (ordering, stale reads)
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
@@ -77,7 +78,12 @@ class Job:
 
 
 JOB_FIELDS = tuple(f.name for f in fields(Job))
-_OPTIONAL = {"check_run_claim": None, "cancel_reason": None, "pokes": 0}  # columns later migrations added
+_OPTIONAL = {
+    "check_run_claim": None,
+    "cancel_reason": None,
+    "pokes": 0,
+    "before_sha": None,
+}  # columns later migrations added
 _STATE, _DETAILS, _ANSWER, _CANCEL_REASON, _POKES = (
     JOB_FIELDS.index(n) for n in ("state", "details", "answer", "cancel_reason", "pokes")
 )
@@ -456,6 +462,9 @@ class Store(Protocol):
 
     async def set_setting(self, key: str, value: str) -> None: ...
     async def get_setting(self, key: str) -> str | None: ...
+    async def claim_once(self, key: str, value: str = "claimed") -> bool:
+        """Set ``key`` to ``value`` unless it is set; whether this call set it (the first claimer, on any host)."""
+        ...
 
     # -- missed-webhook recovery: every step is a guarded statement, so every host may run the duties at once.
     async def deliveries_to_recover(self, guids: Sequence[str]) -> set[str]:

@@ -265,6 +265,9 @@ class DrivenStore(FencedFinishes, abc.ABC):
     async def set_setting(self, key: str, value: str) -> None:
         await self._run(lambda: p.set_setting(key, value))
 
+    async def claim_once(self, key: str, value: str = "claimed") -> bool:
+        return await self._run(lambda: p.claim_once(key, value))
+
     async def get_setting(self, key: str) -> str | None:
         rows = await self._rows(s.SELECT_SETTING, (key,))
         return rows[0][0] if rows else None

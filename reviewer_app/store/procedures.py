@@ -15,12 +15,14 @@ from typing import Any, TypeVar
 import orjson
 
 from reviewer_app.core.admission import (
+    TRIGGER_RETARGET,
     CancelPR,
     Decision,
     Effect,
     Enqueue,
     Ignore,
     InstallationChange,
+    JobSpec,
     Reply,
     ReposRemoved,
     SetPause,
@@ -32,8 +34,9 @@ from reviewer_app.core.admission import (
     quiet_comments,
     quietened,
 )
+from reviewer_app.core.batching import SWEEP_ACTION
 from reviewer_app.core.cancel_reasons import cancel_reason
-from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
+from reviewer_app.core.pr_work import PAUSED_SKIP, PendingJob, PRFacts, plan_enqueue
 from reviewer_app.core.states import JobState
 from reviewer_app.store import statements as s
 from reviewer_app.store.base import PROGRESS_COLUMNS, AdmitResult, Delivery, Job, Lease, Usage
@@ -140,8 +143,9 @@ PRECHECK_TOGETHER_COLUMNS = (0, 2, 3, 4, 12, 13, 14)  # delivery, installation, 
 def prepare_enqueue(decision: Enqueue, delivery: Delivery, *, now: float, max_attempts: int) -> PreparedEnqueue:
     spec = decision.job
     guard = decision.guard
-    # The PR's pending jobs matter when a head is pushed (supersession, requests following the head).
-    supersede = decision.supersede_older_heads and bool(spec.head_sha)
+    # The PR's pending jobs matter when a head is pushed (supersession, requests following the head), and for a
+    # retarget (one queued review against the new base: core.pr_work._plan_retarget).
+    supersede = (decision.supersede_older_heads and bool(spec.head_sha)) or spec.trigger.startswith(TRIGGER_RETARGET)
     count_daily = bool(guard and guard.reviews_per_day and spec.installation_id is not None)
     count_manual = bool(guard and guard.manual_per_pr_hour and not decision.automatic)
     claim = (
@@ -240,9 +244,10 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
         return AdmitResult("ignored", reason=decision.reason)
     if isinstance(decision, CancelPR):
         yield Row(s.LOCK_PR_ADMISSION, (decision.repo_id, decision.pr_number))
+        closed_at = s.CLOSED_AT_UNKNOWN if decision.closed_at is None else decision.closed_at
+        reason = cancel_reason(decision.reason).value
         rows = yield Rows(
-            s.CANCEL_PR_PENDING,
-            (decision.reason, cancel_reason(decision.reason).value, now, now, decision.repo_id, decision.pr_number),
+            s.CANCEL_PR_PENDING, (decision.reason, reason, now, now, decision.repo_id, decision.pr_number, closed_at)
         )
         return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
     if isinstance(decision, Reply | SetPause) and decision.command_key is not None:
@@ -264,6 +269,13 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
         yield Count(s.UPSERT_SETTING, (key, "1" if decision.paused else "0"))
         yield from insert_effects(decision.effects, now)
         word = "paused" if decision.paused else "resumed"
+        if not decision.paused:
+            # The head skipped while paused is reviewed now: a resume answers the skip's own check run.
+            row = yield Row(s.RESUME_PAUSED_HEAD, (now, now, now, decision.repo_id, decision.pr_number, PAUSED_SKIP))
+            if row is not None:
+                yield Wake()
+                reason = "automatic reviews resumed on this pull request; the head skipped while paused is queued"
+                return AdmitResult(word, job_id=row[0], reason=reason)
         return AdmitResult(word, reason=f"automatic reviews {word} on this pull request")
     if isinstance(decision, InstallationChange):
         yield Row(s.LOCK_INSTALLATION_ADMISSION, (decision.installation_id,))
@@ -343,6 +355,13 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     if plan.insert_state is None:
         if plan.duplicate_of is not None and decision.automatic:
             yield Count(s.POKE_IF_RUNNING, (plan.duplicate_of,))  # a running job's skip no longer stands
+        if plan.duplicate_of is not None and spec.event_at is not None:
+            yield Count(s.RAISE_EVENT_AT_IF_PENDING, (spec.event_at, plan.duplicate_of, spec.event_at))
+        if plan.duplicate_of is not None and spec.before_sha:
+            yield Count(s.FILL_BEFORE_IF_PENDING, (spec.before_sha, plan.duplicate_of))
+        action = spec.details.action
+        if plan.duplicate_of is not None and decision.automatic and action and action not in _READ_ACTIONS:
+            yield Count(s.UNSWEEP_IF_QUEUED, (action, plan.duplicate_of))
         return AdmitResult(plan.outcome, job_id=plan.duplicate_of, reason=plan.reason)
     insert = p.insert
     if plan.insert_state != "queued":  # recorded, visibly: a finished job that says why
@@ -364,7 +383,9 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
         yield Count(s.SET_SUPERSEDED_BY, (plan.superseded_by, job_id))
     if plan.outcome == "refused":
         assert decision.guard is not None
-        yield from insert_effects(decision.guard.refusal_effects, now)
+        if not is_reply(spec.trigger) or (yield Row(s.REFUSALS_OF_ASKER_SINCE, _asker_refusals(spec, now)))[0] <= 1:
+            # An answer's refusal is shown once a day per asker (the refusal just recorded is the one counted).
+            yield from insert_effects(decision.guard.refusal_effects, now)
     elif plan.insert_state == "queued":
         yield from insert_effects(decision.effects, now)
     superseded: list[int] = []
@@ -373,7 +394,19 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
         if (yield Row(s.SUPERSEDE_IF_PENDING, (job_id, outcome, now, now, old))) is not None:
             yield Count(s.FINISH_SUPERSEDED_ATTEMPT, (now, old))
             superseded.append(old)
+    replaced = f"superseded by job {job_id}: a full review of {spec.head_sha} against the new base"
+    for old in plan.replaces:
+        if (yield Row(s.SUPERSEDE_IF_PENDING, (job_id, replaced, now, now, old))) is not None:
+            yield Count(s.FINISH_SUPERSEDED_ATTEMPT, (now, old))
+            superseded.append(old)
     return AdmitResult(plan.outcome, job_id=job_id, superseded=tuple(superseded), reason=plan.reason)
+
+
+_READ_ACTIONS = frozenset({SWEEP_ACTION, "handover"})  # heads the app read, not events someone caused
+
+
+def _asker_refusals(spec: JobSpec, now: float) -> tuple[object, ...]:
+    return (spec.installation_id, now - 86400, spec.details.asked_by or "")
 
 
 def _follow(job_id: int, head_sha: str, *, now: float) -> Procedure[None]:
@@ -550,6 +583,11 @@ def many(stmt: s.Statement, params: Sequence[Sequence[Any]]) -> Procedure[None]:
 def returns_row(stmt: s.Statement, params: Sequence[Any]) -> Procedure[bool]:
     """One guarded statement with ``RETURNING``: whether its guard let it write."""
     return (yield Row(stmt, params)) is not None
+
+
+def claim_once(key: str, value: str) -> Procedure[bool]:
+    """Whether this caller is the first to claim ``key`` (any host): one write of a kind happens once."""
+    return (yield Count(s.CLAIM_COMMAND_IF_NEW, (key, value))) == 1
 
 
 def set_setting(key: str, value: str) -> Procedure[None]:

@@ -59,7 +59,7 @@ JOB_COLUMNS = (
     "id, revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority, state,"
     " details, attempts, max_attempts, next_attempt_at, lease_owner, lease_token, lease_expires_at, last_error,"
     " superseded_by, outcome, check_run_id, check_run_status, review_id, publish_intent_at, answer, event_at,"
-    " created_at, started_at, finished_at, updated_at, check_run_claim, cancel_reason, pokes"
+    " created_at, started_at, finished_at, updated_at, check_run_claim, cancel_reason, pokes, before_sha"
 )
 
 # -- admission: the PR's review work (core/pr_work.py decides, these statements apply) -------------------------
@@ -113,7 +113,43 @@ CANCEL_PR_PENDING = f"""
 UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason = ?, finished_at = ?, updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
  WHERE repo_id = ? AND pr_number = ? AND state IN ({_states(JobEvent.CANCEL)})
+   AND (event_at IS NULL OR event_at <= ?)
 RETURNING id
+"""
+# CANCEL_PR_PENDING's last parameter is the close's time: a job admitted by an event GitHub timed strictly later (a
+# reopen, a push) is newer knowledge and stays; a tie (one-second stamps) and a request (no event time) are
+# cancelled, as a close always did. For a close of unknown time, a time that cancels everything pending:
+CLOSED_AT_UNKNOWN = 1e18
+
+# A pending job found again by an event for its revision (a reopen answered duplicate-revision): it was current as
+# late as that event, so a close older than the event does not cancel it. Parameters: event time, job, event time.
+RAISE_EVENT_AT_IF_PENDING = f"""
+UPDATE jobs SET event_at = ? WHERE id = ? AND state IN ({_states(JobEvent.CANCEL)})
+   AND (event_at IS NULL OR event_at < ?)
+"""
+# A webhook for a head the sweep admitted first (the sweep runs at start-up too): someone is watching after all,
+# so the queued job is no longer "found by the sweep" and asks interactively (core/batching.py). Parameters: the
+# webhook's action, job.
+_UNSWEEP_IF_QUEUED = f"""
+UPDATE jobs SET details = {{set_action}} WHERE id = ? AND state = '{JobState.QUEUED.value}'
+   AND {{action}} = 'sweep'
+"""
+UNSWEEP_IF_QUEUED = Dialects(
+    _UNSWEEP_IF_QUEUED.format(
+        set_action="json_set(details, '$.action', ?)", action="json_extract(details, '$.action')"
+    ),
+    numbered(
+        _UNSWEEP_IF_QUEUED.format(
+            set_action="(details::jsonb || jsonb_build_object('action', ?::text))::text",
+            action="(details::jsonb ->> 'action')",
+        )
+    ),
+)
+
+# The same for a push that names the head it replaced (a force-push back to this job's head): the job learns that
+# its head came after that one, where it knew nothing of its own `before`. Parameters: before, job.
+FILL_BEFORE_IF_PENDING = f"""
+UPDATE jobs SET before_sha = ? WHERE id = ? AND before_sha IS NULL AND state IN ({_states(JobEvent.CANCEL)})
 """
 
 # Renew only while this attempt still holds the lease.
@@ -199,11 +235,23 @@ AUTHOR_SPENT_SINCE = Dialects(
     numbered(_AUTHOR_SPENT_SINCE.format(author="(details::jsonb ->> 'author')", answers="?::boolean")),
 )
 
+# An asker's refused questions of one installation since a time: a refusal is shown (a reaction) on the first only.
+# Parameters: installation, since, asker.
+_REFUSALS_OF_ASKER_SINCE = """
+SELECT COUNT(*) FROM jobs WHERE installation_id = ? AND created_at > ? AND trigger LIKE 'reply:%'
+   AND cancel_reason = 'refused' AND {asker} = ?
+"""
+REFUSALS_OF_ASKER_SINCE = Dialects(
+    _REFUSALS_OF_ASKER_SINCE.format(asker="json_extract(details, '$.asked_by')"),
+    numbered(_REFUSALS_OF_ASKER_SINCE.format(asker="(details::jsonb ->> 'asked_by')")),
+)
+
 # One requester's requested reviews of a pull request since a time (the hourly allowance is each requester's, so
 # a read-only commenter, refused later by the worker, cannot use up a maintainer's). Parameters: repository, PR,
-# since, requester.
+# since, requester. A request is counted once however often it followed the pull request to a newer head (each
+# follow is a row of its own with the request's trigger).
 _REQUESTS_BY_SINCE = """
-SELECT COUNT(*) FROM jobs WHERE repo_id = ? AND pr_number = ? AND priority = 0 AND created_at > ?
+SELECT COUNT(DISTINCT trigger) FROM jobs WHERE repo_id = ? AND pr_number = ? AND priority = 0 AND created_at > ?
    AND {requester} = ?
 """
 REQUESTS_BY_SINCE = Dialects(
@@ -523,7 +571,7 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = ?1 AND COALESCE(outc
        CASE WHEN ?6 THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = ?7
                           AND created_at > ?8 AND {SPENT_JOB} AND (trigger LIKE 'reply:%') = ?16)
             ELSE 0 END AS reviews_today,
-       CASE WHEN ?9 THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = ?10 AND pr_number = ?11
+       CASE WHEN ?9 THEN (SELECT COUNT(DISTINCT trigger) FROM jobs WHERE repo_id = ?10 AND pr_number = ?11
                           AND priority = 0 AND created_at > ?12)
             ELSE 0 END AS manual_recent,
        CASE WHEN ?13 THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = ?14 AND pr_number = ?15
@@ -539,7 +587,7 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = $1 AND COALESCE(outc
        CASE WHEN $6::boolean THEN (SELECT COUNT(*) FROM jobs WHERE installation_id = $7 AND created_at > $8
                                    AND {SPENT_JOB} AND (trigger LIKE 'reply:%') = $16::boolean)
             ELSE 0 END AS reviews_today,
-       CASE WHEN $9::boolean THEN (SELECT COUNT(*) FROM jobs WHERE repo_id = $10 AND pr_number = $11
+       CASE WHEN $9::boolean THEN (SELECT COUNT(DISTINCT trigger) FROM jobs WHERE repo_id = $10 AND pr_number = $11
                                    AND priority = 0 AND created_at > $12) ELSE 0 END AS manual_recent,
        CASE WHEN $13::boolean THEN EXISTS (SELECT 1 FROM jobs WHERE repo_id = $14 AND pr_number = $15
                                           AND state IN ({PENDING_STATES})) ELSE FALSE END AS has_pending
@@ -563,6 +611,22 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE delivery_id = i.delivery_id AND CO
   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[])
        WITH ORDINALITY AS i(delivery_id, installation, pause_key, revision_key, check_pending, repo, pr, n)
  ORDER BY i.n
+"""
+
+# `/review resume`: the head skipped while paused is queued again, when the pull request's newest job with a head
+# is that skip and its revision has no live job. A copy of the skipped job, queued. Parameters: now (due, created,
+# updated), repository, PR, the paused skip's outcome.
+RESUME_PAUSED_HEAD = f"""
+INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority,
+                  state, details, attempts, max_attempts, next_attempt_at, event_at, created_at, updated_at,
+                  before_sha)
+SELECT j.revision_key, j.repo_id, j.repo_full_name, j.installation_id, j.pr_number, j.head_sha, j.trigger, j.priority,
+       '{JobState.QUEUED.value}', j.details, 0, j.max_attempts, ?, j.event_at, ?, ?, j.before_sha
+  FROM jobs j
+ WHERE j.id = (SELECT id FROM jobs WHERE repo_id = ? AND pr_number = ? AND head_sha <> '' ORDER BY id DESC LIMIT 1)
+   AND j.outcome = ?
+   AND NOT EXISTS (SELECT 1 FROM jobs l WHERE l.revision_key = j.revision_key AND l.state IN ({LIVE_STATES}))
+RETURNING id
 """
 
 # A new job: SQLite's single writer checked the revision key in the pre-check (the id is the row id); on

@@ -36,6 +36,7 @@ class Fault:
     remaining: int | None
     params: dict[str, Any]
     hits: int = 0
+    after: int = 0  # matching requests let through before the fault starts
 
     def matches(self, method: str, path: str) -> bool:
         if self.remaining is not None and self.remaining <= 0:
@@ -46,13 +47,17 @@ class Fault:
 def new_fault(method: str, path_regex: str, kind: str, times: int | None, params: dict[str, Any]) -> Fault:
     if kind not in FAULT_KINDS:
         raise ValueError(f"unknown fault {kind!r}; one of {sorted(FAULT_KINDS)}")
-    return Fault(method.upper(), re.compile(path_regex), kind, times, params)
+    after = int(params.pop("after", 0))
+    return Fault(method.upper(), re.compile(path_regex), kind, times, params, after=after)
 
 
 def take_fault(faults: list[Fault], request: web.Request) -> Fault | None:
     """The first fault that matches the request, counted as hit."""
     for fault in faults:
         if fault.matches(request.method, request.path):
+            if fault.after > 0:
+                fault.after -= 1
+                continue
             fault.hits += 1
             if fault.remaining is not None:
                 fault.remaining -= 1

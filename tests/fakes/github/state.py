@@ -300,7 +300,7 @@ class GitHubState:
     def inject(self, method: str, path_regex: str, fault: str, times: int | None = 1, **params: Any) -> Fault:
         """Fail the next ``times`` requests (None: all) whose method and path (``re.search``) match.
 
-        Faults and their params: error(status=500), hang(delay=None), secondary_rate_limit(retry_after=60,
+        ``after=N`` lets the first N matching requests through. Faults and their params: error(status=500), hang(delay=None), secondary_rate_limit(retry_after=60,
         status=403), primary_rate_limit(reset=now+60, status=403), too_many_requests(retry_after=60),
         unauthorized(), lost_response(mode="drop"|"502"|"slow", delay=None), advance_head(new_sha=None, repo=None, number=None).
         """

@@ -1,4 +1,4 @@
-"""A pull request's conversation: issue comments, and reactions to them."""
+"""A pull request's conversation: issue comments, and reactions to them (and to review comments)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from aiohttp import web
 
 from tests.fakes.github.api import REPO_PATH, ApiError, page, read_body
 from tests.fakes.github.auth import pull_for, repo_for
-from tests.fakes.github.shapes import iso, user_json
+from tests.fakes.github.shapes import Json, iso, user_json
 from tests.fakes.github.state import GitHubState
 
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
@@ -32,13 +32,19 @@ async def create_issue_comment(gh: GitHubState, request: web.Request) -> web.Res
 
 
 async def create_reaction(gh: GitHubState, request: web.Request) -> web.Response:
+    return await _react(gh, request, gh.issue_comments)
+
+
+async def create_review_comment_reaction(gh: GitHubState, request: web.Request) -> web.Response:
+    """A reaction on a review comment (``/pulls/comments/{id}/reactions``): a comment of another kind is a 404."""
+    return await _react(gh, request, gh.review_comments)
+
+
+async def _react(gh: GitHubState, request: web.Request, kind: dict[tuple[str, int], list[Json]]) -> web.Response:
     repo = repo_for(gh, request)
     comment_id = int(request.match_info["comment_id"])
     exists = any(
-        c["id"] == comment_id
-        for (name, _), comments in gh.issue_comments.items()
-        if name == repo.full_name
-        for c in comments
+        c["id"] == comment_id for (name, _), comments in kind.items() if name == repo.full_name for c in comments
     )
     if not exists:
         raise ApiError(404, "Not Found")
@@ -67,4 +73,5 @@ ROUTES = [
     ("GET", REPO_PATH + r"/issues/{number:\d+}/comments", list_issue_comments),
     ("POST", REPO_PATH + r"/issues/{number:\d+}/comments", create_issue_comment),
     ("POST", REPO_PATH + r"/issues/comments/{comment_id:\d+}/reactions", create_reaction),
+    ("POST", REPO_PATH + r"/pulls/comments/{comment_id:\d+}/reactions", create_review_comment_reaction),
 ]
