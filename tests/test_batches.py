@@ -258,3 +258,37 @@ async def test_batches_refused_by_the_api_turn_batching_off_and_the_review_runs_
         assert job.attempts == 2  # the refused attempt counts; the next one asked interactively
         assert await h.store.batch_requests_of(job_id) == []
         assert h.svc.dispatcher.runner.pipeline.batches.submitter.unavailable is not None
+
+
+async def test_a_title_edited_while_the_review_waits_on_its_batch_costs_nothing_more(tmp_path, backend) -> None:
+    # A part's key hashed the whole prompt, title and description included: an edit while the job waited on its
+    # batch made the finished result match no request, and a new batch was sent (a bot that rewrites descriptions
+    # repeated it forever).
+    async with batching(tmp_path, backend) as h:
+        h.anthropic.hold_batches = True
+        pull, job_id = await h.open_pr(1)
+        await requests_of(h, job_id, "pending")
+        pull.title, pull.body = "A better title", "Rewritten by a bot."
+        h.anthropic.hold_batches = False
+        h.anthropic.end_batches()
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert len(h.anthropic.batch_creates) == 1 and h.anthropic.message_requests == []
+        assert len(bot_reviews(h, 1)) == 1
+
+
+async def test_a_runner_stopped_while_its_batch_gathers_still_records_the_batch(tmp_path, backend) -> None:
+    # The runner was cancelled (shutdown, a lost lease) while its request waited to be sent with others: the batch
+    # was created at Anthropic but never recorded, withdrawn or read, and the next attempt sent another.
+    async with batching(tmp_path, backend, REVIEWER_BATCH_GATHER_SECONDS="1") as h:
+        h.anthropic.hold_batches = True
+        _, job_id = await h.open_pr(1)
+        submitter = h.svc.dispatcher.runner.pipeline.batches.submitter
+        await eventually(lambda: _async(bool(submitter._waiting)))
+        await h.svc.dispatcher.stop(0)  # no grace: the runner is cancelled while the batch gathers
+        [request] = await h.store.batch_requests_of(job_id)
+        assert request.state == "pending" and len(h.anthropic.batch_creates) == 1
+        h.svc.dispatcher.start()
+        h.anthropic.hold_batches = False
+        h.anthropic.end_batches()
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert len(h.anthropic.batch_creates) == 1 and h.anthropic.message_requests == []

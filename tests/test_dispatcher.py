@@ -555,3 +555,46 @@ async def test_a_forward_clock_jump_longer_than_the_lease_does_not_rescue_a_job_
     assert gate.runs == Counter({job_id: 1})
     assert (await sqlite_store.get_job(job_id)).attempts == 1
     await d.stop(1)
+
+
+async def test_shutdown_hands_a_job_back_only_after_its_github_write_in_flight(sqlite_store) -> None:
+    # The grace ran out while the review POST was in flight (shielded): the job was handed back due at once, and a
+    # host sharing the store claimed it and published again before the first POST had landed.
+    landed: list[float] = []
+    writing = asyncio.Event()
+
+    async def post() -> str:
+        writing.set()
+        await asyncio.sleep(0.5)
+        landed.append(time.time())
+        return "posted"
+
+    async def runner(ctx: JobContext) -> str:
+        return await ctx.write_through(post())
+
+    d = dispatcher(sqlite_store, runner)
+    job_id = await admit(sqlite_store, pr=1)
+    d.start()
+    await eventually(lambda: asyncio.sleep(0, writing.is_set()))
+    await d.stop(0.05)
+    assert len(landed) == 1  # the write finished before the job went back
+    job = await sqlite_store.get_job(job_id)
+    assert job.state == JobState.QUEUED and job.next_attempt_at >= landed[0] and job.attempts == 0  # none spent
+
+
+async def test_a_write_still_unfinished_after_the_settle_time_makes_the_job_due_a_lease_later(sqlite_store) -> None:
+    release = asyncio.Event()
+
+    async def runner(ctx: JobContext) -> str:
+        return await ctx.write_through(release.wait())
+
+    d = dispatcher(sqlite_store, runner, lease=30.0)
+    d.write_settle_seconds = 0.1
+    job_id = await admit(sqlite_store, pr=1)
+    d.start()
+    await eventually(lambda: asyncio.sleep(0, bool(d.tasks)))
+    stopped_at = time.time()
+    await d.stop(0.05)
+    job = await sqlite_store.get_job(job_id)
+    assert job.state == JobState.QUEUED and job.next_attempt_at >= stopped_at + 30
+    release.set()

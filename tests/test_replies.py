@@ -315,7 +315,11 @@ async def test_an_outside_author_asking_away_is_limited_and_never_refuses_a_revi
             return [r["content"] for r in h.github.reactions.get(questions[2], [])] == ["-1"]
 
         await eventually(reacted)
-        assert await h.store.pending_effects(limit=10) == []
+
+        async def sent() -> bool:
+            return await h.store.pending_effects(limit=10) == []
+
+        await eventually(sent)
         assert h.github.reactions.get(questions[3], []) == []
         assert all(r["user"]["login"] == bot for r in h.github.reactions[questions[2]])
         # The maintainers' reviews still have their whole day: two more reviews (of 3) go through.

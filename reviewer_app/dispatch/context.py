@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from reviewer_app.core.errors import LeaseLost
 from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import Job, Lease, Store, Usage
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 
 
 @dataclass
@@ -22,6 +23,9 @@ class JobContext:
     clock: Clock
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     metrics: Metrics | None = None
+    # GitHub writes of this attempt that may have reached GitHub (see write_through): while one is unfinished, no
+    # other attempt of the job may start, on any host.
+    writing: set[asyncio.Future[Any]] = field(default_factory=set)
 
     @property
     def attempt(self) -> int:
@@ -39,6 +43,14 @@ class JobContext:
         if self.metrics is not None:
             self.metrics.usage(usage)  # paid for whether or not the lease is still held
         await self.store.record_usage_if_lease_held(self.lease, usage)
+
+    async def write_through(self, write: Awaitable[T]) -> T:
+        """A write that may reach GitHub, seen through even when the runner is cancelled (a lost lease, shutdown):
+        shielded, and known to the dispatcher, which waits for it before it hands the job back."""
+        task = asyncio.ensure_future(write)
+        self.writing.add(task)
+        task.add_done_callback(self.writing.discard)
+        return await asyncio.shield(task)
 
     def ensure_held(self) -> None:
         if self.lost.is_set():

@@ -55,8 +55,10 @@ class Dispatcher:
         rand: Callable[[], float] = random.random,
         on_finished: Callable[[int], None] | None = None,
         metrics: Metrics | None = None,
+        write_settle_seconds: float = 10.0,
     ) -> None:
         self.store = store
+        self.write_settle_seconds = write_settle_seconds  # a handed-back job's GitHub write in flight: waited this long
         self.runner = runner
         self.owner = owner
         self.concurrency = concurrency
@@ -404,11 +406,25 @@ class Dispatcher:
             self._refused(ctx, "retry")
 
     async def _hand_back(self, ctx: JobContext) -> None:
+        """A job still running when the shutdown's grace ran out goes back to the queue without spending an attempt.
+        Not while a write of this attempt may still reach GitHub (a review POST in flight): the next attempt, on any
+        host, would not find it by its marker yet and publish again. The write is waited for (WRITE_SETTLE_SECONDS);
+        one still unfinished then makes the job due only a lease later, when it has landed or failed."""
+        at = self.clock()
+        writing = [w for w in ctx.writing if not w.done()]
+        if writing:
+            _, unfinished = await asyncio.wait(writing, timeout=self.write_settle_seconds)
+            at = self.clock() + (self.lease_seconds if unfinished else 0.0)
+            log.info(
+                "job %s: handed back after its GitHub write%s",
+                ctx.job.id,
+                " (still unfinished: due a lease later)" if unfinished else "",
+            )
         with contextlib.suppress(StoreUnavailable):
             await self.store.retry_if_lease_held(
                 ctx.lease,
                 now=self.clock(),
-                at=self.clock(),
+                at=at,
                 error="interrupted by shutdown",
                 counts_attempt=False,
                 usage=None,

@@ -587,7 +587,17 @@ class GitHubClient:
             what=f"comments of {repo}#{number}",
         )
 
-    async def create_issue_comment(self, installation_id: int, repo: str, number: int, body: str) -> Json:
+    async def create_issue_comment(
+        self,
+        installation_id: int,
+        repo: str,
+        number: int,
+        body: str,
+        *,
+        before_send: Callable[[], Awaitable[Any]] | None = None,
+    ) -> Json:
+        """A comment on the pull request's conversation; ``before_send`` runs with the write turn held, right before
+        the request (a fenced check that the job is still this attempt's)."""
         return await self._write(
             "POST",
             "/repos/{owner}/{name}/issues/{number}/comments",
@@ -595,6 +605,7 @@ class GitHubClient:
             installation_id=installation_id,
             what=f"comment on {repo}#{number}",
             data={"body": body},
+            before_send=before_send,
         )
 
     async def list_review_comments(self, installation_id: int, repo: str, number: int) -> list[Json]:
@@ -607,9 +618,17 @@ class GitHubClient:
         )
 
     async def create_review_comment_reply(
-        self, installation_id: int, repo: str, number: int, comment_id: int, body: str
+        self,
+        installation_id: int,
+        repo: str,
+        number: int,
+        comment_id: int,
+        body: str,
+        *,
+        before_send: Callable[[], Awaitable[Any]] | None = None,
     ) -> Json:
-        """A reply in the review thread that ``comment_id`` (its first comment) starts."""
+        """A reply in the review thread that ``comment_id`` (its first comment) starts (``before_send``: as for
+        create_issue_comment)."""
         return await self._write(
             "POST",
             "/repos/{owner}/{name}/pulls/{number}/comments/{comment_id}/replies",
@@ -617,6 +636,7 @@ class GitHubClient:
             installation_id=installation_id,
             what=f"reply in thread {comment_id} of {repo}#{number}",
             data={"body": body},
+            before_send=before_send,
         )
 
     async def create_reaction(self, installation_id: int, repo: str, comment_id: int, content: str) -> Json:

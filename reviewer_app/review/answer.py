@@ -8,7 +8,6 @@ carrying that marker: one comment, one answer, whatever crashed in between.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import urllib.parse
@@ -294,19 +293,25 @@ class Answerer:
         assert inst is not None
         await ctx.checkpoint(publish_intent_at=ctx.clock())  # fenced: a worker that lost its lease stops here
 
+        async def still_mine() -> None:  # again with the write turn held, right before the request
+            await ctx.checkpoint(publish_intent_at=ctx.clock())
+
         async def post() -> Mapping[str, Any]:
             try:
                 if thread.review_root is not None:
-                    return await self.github.create_review_comment_reply(inst, repo, number, thread.review_root, body)
-                return await self.github.create_issue_comment(inst, repo, number, body)
+                    return await self.github.create_review_comment_reply(
+                        inst, repo, number, thread.review_root, body, before_send=still_mine
+                    )
+                return await self.github.create_issue_comment(inst, repo, number, body, before_send=still_mine)
             except JobError:
                 found = find_posted_reply(await self._comments(ctx, thread), bot_login=bot, marker=marker)
                 if found is None:
                     raise
                 return found
 
-        # Shielded: a lost lease cancels the runner, but a request that may have reached GitHub is seen through.
-        return await asyncio.shield(post())
+        # Shielded: a lost lease cancels the runner, but a request that may have reached GitHub is seen through, and
+        # a shutdown hands the job back only after it (JobContext.write_through).
+        return await ctx.write_through(post())
 
     async def _comments(self, ctx: JobContext, thread: Thread) -> list[Any]:
         job = ctx.job

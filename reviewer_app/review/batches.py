@@ -162,14 +162,23 @@ class BatchRoute:
         """Send what is to be sent, record it with the job, and defer the job while any part waits on a batch."""
         ctx = self._ctx
         if self._to_send:
-            batch_id = await self._batches.submitter.submit([r for _, _, r in self._to_send])
-            await ctx.store.record_batch_requests(
-                ctx.job.id,
-                batch_id=batch_id,
-                model=self._batches.claude.model,
-                parts=[(name, key) for name, key, _ in self._to_send],
-                now=ctx.clock(),
-            )
+            to_send = list(self._to_send)
+
+            async def send_and_record() -> str:
+                batch_id = await self._batches.submitter.submit([r for _, _, r in to_send])
+                await ctx.store.record_batch_requests(
+                    ctx.job.id,
+                    batch_id=batch_id,
+                    model=self._batches.claude.model,
+                    parts=[(name, key) for name, key, _ in to_send],
+                    now=ctx.clock(),
+                )
+                return batch_id
+
+            # Seen through to its record even if the runner is cancelled while the batch gathers (a lost lease, a
+            # shutdown): a batch created at Anthropic is always known, so the next attempt waits on it instead of
+            # sending another (and the poller can withdraw it if the job ends).
+            batch_id = await ctx.write_through(send_and_record())
             self._out.add(batch_id)
         if self._out:
             raise Deferred(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from collections import Counter
@@ -599,8 +598,9 @@ class ReviewPipeline:
                 without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
                 for f in part
             )
-            blocks = build_user_blocks(prompt(files, rows, part_note(i, len(plan.parts)), tools))
-            key = hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
+            asked = prompt(files, rows, part_note(i, len(plan.parts)), tools)
+            blocks = build_user_blocks(asked)
+            key = _part_key(asked)
             done = _progress(ctx).parts.get(key)
             if done is None:
                 # The head read at the start may be minutes old by now (reading context, an earlier part): a push
@@ -734,8 +734,8 @@ class ReviewPipeline:
             return review_id
 
         # Shielded: a lost lease cancels the runner, but a request that may have reached GitHub is seen through to
-        # its record.
-        return await asyncio.shield(post_and_record())
+        # its record, and a shutdown hands the job back only after it (JobContext.write_through).
+        return await ctx.write_through(post_and_record())
 
     async def _confirm(self, ctx: JobContext) -> None:
         """Right before the review POST, with the installation's write lock held: still this attempt's job, and (for a
@@ -751,6 +751,14 @@ class ReviewPipeline:
         reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
         found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
         return None if found is None else int(found["id"])
+
+
+def _part_key(asked: PromptPR) -> str:
+    """A part's name in the job's progress and in a Message Batch: what it asks about (the code, the file list, the
+    notes and instructions), not the pull request's title and description, which anyone may edit while the part waits
+    on its batch (a bot rewriting descriptions would otherwise have every finished result match nothing)."""
+    blocks = build_user_blocks(replace(asked, title="", description=""))
+    return hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
 
 
 def _progress(ctx: JobContext) -> ModelProgress:
