@@ -407,3 +407,49 @@ def test_a_worker_with_nothing_to_run_exits_with_status_2(tmp_path: Path) -> Non
     )
     assert done.returncode == 2, done.stderr
     assert "nothing to run" in done.stderr
+
+
+def test_a_host_stopped_while_its_review_post_is_in_flight_is_not_doubled_by_another(
+    database: str, tmp_path: Path
+) -> None:
+    # A deploy: host A's grace runs out while its review POST is on its way (GitHub takes 3 s to apply it); host B
+    # shares the PostgreSQL store. A hands the job back only once its write has finished, so B finds the review by
+    # its marker and publishes nothing. Before: B claimed the job at once, found no review yet, and posted a second.
+    from tests.payloads import pull_request_event
+
+    github, anthropic = FakeGitHub(), FakeAnthropic()
+    inst = github.add_installation()
+    repo = github.add_repo(REPO, inst.id)
+    pull = github.add_pull(REPO, 1, files=[SOURCE])
+    with FakesThread(github, anthropic) as fakes:
+        slow = fakes.call(github.inject, "POST", r"/pulls/1/reviews$", "hang", delay=3)
+        env = {**app_env(database, fakes, github), "REVIEWER_SHUTDOWN_GRACE_SECONDS": "0.2"}
+        first = ServeProcess(env, tmp_path / "first.log").start()
+        second: ServeProcess | None = None
+        try:
+            payload = pull_request_event(
+                number=1,
+                head=pull.head_sha,
+                base_sha=pull.base_sha,
+                repo=REPO,
+                repo_id=repo.id,
+                installation_id=inst.id,
+            )
+            body = json.dumps(payload).encode()
+            status, answer = first.post("/api/github/webhooks", body, webhook_headers(body))
+            assert status == 202
+            job_id = json.loads(answer)["job_id"]
+            wait_until(lambda: slow.hits > 0)  # the POST is in flight
+            second = ServeProcess(env, tmp_path / "second.log", command="worker").start()
+            assert first.proc is not None
+            first.proc.terminate()
+            assert first.proc.wait(30) == 0
+            state = "SELECT state FROM jobs WHERE id = $1"
+            wait_until(lambda: query(database, state, job_id)[0][0] == "succeeded")
+        finally:
+            first.kill()
+            if second is not None:
+                second.kill()
+        reviews = fakes.call(github.reviews_for, REPO, 1)
+    assert len(reviews) == 1, [r["id"] for r in reviews]
+    assert len(anthropic.message_requests) == 1

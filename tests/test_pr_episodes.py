@@ -519,3 +519,46 @@ async def test_a_base_changed_and_changed_back_while_waiting_is_reviewed_once(tm
         assert job.details.full is True
         await quiet(h)
         assert len(bot_reviews(h)) == 1 and len(h.anthropic.message_requests) == 1
+
+
+async def test_a_review_asked_for_after_a_reopen_survives_the_close_delivered_late(tmp_path) -> None:
+    # Close, reopen, `/review`; the close's webhook arrives last. A request carries its comment's time, so the close
+    # (timed before it) no longer cancels it.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        await h.wait_state(first, JobState.SUCCEEDED)
+        await pause_queue(h)
+        pull.state = "closed"
+        late_close = h.pr_payload(pull, "closed", updated_at=stamp(10))
+        pull.state = "open"
+        await h.deliver("pull_request", h.pr_payload(pull, "reopened", updated_at=stamp(20)))
+        asked = h.comment_payload(pull, "/review full")
+        asked["comment"]["created_at"] = stamp(30)
+        request = await h.deliver("issue_comment", asked)
+        assert request["outcome"] == "enqueued"
+        closed = await h.deliver("pull_request", late_close)
+        assert closed.get("cancelled", []) == []
+        await resume_queue(h)
+        await h.wait_state(request["job_id"], JobState.SUCCEEDED)
+        assert len(bot_reviews(h)) == 2
+
+
+async def test_a_force_push_back_to_a_reviewed_head_is_not_taken_for_a_stale_read(tmp_path) -> None:
+    # Found by the widened model test: A reviewed, B pushed, then a force-push back to A (a duplicate of A's finished
+    # job). B's worker reads A: the store must know A came after B, or B waits on a "stale read" that is the truth.
+    async with harness(tmp_path) as h:
+        pull, first = await h.open_pr()
+        a = pull.head_sha
+        await h.wait_state(first, JobState.SUCCEEDED)
+        await quiet(h)
+        await pause_queue(h)
+        b = h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", push_payload(h, pull, before=a, updated_at=stamp(10)))
+        h.github.advance_head(REPO, 1, a, force=True)
+        back = await h.deliver("pull_request", push_payload(h, pull, before=b, updated_at=stamp(20)))
+        assert back["outcome"] == "duplicate-revision" and back["job_id"] == first
+        await resume_queue(h)
+        job = await h.wait_state(pushed["job_id"], JobState.SUPERSEDED, JobState.SUCCEEDED)
+        assert job.state == JobState.SUPERSEDED and a in (job.outcome or "")
+        await quiet(h)
+        assert [r["commit_id"] for r in bot_reviews(h)] == [a]

@@ -2,17 +2,20 @@
 
 hypothesis's stateful testing drives the real app in process (tests/harness.py: the real receiver, store,
 dispatcher and duties) against the fake GitHub and the fake model, on SQLite and on PostgreSQL, through sequences of
-pull-request events (open, push, force-push back, close, reopen, draft and ready), commands (`/review`,
-`/review full`, pause, resume, Re-run), installation changes (uninstall and reinstall, suspend and unsuspend, a
-repository removed and added) and faults (the same delivery twice, deliveries held back and delivered out of order,
-lost GitHub responses, a worker stopped without grace and started again, leases that expire under a live worker).
-The background keeps running while the rules fire, as in production.
+pull-request events (open, push, force-push back, close, reopen, draft and ready, a new base, a title edit),
+commands (`/review`, `/review full`, pause, resume, Re-run), installation changes (uninstall and reinstall, suspend
+and unsuspend, a repository removed and added), the sweep of open pull requests racing the webhooks, and faults (the
+same delivery twice; pushes, closes, reopens, drafts, ready and new bases held back and delivered out of order; lost
+GitHub responses; a worker stopped without grace and started again; leases that expire under a live worker). GitHub's
+clock moves a second per event, so its timestamps order what happened as they do on github.com. The background keeps
+running while the rules fire, as in production.
 
 After every step: nothing is published twice for one job or one request, and a repeated delivery is a duplicate.
 After the sequence, once the system is quiet (every job finished, every check run synced, the outbox empty), the
 invariant of docs/architecture.md: for every open pull request of an active installation, its current head has a
-review by the app, or a check run that says why not (paused, draft); every accepted request whose episode did not
-end has exactly one review; no check run of a finished job is left queued or in progress.
+review by the app, or its latest check run says why not (paused and not resumed since, draft); every accepted
+request whose episode did not end has exactly one review; no check run of a finished job is left queued or in
+progress, whatever state its pull request ended in.
 
 Profiles: CI runs a fixed, derandomised number of sequences; `REVIEWER_MODEL_PROFILE=long` runs many more (see the
 README's testing section).
@@ -26,6 +29,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,6 +64,7 @@ PROFILES = {
 }
 PROFILE = os.environ.get("REVIEWER_MODEL_PROFILE", "ci")
 QUIET_TIMEOUT = 45.0
+GITHUB_LAG = 900.0  # seconds GitHub's clock stays behind the app's (more than a sequence's events can add)
 COVERAGE: Counter[str] = Counter()  # what the sequences covered, printed by the test (pytest -s shows it)
 
 
@@ -112,6 +117,12 @@ class PRWorkMachine(RuleBasedStateMachine):
         self._harness = harness(self.tmp, **env)
         self.h = self.run(self._harness.__aenter__())
         self.gh = self.h.github
+        # GitHub's clock moves a second per event, as people and CI do: its one-second timestamps then order events
+        # as they happened, and a delivery held back carries the time GitHub gave it, not the time it arrives. It
+        # stays behind the app's clock (GITHUB_LAG), as a delivery always arrives after its event happened: a
+        # request that carries no time of its own (a Re-run) is then known to come after every close GitHub timed.
+        self.github_seconds = 0.0
+        self.gh.clock = lambda: time.time() - GITHUB_LAG + self.github_seconds
         self.prs: dict[int, PRModel] = {}
         self.requests: list[Request] = []
         self.sent: list[Sent] = []
@@ -155,6 +166,9 @@ class PRWorkMachine(RuleBasedStateMachine):
         return self.run(go())
 
     def send(self, event: str, payload: dict[str, Any], *, hold: bool = False) -> dict[str, Any] | None:
+        self.github_seconds += 1.0
+        if hold:
+            COVERAGE.update({f"held {event}.{payload.get('action')}": 1})
         sent = Sent(event, json.dumps(payload).encode(), self._delivery_id())
         if hold:
             self.held.append(sent)
@@ -163,7 +177,9 @@ class PRWorkMachine(RuleBasedStateMachine):
         return self._post(sent)
 
     def pr_payload(self, n: int, action: str, **extra: Any) -> dict[str, Any]:
+        self.github_seconds += 1.0  # the event happens a second after the last one
         pull = self.gh.pulls[(REPO, n)]
+        pull.updated_at = self.gh.clock()
         return self.h.pr_payload(pull, action, updated_at=iso(pull.updated_at), **extra)  # one-second resolution
 
     def _episode_ends(self, *prs: PRModel) -> None:
@@ -211,39 +227,65 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.send("pull_request", self.pr_payload(pr.number, "synchronize", before=before))
 
     @precondition(lambda self: self._any_open())
-    @rule(data=st.data())
-    def close(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), hold=st.booleans())
+    def close(self, data: st.DataObject, hold: bool) -> None:
         pr = self._pr(data)
         if pr is None:
             return
         self.gh.close_pull(REPO, pr.number)
         pr.open = False
         self._episode_ends(pr)
-        self.send("pull_request", self.pr_payload(pr.number, "closed"))
+        self.send("pull_request", self.pr_payload(pr.number, "closed"), hold=hold)
 
     @precondition(lambda self: not all(p.open for p in self.prs.values()))
-    @rule(data=st.data())
-    def reopen(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), hold=st.booleans())
+    def reopen(self, data: st.DataObject, hold: bool) -> None:
         closed = [p for p in self.prs.values() if not p.open]
         if not closed:
             return
         pr = data.draw(st.sampled_from(closed))
         pull = self.gh.pulls[(REPO, pr.number)]
-        pull.state, pull.updated_at = "open", self.gh.clock()
+        pull.state = "open"
         pr.open = True
         pr.paused_on_head = pr.paused
-        self.send("pull_request", self.pr_payload(pr.number, "reopened"))
+        self.send("pull_request", self.pr_payload(pr.number, "reopened"), hold=hold)
 
     @precondition(lambda self: self._any_open())
-    @rule(data=st.data())
-    def toggle_draft(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), hold=st.booleans())
+    def toggle_draft(self, data: st.DataObject, hold: bool) -> None:
         pr = self._pr(data)
         if pr is None:
             return
         pull = self.gh.pulls[(REPO, pr.number)]
         pull.draft = pr.draft = not pr.draft
-        pull.updated_at = self.gh.clock()
-        self.send("pull_request", self.pr_payload(pr.number, "converted_to_draft" if pr.draft else "ready_for_review"))
+        action = "converted_to_draft" if pr.draft else "ready_for_review"
+        self.send("pull_request", self.pr_payload(pr.number, action), hold=hold)
+
+    @precondition(lambda self: self._any_open())
+    @rule(data=st.data(), hold=st.booleans(), base=st.sampled_from(["main", "release"]))
+    def retarget(self, data: st.DataObject, hold: bool, base: str) -> None:
+        pr = self._pr(data)
+        if pr is None:
+            return
+        pull = self.gh.pulls[(REPO, pr.number)]
+        old, pull.base_ref = pull.base_ref, base
+        payload = self.pr_payload(pr.number, "edited")
+        payload["changes"] = {"base": {"ref": {"from": old}, "sha": {"from": "0" * 40}}}
+        pr.paused_on_head = pr.paused_on_head or pr.paused
+        self.send("pull_request", payload, hold=hold)
+
+    @precondition(lambda self: self._any_open())
+    @rule(data=st.data())
+    def edit_title(self, data: st.DataObject) -> None:
+        pr = self._pr(data)
+        if pr is None:
+            return
+        pull = self.gh.pulls[(REPO, pr.number)]
+        pull.title = f"{pull.title}!"
+        payload = self.pr_payload(pr.number, "edited")
+        payload["changes"] = {"title": {"from": pull.title[:-1]}}
+        answer = self.send("pull_request", payload)
+        assert answer is not None and answer["outcome"] == "ignored", answer
 
     # -- commands -----------------------------------------------------------------------------------------------
 
@@ -258,12 +300,15 @@ class PRWorkMachine(RuleBasedStateMachine):
         # anyone else's wait for the outbox's permission check (tests/test_commands.py covers that path).
         owner = {"login": "octo-org", "association": "OWNER"} if words in ("/review pause", "/review resume") else {}
         payload = self.h.comment_payload(pull, words, **owner)
+        self.github_seconds += 1.0
+        payload["comment"]["created_at"] = payload["comment"]["updated_at"] = iso(self.gh.clock())
         answer = self.send("issue_comment", payload)
         assert answer is not None
         if words == "/review pause":
             pr.paused = pr.paused_on_head = True
         elif words == "/review resume":
             pr.paused = False
+            pr.paused_on_head = False  # a resume reviews the head skipped while paused
         elif answer["outcome"] == "enqueued" and self.installation_active:
             self.requests.append(Request(f"manual:{payload['comment']['id']}", pr.number, pr.episode))
 
@@ -355,6 +400,14 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.run(self._sql("UPDATE jobs SET lease_expires_at = 0 WHERE state = 'running'"))
         self.h.svc.dispatcher.wake()
 
+    @precondition(lambda self: self.installation_active)
+    @rule()
+    def sweep(self) -> None:
+        # The sweep of open pull requests (it runs at start-up and every hour) racing the webhooks.
+        from tests.test_recovery import recovery
+
+        self.run(recovery(self.h).sweep_once())
+
     @rule()
     def let_it_work(self) -> None:
         # Time passing is the rule itself: the background gets a turn between bursts of events.
@@ -422,7 +475,16 @@ class PRWorkMachine(RuleBasedStateMachine):
             self.h.svc.dispatcher.wake()
             return not busy and not effects
 
-        await eventually(quiet, timeout=QUIET_TIMEOUT, interval=0.05)
+        try:
+            await eventually(quiet, timeout=QUIET_TIMEOUT, interval=0.05)
+        except AssertionError:
+            jobs = await store.list_jobs(limit=10000)
+            busy = [
+                (j.id, j.pr_number, j.head_sha[:7], j.trigger, j.state.value, j.check_run_status, j.last_error)
+                for j in jobs
+                if j.state in (JobState.QUEUED, JobState.RUNNING) or j.check_run_status != "completed"
+            ]
+            raise AssertionError(f"not quiet: {busy}; effects {await store.pending_effects()}") from None
 
     async def _check_invariant(self) -> None:
         jobs = await self.h.store.list_jobs(limit=10000)
@@ -442,23 +504,34 @@ class PRWorkMachine(RuleBasedStateMachine):
             for req in (r for r in self.requests if r.pr == pr.number):
                 answered = [j for j in marked if j in by_id and by_id[j].trigger == req.trigger]
                 assert len(answered) <= 1, (req, answered)
+                exhausted = [
+                    j
+                    for j in jobs
+                    if j.trigger == req.trigger and j.state == JobState.FAILED and j.attempts >= j.max_attempts
+                ]
+                if not answered and exhausted and self.attempt_faults >= exhausted[0].max_attempts:
+                    COVERAGE.update(exhausted=1)  # a visible failure after the faults used up its attempts
+                    continue
                 if pr.open and self.installation_active and req.episode == pr.episode:
                     assert len(answered) == 1, (
                         req,
                         [(j.id, j.state, j.outcome) for j in jobs if j.trigger == req.trigger],
                     )
+            runs = [r for h in dict.fromkeys(pr.heads) for r in self.gh.check_runs_for(REPO, h)]
+            # No check run of a finished job is left queued or in progress (every job is finished now), whatever
+            # state the pull request ended in.
+            if self.installation_active:
+                assert all(r["status"] == "completed" for r in runs), [
+                    (r["id"], r["status"], r["external_id"]) for r in runs
+                ]
             if not (pr.open and self.installation_active):
                 continue
-            runs = [r for h in dict.fromkeys(pr.heads) for r in self.gh.check_runs_for(REPO, h)]
-            # No check run of a finished job is left queued or in progress (every job is finished now).
-            assert all(r["status"] == "completed" for r in runs), [
-                (r["id"], r["status"], r["external_id"]) for r in runs
-            ]
             if pr.head in reviewed_heads:
                 continue
             # No review of the current head: its check run must say why, truthfully.
-            on_head = [r for r in self.gh.check_runs_for(REPO, pr.head) if r["status"] == "completed"]
-            reasons = " ".join(r["output"]["summary"] for r in on_head)
+            # The head's latest check run says why: an older run's word no longer stands.
+            on_head = sorted(self.gh.check_runs_for(REPO, pr.head), key=lambda r: r["id"])[-1:]
+            reasons = " ".join(r["output"]["summary"] for r in on_head if r["status"] == "completed")
             explained = (pr.draft and "draft" in reasons) or (pr.paused_on_head and "paused" in reasons)
             # Bounded retries end in a visible failure: acceptable only when the sequence injected enough faults to
             # use up a job's attempts (REVIEWER_MAX_ATTEMPTS, 5), and only for a job that did use them up.

@@ -13,7 +13,7 @@ import pytest
 from reviewer_app.admin import Admin, render_usage
 from reviewer_app.core.markers import make_answer_marker
 from reviewer_app.core.states import JobState
-from tests.fakes.github import Pull
+from tests.fakes.github import Pull, iso
 from tests.fakes.github.routes.threads import add_review_reply
 from tests.harness import REPO, Harness, harness
 from tests.helpers import eventually
@@ -205,7 +205,8 @@ async def test_a_push_leaves_a_pending_answer_alone_and_a_close_cancels_it(tmp_p
         assert admitted["job_id"] not in pushed.get("superseded", [])
         assert (await h.job(admitted["job_id"])).state == JobState.QUEUED
         h.github.close_pull(REPO, 1)
-        closed = await h.deliver("pull_request", h.pr_payload(pull, "closed"))
+        # Closed after the question was asked (GitHub's time): a close timed before it would leave it alone.
+        closed = await h.deliver("pull_request", h.pr_payload(pull, "closed", updated_at=iso(h.github.clock() + 1)))
         job = await h.job(admitted["job_id"])
         assert job.state == JobState.CANCELLED and job.cancel_reason == "pr_closed"
         assert closed["outcome"] == "cancelled"

@@ -56,8 +56,9 @@ class JobSpec:
     priority: int = PRIORITY_AUTO
     delay_seconds: float = 0.0
     details: JobDetails = field(default_factory=JobDetails)
-    # When GitHub says the event happened (the pull request's updated_at), to order heads no push links; None when
-    # the request carries no time (a comment, a Re-run).
+    # When GitHub says the event happened (the pull request's updated_at, a `/review` comment's created_at), to
+    # order heads no push links and closes against what came after them; None when the request carries no time (a
+    # Re-run). A request's time orders it against closes only: it never supersedes nor follows by it.
     event_at: float | None = None
     # The head a push replaced (a synchronize's `before`): the ordering signal admission trusts over a one-second
     # updated_at.
@@ -526,6 +527,8 @@ def decide_comment(
         head_sha="",  # a comment does not name the head: the worker reviews the head it finds
         trigger=f"manual:{comment_id}",
         priority=PRIORITY_MANUAL,
+        # When it was asked (the comment's created_at): a close GitHub timed earlier, delivered late, keeps it.
+        event_at=parse_time(comment.get("created_at")),
         details=JobDetails(
             full=command.verb == "full",
             requested_by=login,

@@ -30,7 +30,7 @@ The rules (docs/architecture.md draws them):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, TRIGGER_DRAFT, TRIGGER_RETARGET, Enqueue, is_reply
 
@@ -121,7 +121,7 @@ def plan_enqueue(decision: Enqueue, facts: PRFacts) -> Plan:
             and not p.reply
             and p.head_sha
             and p.head_sha != spec.head_sha
-            and order(spec.head_sha, before, event_at, p) >= 0
+            and order(spec.head_sha, before, event_at, replace(p, event_at=None)) >= 0
         )
     if facts.live_revision_job is not None:
         return Plan(

@@ -32,6 +32,7 @@ from reviewer_app.core.admission import (
 )
 from reviewer_app.core.commands import is_bot, own_lines
 from reviewer_app.core.job_records import JobDetails
+from reviewer_app.core.timestamps import parse_time
 
 CONVERSATION = "conversation"  # the thread of a pull request's conversation (issue comments)
 
@@ -77,6 +78,7 @@ def _reply_job(
     thread: str,
     in_reply_to: int | None,
     delivery_id: str,
+    asked_at: float | None = None,
 ) -> JobSpec:
     installation = payload.get("installation")
     inst = installation.get("id") if isinstance(installation, dict) else None
@@ -91,6 +93,7 @@ def _reply_job(
         head_sha="",  # an answer is about a thread, not a head: it never settles on one
         trigger=f"{TRIGGER_REPLY}{comment_id}",
         priority=PRIORITY_REPLY,
+        event_at=asked_at,  # a close GitHub timed before the question, delivered late, keeps it
         details=JobDetails(
             comment_id=comment_id,
             asked_by=login,
@@ -170,6 +173,7 @@ def decide_review_comment(
         thread=thread_of_review_comment(root),
         in_reply_to=root,
         delivery_id=delivery_id,
+        asked_at=parse_time(comment.get("created_at")),
     )
     if spec.installation_id is None:
         return Ignore("review comment event without an installation")
@@ -208,6 +212,7 @@ def decide_question(
         thread=CONVERSATION,
         in_reply_to=None,
         delivery_id=delivery_id,
+        asked_at=parse_time(comment.get("created_at")),
     )
     if spec.installation_id is None:
         return Ignore("comment event without an installation")

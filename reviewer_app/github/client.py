@@ -639,27 +639,30 @@ class GitHubClient:
             before_send=before_send,
         )
 
-    async def create_reaction(self, installation_id: int, repo: str, comment_id: int, content: str) -> Json:
+    async def create_reaction(
+        self, installation_id: int, repo: str, comment_id: int, content: str, *, review_comment: bool = False
+    ) -> Json:
+        """A reaction on a conversation comment, or on a review comment (``review_comment``: GitHub's other route)."""
+        url_vars = {**_split_repo(repo), "comment_id": comment_id}
+        what = f"reaction on {'review ' if review_comment else ''}comment {comment_id} in {repo}"
+        data = {"content": content}
+        if review_comment:
+            return await self._write(
+                "POST",
+                "/repos/{owner}/{name}/pulls/comments/{comment_id}/reactions",
+                url_vars,
+                installation_id=installation_id,
+                what=what,
+                data=data,
+                priority=WritePriority.BULK,
+            )
         return await self._write(
             "POST",
             "/repos/{owner}/{name}/issues/comments/{comment_id}/reactions",
-            {**_split_repo(repo), "comment_id": comment_id},
+            url_vars,
             installation_id=installation_id,
-            what=f"reaction on comment {comment_id} in {repo}",
-            data={"content": content},
-            priority=WritePriority.BULK,
-        )
-
-    async def create_review_comment_reaction(
-        self, installation_id: int, repo: str, comment_id: int, content: str
-    ) -> Json:
-        return await self._write(
-            "POST",
-            "/repos/{owner}/{name}/pulls/comments/{comment_id}/reactions",
-            {**_split_repo(repo), "comment_id": comment_id},
-            installation_id=installation_id,
-            what=f"reaction on review comment {comment_id} in {repo}",
-            data={"content": content},
+            what=what,
+            data=data,
             priority=WritePriority.BULK,
         )
 

@@ -37,14 +37,14 @@ class OutboxSender:
         sent = 0
         for e in await self.store.pending_effects(limit=50):
             try:
-                if e["kind"] == "reaction":
+                if e["kind"] in ("reaction", REVIEW_COMMENT_REACTION):
                     # GitHub keeps one reaction per content and user: sending it twice is harmless.
                     await self.github.create_reaction(
-                        e["installation_id"], e["repo_full_name"], e["target"], e["content"]
-                    )
-                elif e["kind"] == REVIEW_COMMENT_REACTION:
-                    await self.github.create_review_comment_reaction(
-                        e["installation_id"], e["repo_full_name"], e["target"], e["content"]
+                        e["installation_id"],
+                        e["repo_full_name"],
+                        e["target"],
+                        e["content"],
+                        review_comment=e["kind"] == REVIEW_COMMENT_REACTION,
                     )
                 elif e["kind"] in ("pause", "resume"):
                     await self._pause_if_permitted(e)

@@ -85,7 +85,7 @@ DRAFT_SKIP_TEXT = (
     "/review)"
 )
 # How long after its admission a job takes a read of an older head for GitHub's lag rather than the truth.
-STALE_READ_SECONDS = 300.0
+STALE_READ_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -462,9 +462,9 @@ class ReviewPipeline:
     async def _known_older(self, ctx: JobContext, head: str) -> bool:
         """Whether the store knows ``head`` is older than this job's head by the pushes' own links: following the
         heads each push named as replaced (``before``) back from this job's head reaches ``head``, and no push of
-        ``head`` names one of those as replaced (a force-push back). Event times are not used: a handed-over head
-        carries the time it was read, not the time it was pushed. Trusted for STALE_READ_SECONDS after the job was
-        admitted; past that, the read wins."""
+        ``head`` names one of the heads passed on the way (a force-push back to it). Event times are not used: a
+        handed-over head carries the time it was read, not the time it was pushed. Trusted for STALE_READ_SECONDS
+        after the job was admitted; past that, the read wins."""
         job = ctx.job
         if not job.before_sha or ctx.clock() - job.created_at > STALE_READ_SECONDS:
             return False
@@ -473,11 +473,14 @@ class ReviewPipeline:
         for j in jobs:
             if j.head_sha and j.before_sha:
                 replaced.setdefault(j.head_sha, set()).add(j.before_sha)
-        chain, step = {job.head_sha}, {job.before_sha}
-        while step and len(chain) < 50:
-            chain |= step
-            step = {b for h in step for b in replaced.get(h, ())} - chain
-        return head in chain and not (replaced.get(head, set()) & chain)
+        replaced.setdefault(job.head_sha, set()).add(job.before_sha)
+        newer, step, reached = {job.head_sha}, {job.before_sha}, False
+        while step and len(newer) < 50:
+            reached = reached or head in step
+            step -= {head}  # not walked through: only the heads newer than it are collected
+            newer |= step
+            step = {b for h in step for b in replaced.get(h, ())} - newer
+        return reached and not (replaced.get(head, set()) & newer)
 
     async def _hand_over(self, ctx: JobContext, pr: dict[str, Any]) -> None:
         job = ctx.job

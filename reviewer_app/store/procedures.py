@@ -355,10 +355,10 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     if plan.insert_state is None:
         if plan.duplicate_of is not None and decision.automatic:
             yield Count(s.POKE_IF_RUNNING, (plan.duplicate_of,))  # a running job's skip no longer stands
+        if plan.duplicate_of is not None and spec.before_sha:  # before event_at moves: it compares with it
+            yield Count(s.LEARN_BEFORE, (spec.before_sha, plan.duplicate_of, spec.event_at or 0.0))
         if plan.duplicate_of is not None and spec.event_at is not None:
             yield Count(s.RAISE_EVENT_AT_IF_PENDING, (spec.event_at, plan.duplicate_of, spec.event_at))
-        if plan.duplicate_of is not None and spec.before_sha:
-            yield Count(s.FILL_BEFORE_IF_PENDING, (spec.before_sha, plan.duplicate_of))
         action = spec.details.action
         if plan.duplicate_of is not None and decision.automatic and action and action not in _READ_ACTIONS:
             yield Count(s.UNSWEEP_IF_QUEUED, (action, plan.duplicate_of))

@@ -88,9 +88,9 @@ UPDATE attempts SET finished_at = ?, outcome = 'superseded' WHERE finished_at IS
 # live revision key stays unique.
 INSERT_FOLLOWING_REQUEST = """
 INSERT INTO jobs (revision_key, repo_id, repo_full_name, installation_id, pr_number, head_sha, trigger, priority,
-                  state, details, attempts, max_attempts, next_attempt_at, created_at, updated_at)
+                  state, details, attempts, max_attempts, next_attempt_at, created_at, updated_at, event_at)
 SELECT revision_key, repo_id, repo_full_name, installation_id, pr_number, '', trigger, priority,
-       'queued', details, 0, max_attempts, ?, ?, ? FROM jobs WHERE id = ?
+       'queued', details, 0, max_attempts, ?, ?, ?, event_at FROM jobs WHERE id = ?
 RETURNING id
 """
 
@@ -113,7 +113,7 @@ CANCEL_PR_PENDING = f"""
 UPDATE jobs SET state = '{JobState.CANCELLED.value}', outcome = ?, cancel_reason = ?, finished_at = ?, updated_at = ?,
        lease_token = NULL, lease_expires_at = NULL
  WHERE repo_id = ? AND pr_number = ? AND state IN ({_states(JobEvent.CANCEL)})
-   AND (event_at IS NULL OR event_at <= ?)
+   AND COALESCE(event_at, created_at) <= ?
 RETURNING id
 """
 # CANCEL_PR_PENDING's last parameter is the close's time: a job admitted by an event GitHub timed strictly later (a
@@ -146,10 +146,11 @@ UNSWEEP_IF_QUEUED = Dialects(
     ),
 )
 
-# The same for a push that names the head it replaced (a force-push back to this job's head): the job learns that
-# its head came after that one, where it knew nothing of its own `before`. Parameters: before, job.
-FILL_BEFORE_IF_PENDING = f"""
-UPDATE jobs SET before_sha = ? WHERE id = ? AND before_sha IS NULL AND state IN ({_states(JobEvent.CANCEL)})
+# A push that names the head it replaced, for a head that has a job (a force-push back to it): the job learns that
+# its head came after that one, whatever state it is in (a worker reading the head later asks), where it knew
+# nothing of its own `before` or this push is newer than what it knew. Parameters: before, job, event time.
+LEARN_BEFORE = """
+UPDATE jobs SET before_sha = ? WHERE id = ? AND (before_sha IS NULL OR event_at IS NULL OR event_at < ?)
 """
 
 # Renew only while this attempt still holds the lease.

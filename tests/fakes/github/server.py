@@ -157,7 +157,9 @@ class FakeGitHub(GitHubState):
 @contextlib.asynccontextmanager
 async def running(fake: FakeGitHub, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
     """Serve ``fake`` on loopback for the duration of the block; yields its base URL (no trailing slash)."""
-    runner = web.AppRunner(fake.make_app(), handler_cancellation=True, shutdown_timeout=0.5)
+    # As GitHub: a request it received is carried out even if the client goes away meanwhile (a process stopped
+    # while its write was on the way); only what the client is told is lost.
+    runner = web.AppRunner(fake.make_app(), handler_cancellation=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
