@@ -58,21 +58,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in admin.COMMANDS:
         return admin.run(cfg, args)
-    if args.command == "serve":
-        from reviewer_app.service import serve
+    if args.command in ("serve", "worker"):
+        from reviewer_app.service import serve, work
+        from reviewer_app.web.limits import CannotListen
 
         try:
-            asyncio.run(serve(cfg, worker=not args.no_worker))
-        except KeyboardInterrupt:
-            pass
-        return 0
-    if args.command == "worker":
-        from reviewer_app.service import work
-
-        try:
+            if args.command == "serve":
+                asyncio.run(serve(cfg, worker=not args.no_worker))
+                return 0
             return asyncio.run(work(cfg, host=args.host, port=args.port))
         except KeyboardInterrupt:
             return 0
+        except CannotListen as exc:
+            print(f"reviewer-app: {exc}", file=sys.stderr)
+            return 2
     return 1
 
 

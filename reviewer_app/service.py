@@ -42,7 +42,7 @@ from reviewer_app.web.app import healthz, make_app
 from reviewer_app.web.dashboard import Dashboard
 from reviewer_app.web.events import make_router
 from reviewer_app.web.health import Probes
-from reviewer_app.web.limits import start_site
+from reviewer_app.web.limits import CannotListen, start_site
 from reviewer_app.web.webhooks import Receiver
 
 log = logging.getLogger(__name__)
@@ -389,7 +389,11 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     if cfg.insecure_no_signature and not cfg.webhook_secret:
         log.warning("REVIEWER_INSECURE_NO_SIGNATURE is set: webhooks are accepted WITHOUT signature checks")
     svc = await build_service(cfg, worker=worker)
-    runner, site = await start_site(svc.app, cfg, cfg.host, cfg.port)
+    try:
+        runner, site = await start_site(svc.app, cfg, cfg.host, cfg.port)
+    except CannotListen:
+        await svc.stop()  # the database and its threads closed, so the process exits at once
+        raise
     svc.start_background()
     log.info("reviewer-app listening on http://%s:%s (database %s)", cfg.host, cfg.port, svc.store.engine)
     await stop.wait()
@@ -420,7 +424,11 @@ async def work(cfg: Config, *, host: str | None = None, port: int | None = None)
         return 2
     runner: web.AppRunner | None = None
     if port is not None:
-        runner, _ = await start_site(svc.app, cfg, host or cfg.host, port)
+        try:
+            runner, _ = await start_site(svc.app, cfg, host or cfg.host, port)
+        except CannotListen:
+            await svc.stop()
+            raise
         log.info("worker health on http://%s:%s", host or cfg.host, port)
     svc.start_background()
     log.info("reviewer-app worker running %d slot(s) (database %s)", cfg.concurrency, svc.store.engine)

@@ -95,3 +95,34 @@ def test_refuses_to_start_without_a_webhook_secret(tmp_path) -> None:
     )
     assert result.returncode == 2
     assert "GITHUB_WEBHOOK_SECRET is not set" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_and_worker_on_a_port_in_use_exit_at_once_with_one_line(tmp_path) -> None:
+    """`serve` on a port in use printed a traceback and then never exited (the main thread waited for the SQLite
+    connection's thread): a supervisor saw a live, useless process."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "DATABASE_URL": f"sqlite:///{tmp_path}/x.db",
+            "GITHUB_WEBHOOK_SECRET": SECRET,
+            "REVIEWER_RUNNER": "noop",
+        }
+        for command in (["serve", "--host", "127.0.0.1", "--port", str(port)], ["worker", "--port", str(port)]):
+            result = subprocess.run(
+                [sys.executable, "-m", "reviewer_app.cli", *command],
+                capture_output=True,
+                text=True,
+                env={**env, "HOST": "127.0.0.1"},
+                cwd=tmp_path,
+                timeout=30,
+            )
+            assert result.returncode == 2, (command, result.stderr)
+            assert f"cannot listen on 127.0.0.1:{port}: address already in use" in result.stderr, result.stderr
+            assert "Traceback" not in result.stderr

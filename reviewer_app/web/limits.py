@@ -10,7 +10,9 @@ its own deadline in the receiver (``REVIEWER_HTTP_BODY_TIMEOUT_SECONDS``).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -119,15 +121,24 @@ class GuardedSite(web.TCPSite):
             self._bound_port = sockets[0].getsockname()[1]
 
 
+class CannotListen(RuntimeError):
+    """The server could not bind its address (in use, not this host's, not permitted): a one-line reason."""
+
+
 async def start_site(app: web.Application, cfg: Config, host: str, port: int) -> tuple[web.AppRunner, web.TCPSite]:
     """The app served on ``host``:``port`` within the HTTP limits (web/limits.py): headers on a deadline, idle
-    keep-alive connections closed, open connections capped."""
+    keep-alive connections closed, open connections capped. Raises CannotListen when the address cannot be bound."""
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=cfg.http_keepalive_seconds)
     await runner.setup()
     guard = ConnectionGuard(header_seconds=cfg.http_header_timeout_seconds, max_connections=cfg.http_max_connections)
     site = GuardedSite(runner, host, port, guard=guard)
     try:
         await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        hint = " (is another reviewer-app running? set --port or PORT)" if exc.errno == errno.EADDRINUSE else ""
+        raise CannotListen(f"cannot listen on {host}:{port}: {reason}{hint}") from None
     except BaseException:
         await runner.cleanup()
         raise
