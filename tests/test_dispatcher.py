@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.errors import PermanentError, RateLimited, TransientError
@@ -41,6 +42,7 @@ def dispatcher(
     job_timeout: float = 60.0,
     owner: str = "w",
     scan: float = 0.05,
+    clock: Callable[[], float] = time.time,
 ) -> Dispatcher:
     return Dispatcher(
         store,
@@ -52,7 +54,7 @@ def dispatcher(
         scan_interval=scan,
         retry_policy=RetryPolicy(max_attempts=max_attempts, base_seconds=base, max_seconds=1.0, jitter=0.0),
         job_timeout=job_timeout,
-        clock=time.time,
+        clock=clock,
     )
 
 
@@ -526,18 +528,7 @@ async def test_a_forward_clock_jump_longer_than_the_lease_does_not_rescue_a_job_
     # round, and the healthy job running here was rescued and run again.
     gate = Gate()
     offset = [0.0]
-    d = Dispatcher(
-        sqlite_store,
-        gate,
-        owner="w",
-        concurrency=1,
-        lease_seconds=5.0,
-        renew_interval=2.0,
-        scan_interval=0.05,
-        retry_policy=RetryPolicy(max_attempts=5, base_seconds=0.01, max_seconds=1.0, jitter=0.0),
-        job_timeout=60.0,
-        clock=lambda: time.time() + offset[0],
-    )
+    d = dispatcher(sqlite_store, gate, concurrency=1, renew=2.0, clock=lambda: time.time() + offset[0])
     job_id = await admit(sqlite_store, pr=1)
     d.start()
     await eventually(lambda: asyncio.sleep(0, gate.started == [job_id]))
@@ -561,11 +552,11 @@ async def test_shutdown_hands_a_job_back_only_after_its_github_write_in_flight(s
     # The grace ran out while the review POST was in flight (shielded): the job was handed back due at once, and a
     # host sharing the store claimed it and published again before the first POST had landed.
     landed: list[float] = []
-    writing = asyncio.Event()
+    writing, release = asyncio.Event(), asyncio.Event()
 
     async def post() -> str:
         writing.set()
-        await asyncio.sleep(0.5)
+        await release.wait()
         landed.append(time.time())
         return "posted"
 
@@ -576,7 +567,12 @@ async def test_shutdown_hands_a_job_back_only_after_its_github_write_in_flight(s
     job_id = await admit(sqlite_store, pr=1)
     d.start()
     await eventually(lambda: asyncio.sleep(0, writing.is_set()))
-    await d.stop(0.05)
+    stopping = asyncio.create_task(d.stop(0.05))
+    # The grace runs out and the runner is cancelled while the write is still in flight...
+    await eventually(lambda: asyncio.sleep(0, any(t.cancelling() for t in d.tasks.values())))
+    assert (await sqlite_store.get_job(job_id)).state == JobState.RUNNING  # ...and the job is not handed back yet
+    release.set()
+    await stopping
     assert len(landed) == 1  # the write finished before the job went back
     job = await sqlite_store.get_job(job_id)
     assert job.state == JobState.QUEUED and job.next_attempt_at >= landed[0] and job.attempts == 0  # none spent

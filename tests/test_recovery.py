@@ -11,14 +11,13 @@ import pytest
 
 from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.admission import JobSpec
-from reviewer_app.core.markers import make_marker
+from reviewer_app.core.markers import make_marker, reviewed_by_bot
 from reviewer_app.core.states import JobState
 from reviewer_app.github.recovery import (
     DAY,
     Recovery,
     attempt_failed,
     failed_deliveries,
-    reviewed_by_bot,
     sweep_delivery_id,
 )
 from reviewer_app.store.base import Delivery, Enqueue, Ignore

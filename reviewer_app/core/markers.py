@@ -42,6 +42,23 @@ def parse_markers(text: str | None) -> list[Marker]:
     return [Marker(int(m["job"]), m["sha"].lower()) for m in _MARKER.finditer(text)]
 
 
+def reviewed_by_bot(reviews: Iterable[Mapping[str, Any]], *, bot_login: str, head_sha: str) -> bool:
+    """Whether the app's own bot already reviewed ``head_sha``: a marker naming it, or a review pinned to it.
+
+    Reviews by anyone else never count (anyone can paste a marker)."""
+    login, head = bot_login.casefold(), head_sha.lower()
+    for review in reviews:
+        user = review.get("user") or {}
+        author = user.get("login") if isinstance(user, Mapping) else None
+        if not isinstance(author, str) or author.casefold() != login:
+            continue
+        if str(review.get("commit_id") or "").lower() == head:
+            return True
+        if any(marker.head_sha == head for marker in parse_markers(review.get("body"))):
+            return True
+    return False
+
+
 def find_published_review(
     reviews: Iterable[Mapping[str, Any]], *, bot_login: str, job_id: int, head_sha: str
 ) -> Mapping[str, Any] | None:

@@ -408,7 +408,7 @@ class Dispatcher:
     async def _hand_back(self, ctx: JobContext) -> None:
         """A job still running when the shutdown's grace ran out goes back to the queue without spending an attempt.
         Not while a write of this attempt may still reach GitHub (a review POST in flight): the next attempt, on any
-        host, would not find it by its marker yet and publish again. The write is waited for (WRITE_SETTLE_SECONDS);
+        host, would not find it by its marker yet and publish again. The write is waited for (write_settle_seconds);
         one still unfinished then makes the job due only a lease later, when it has landed or failed."""
         at = self.clock()
         writing = [w for w in ctx.writing if not w.done()]

@@ -19,7 +19,7 @@ from reviewer_app.core.admission import (
 )
 from reviewer_app.core.cancel_reasons import ended_with_episode
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
-from reviewer_app.core.markers import parse_markers
+from reviewer_app.core.markers import reviewed_by_bot
 from reviewer_app.core.pr_work import DRAFT_SKIP
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time
@@ -65,23 +65,6 @@ def failed_deliveries(attempts: Iterable[Mapping[str, Any]]) -> dict[str, Mappin
         elif guid not in newest or int(attempt["id"]) > int(newest[guid]["id"]):
             newest[guid] = attempt
     return {guid: attempt for guid, attempt in newest.items() if guid not in succeeded}
-
-
-def reviewed_by_bot(reviews: Iterable[Mapping[str, Any]], *, bot_login: str, head_sha: str) -> bool:
-    """Whether the app's own bot already reviewed ``head_sha``: a marker naming it, or a review pinned to it.
-
-    Reviews by anyone else never count (anyone can paste a marker)."""
-    login, head = bot_login.casefold(), head_sha.lower()
-    for review in reviews:
-        user = review.get("user") or {}
-        author = user.get("login") if isinstance(user, Mapping) else None
-        if not isinstance(author, str) or author.casefold() != login:
-            continue
-        if str(review.get("commit_id") or "").lower() == head:
-            return True
-        if any(marker.head_sha == head for marker in parse_markers(review.get("body"))):
-            return True
-    return False
 
 
 def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:

@@ -37,7 +37,7 @@ from reviewer_app.core.errors import (
 )
 from reviewer_app.core.job_records import CheckReport, ModelProgress, PartAnswer, StoredAnswer
 from reviewer_app.core.markdown import publishable
-from reviewer_app.core.markers import find_published_review, make_marker, parse_markers
+from reviewer_app.core.markers import find_published_review, make_marker, parse_markers, reviewed_by_bot
 from reviewer_app.core.pr_work import DRAFT_SKIP
 from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelAnswer, ModelComment, ReviewCounts
 from reviewer_app.core.states import JobState
@@ -392,15 +392,12 @@ class ReviewPipeline:
         assert job.installation_id is not None
         bot = await self.github.bot_login()
         reviews = await self.github.list_reviews(job.installation_id, job.repo_full_name, job.pr_number)
-        for r in reviews:
-            if str((r.get("user") or {}).get("login")) != bot:
-                continue  # anyone can paste a marker into a review of their own
-            # This job has no stored answer, so none of its attempts published: any marker for the head is another's.
-            if any(m.head_sha == job.head_sha.lower() for m in parse_markers(r.get("body"))):
-                raise Cancelled(
-                    f"{COVERED_PREFIX}commit {job.head_sha} was already reviewed (review {r.get('id')}); comment "
-                    "/review to review it again"
-                )
+        # This job has no stored answer, so none of its attempts published: a review of the head is another's.
+        if reviewed_by_bot(reviews, bot_login=bot, head_sha=job.head_sha):
+            raise Cancelled(
+                f"{COVERED_PREFIX}commit {job.head_sha} was already reviewed (found on GitHub); comment /review to "
+                "review it again"
+            )
 
     async def _scope(self, ctx: JobContext, selection: Selection, ignore: tuple[str, ...]) -> Scope:
         """What the model reviews: the whole PR, or only what changed since the last reviewed head."""

@@ -353,15 +353,8 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     for followed in plan.follow:
         yield from _follow(followed, spec.head_sha, now=now)
     if plan.insert_state is None:
-        if plan.duplicate_of is not None and decision.automatic:
-            yield Count(s.POKE_IF_RUNNING, (plan.duplicate_of,))  # a running job's skip no longer stands
-        if plan.duplicate_of is not None and spec.before_sha:  # before event_at moves: it compares with it
-            yield Count(s.LEARN_BEFORE, (spec.before_sha, plan.duplicate_of, spec.event_at or 0.0))
-        if plan.duplicate_of is not None and spec.event_at is not None:
-            yield Count(s.RAISE_EVENT_AT_IF_PENDING, (spec.event_at, plan.duplicate_of, spec.event_at))
-        action = spec.details.action
-        if plan.duplicate_of is not None and decision.automatic and action and action not in _READ_ACTIONS:
-            yield Count(s.UNSWEEP_IF_QUEUED, (action, plan.duplicate_of))
+        if plan.duplicate_of is not None:
+            yield from _learn_from_duplicate(decision, plan.duplicate_of)
         return AdmitResult(plan.outcome, job_id=plan.duplicate_of, reason=plan.reason)
     insert = p.insert
     if plan.insert_state != "queued":  # recorded, visibly: a finished job that says why
@@ -389,20 +382,33 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
     elif plan.insert_state == "queued":
         yield from insert_effects(decision.effects, now)
     superseded: list[int] = []
-    outcome = f"superseded by job {job_id} for newer head {spec.head_sha}"
-    for old in plan.supersede:
-        if (yield Row(s.SUPERSEDE_IF_PENDING, (job_id, outcome, now, now, old))) is not None:
-            yield Count(s.FINISH_SUPERSEDED_ATTEMPT, (now, old))
-            superseded.append(old)
-    replaced = f"superseded by job {job_id}: a full review of {spec.head_sha} against the new base"
-    for old in plan.replaces:
-        if (yield Row(s.SUPERSEDE_IF_PENDING, (job_id, replaced, now, now, old))) is not None:
-            yield Count(s.FINISH_SUPERSEDED_ATTEMPT, (now, old))
-            superseded.append(old)
+    newer = f"superseded by job {job_id} for newer head {spec.head_sha}"
+    rebased = f"superseded by job {job_id}: a full review of {spec.head_sha} against the new base"
+    for ids, outcome in ((plan.supersede, newer), (plan.replaces, rebased)):
+        for old in ids:
+            if (yield Row(s.SUPERSEDE_IF_PENDING, (job_id, outcome, now, now, old))) is not None:
+                yield Count(s.FINISH_SUPERSEDED_ATTEMPT, (now, old))
+                superseded.append(old)
     return AdmitResult(plan.outcome, job_id=job_id, superseded=tuple(superseded), reason=plan.reason)
 
 
 _READ_ACTIONS = frozenset({SWEEP_ACTION, "handover"})  # heads the app read, not events someone caused
+
+
+def _learn_from_duplicate(decision: Enqueue, job_id: int) -> Procedure[None]:
+    """An event for a revision that already has a job (``job_id``) still tells something about it: a running job's
+    skip no longer stands, its head replaced the push's ``before``, it was current as late as the event, and a
+    webhook means someone is watching (the sweep's queued job asks interactively)."""
+    spec = decision.job
+    if decision.automatic:
+        yield Count(s.POKE_IF_RUNNING, (job_id,))
+    if spec.before_sha:  # before event_at moves: it compares with it
+        yield Count(s.LEARN_BEFORE, (spec.before_sha, job_id, spec.event_at or 0.0))
+    if spec.event_at is not None:
+        yield Count(s.RAISE_EVENT_AT_IF_PENDING, (spec.event_at, job_id, spec.event_at))
+    action = spec.details.action
+    if decision.automatic and action and action not in _READ_ACTIONS:
+        yield Count(s.UNSWEEP_IF_QUEUED, (action, job_id))
 
 
 def _asker_refusals(spec: JobSpec, now: float) -> tuple[object, ...]:
