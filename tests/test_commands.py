@@ -13,7 +13,7 @@ from reviewer_app.core.admission import Enqueue, Reply, decide_comment, pause_ke
 from reviewer_app.core.commands import HELP_QUIET_SECONDS, may_command, parse_command
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery
-from tests.fakes.github import added_file
+from tests.fakes.github import added_file, iso
 from tests.harness import REPO, SOURCE, harness
 from tests.helpers import eventually, sha, webhook_headers
 from tests.payloads import issue_comment_event
@@ -667,3 +667,36 @@ async def test_resume_reviews_the_head_skipped_while_paused(tmp_path, by: str) -
         # Resuming again queues nothing more: the head has its review.
         again = h.comment_payload(pull, "/review resume", **owner)
         assert (await h.deliver("issue_comment", again)).get("job_id") is None
+
+
+@pytest.mark.parametrize("pauser", ["owner", "member"])
+async def test_a_pause_written_before_a_resume_never_undoes_it_whatever_order_it_arrives_in(tmp_path, pauser) -> None:
+    # GitHub does not deliver in order, and a member's pause applies only once the outbox has confirmed their access:
+    # a pause written before a resume but applied after it left the pull request paused, although the last word on
+    # it was "resume". The later written command holds.
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        key = pause_key(h.github.repos[REPO].id, 1)
+        who = {"association": "OWNER", "login": "octo-org"} if pauser == "owner" else {}
+        pause = h.comment_payload(pull, "/review pause", **who)
+        resume = h.comment_payload(pull, "/review resume", association="OWNER", login="octo-org")
+        now = time.time()
+        pause["comment"]["created_at"] = iso(now - 20)
+        resume["comment"]["created_at"] = iso(now - 10)
+        assert (await h.deliver("issue_comment", resume))["outcome"] == "resumed"
+        late = await h.deliver("issue_comment", pause)
+        assert late["outcome"] == ("ignored" if pauser == "owner" else "replied"), late
+
+        async def outbox_done() -> bool:  # a member's pause has been checked and (not) applied by now
+            return await h.store.pending_effects() == []
+
+        await eventually(outbox_done)
+        assert await h.store.get_setting(key) == "0"
+        h.github.advance_head(REPO, 1)
+        pushed = await h.deliver("pull_request", h.pr_payload(pull, action="synchronize"))
+        assert pushed["outcome"] == "enqueued", pushed
+        # A pause written after the resume still pauses.
+        again = h.comment_payload(pull, "/review pause", association="OWNER", login="octo-org")
+        again["comment"]["created_at"] = iso(now - 5)
+        assert (await h.deliver("issue_comment", again))["outcome"] == "paused"
+        assert await h.store.get_setting(key) == "1"

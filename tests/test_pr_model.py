@@ -24,14 +24,17 @@ README's testing section).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,11 +52,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from reviewer_app.core.markers import parse_markers
+from reviewer_app.core.markers import answer_marker_of, parse_markers
 from reviewer_app.core.states import JobState
-from tests.fakes.github import iso
+from reviewer_app.service import Service, build_service
+from reviewer_app.store.base import StoreUnavailable
+from tests.fakes.github import added_file, iso
+from tests.fakes.github.routes.threads import add_review_reply
 from tests.harness import REPO, SOURCE, harness
 from tests.helpers import eventually, webhook_headers
+from tests.payloads import review_comment_event
 from tests.pg import create_schema, drop_schema, postgres_dsn
 
 PRS = (1, 2)
@@ -64,7 +71,17 @@ PROFILES = {
 }
 PROFILE = os.environ.get("REVIEWER_MODEL_PROFILE", "ci")
 QUIET_TIMEOUT = 45.0
+REDELIVERIES = 5  # a delivery answered 503 is redelivered: at most this many tries in all
 GITHUB_LAG = 900.0  # seconds GitHub's clock stays behind the app's (more than a sequence's events can add)
+PATH = SOURCE["filename"]
+LINES = [line for i in range(1, 6) for line in (f"def f{i}():", f"    return {i}")]
+FINDING_LINE = 2  # the fake model raises one finding on this line of every version: memory and threads get to work
+CONFIG_PATH = ".github/reviewer.yml"
+BOT = "reviewer-app[bot]"
+PEOPLE = {"owner": ("octo-org", "OWNER"), "maintainer": ("maintainer", "MEMBER"), "outsider": ("drive-by", "NONE")}
+# What a repository says in its configuration: the defaults, automatic reviews off, drafts reviewed, batched reviews.
+CONFIGS = {"default": "", "manual": "auto: false\n", "drafts": "drafts: true\n", "batched": "batch: true\n"}
+BY_JOB, BY_SHA = re.compile(r"by job (\d+)"), re.compile(r"[0-9a-f]{40}")  # what a superseded job's outcome names
 COVERAGE: Counter[str] = Counter()  # what the sequences covered, printed by the test (pytest -s shows it)
 
 
@@ -97,6 +114,15 @@ class Sent:
     event: str
     body: bytes
     delivery: str
+    answered: Callable[[dict[str, Any]], None] | None = None  # the model's bookkeeping of the app's answer
+
+
+def fake_model(body: dict[str, Any]) -> dict[str, Any] | str:
+    """The stand-in model: a review raises one finding on a changed line; a question gets a short text answer."""
+    if body.get("tools"):
+        comment = {"path": PATH, "line": FINDING_LINE, "side": "RIGHT", "severity": "warning"}
+        return {"summary": "One thing to look at.", "comments": [{**comment, "body": "f1 returns a constant."}]}
+    return "It returns a constant on purpose, as far as this pull request shows."
 
 
 class PRWorkMachine(RuleBasedStateMachine):
@@ -109,7 +135,14 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.tmp = Path(tempfile.mkdtemp(prefix="pr-model-"))
         self.schema: str | None = None
-        env = {"REVIEWER_LEASE_SECONDS": "3", "REVIEWER_RENEW_SECONDS": "0.3"}
+        env = {
+            "REVIEWER_LEASE_SECONDS": "3",
+            "REVIEWER_RENEW_SECONDS": "0.3",
+            # Message Batches on, as in production: the sweep's heads and `batch: true` repositories wait on a batch.
+            "REVIEWER_BATCH": "1",
+            "REVIEWER_BATCH_GATHER_SECONDS": "0.05",
+            "REVIEWER_BATCH_POLL_SECONDS": "0.1",
+        }
         if self.backend == "postgres":
             self.schema = self.run(create_schema(postgres_dsn()))
             dsn = postgres_dsn()
@@ -117,6 +150,8 @@ class PRWorkMachine(RuleBasedStateMachine):
         self._harness = harness(self.tmp, **env)
         self.h = self.run(self._harness.__aenter__())
         self.gh = self.h.github
+        self.h.anthropic.responder = fake_model
+        self.second: Service | None = None  # a second host on the same PostgreSQL store, while it runs
         # GitHub's clock moves a second per event, as people and CI do: its one-second timestamps then order events
         # as they happened, and a delivery held back carries the time GitHub gave it, not the time it arrives. It
         # stays behind the app's clock (GITHUB_LAG), as a delivery always arrives after its event happened: a
@@ -131,6 +166,9 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.lifecycle_events = False  # the sweep is needed to bring heads back
         self._n = 0
         self.attempt_faults = 0  # faults that can cost a job an attempt (an expired lease, a lost response)
+        self.config = "default"
+        self.versions = 0  # versions of the file pushed so far (a new version changes the finding's line)
+        self.questions: list[int] = []  # comment ids of questions (in the conversation or in a thread) admitted
 
     # -- plumbing ------------------------------------------------------------------------------------------
 
@@ -142,6 +180,8 @@ class PRWorkMachine(RuleBasedStateMachine):
             self.run(self._settle_and_check())
         finally:
             try:
+                if self.second is not None:
+                    self.run(self.second.stop())
                 self.run(self._harness.__aexit__(None, None, None))
                 if self.schema is not None:
                     self.run(drop_schema(postgres_dsn(), self.schema))
@@ -154,27 +194,31 @@ class PRWorkMachine(RuleBasedStateMachine):
         return f"model-{self._n}-{uuid.uuid4().hex[:8]}"
 
     def _post(self, sent: Sent) -> dict[str, Any]:
-        async def go() -> dict[str, Any]:
-            resp = await self.h.client.post(
-                "/api/github/webhooks",
-                data=sent.body,
-                headers=webhook_headers(sent.body, event=sent.event, delivery=sent.delivery),
-            )
-            assert resp.status in (200, 202), (resp.status, await resp.text())
-            return await resp.json()
+        return self.run(self._deliver(sent))
 
-        return self.run(go())
-
-    def send(self, event: str, payload: dict[str, Any], *, hold: bool = False) -> dict[str, Any] | None:
+    def send(
+        self,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        hold: bool = False,
+        answered: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any] | None:
         self.github_seconds += 1.0
         if hold:
             COVERAGE.update({f"held {event}.{payload.get('action')}": 1})
-        sent = Sent(event, json.dumps(payload).encode(), self._delivery_id())
+        sent = Sent(event, json.dumps(payload).encode(), self._delivery_id(), answered)
         if hold:
             self.held.append(sent)
             return None
+        return self._send_now(sent)
+
+    def _send_now(self, sent: Sent) -> dict[str, Any]:
         self.sent.append(sent)
-        return self._post(sent)
+        answer = self._post(sent)
+        if sent.answered is not None:
+            sent.answered(answer)
+        return answer
 
     def pr_payload(self, n: int, action: str, **extra: Any) -> dict[str, Any]:
         self.github_seconds += 1.0  # the event happens a second after the last one
@@ -182,16 +226,24 @@ class PRWorkMachine(RuleBasedStateMachine):
         pull.updated_at = self.gh.clock()
         return self.h.pr_payload(pull, action, updated_at=iso(pull.updated_at), **extra)  # one-second resolution
 
+    def _text_at(self, sha: str) -> str:
+        return self.gh.repos[REPO].contents[sha][PATH]
+
     def _episode_ends(self, *prs: PRModel) -> None:
         for pr in prs:
             pr.episode += 1
 
     # -- pull-request events ---------------------------------------------------------------------------------
 
-    @initialize(drafts=st.tuples(st.booleans(), st.booleans()))
-    def open_prs(self, drafts: tuple[bool, bool]) -> None:
+    @initialize(drafts=st.tuples(st.booleans(), st.booleans()), config=st.sampled_from(sorted(CONFIGS)))
+    def open_prs(self, drafts: tuple[bool, bool], config: str) -> None:
+        self.config = config
+        COVERAGE.update({f"config {config}": 1})
+        for base in ("main", "release"):  # read from the base branch, whichever the PR targets
+            self.gh.set_file(REPO, CONFIG_PATH, CONFIGS[config], ref=base)
         for n, draft in zip(PRS, drafts, strict=True):
             pull = self.gh.add_pull(REPO, n, files=[SOURCE], draft=draft)
+            self.gh.set_file(REPO, PATH, "\n".join(LINES), ref=pull.head_sha)
             self.prs[n] = PRModel(n, [pull.head_sha], draft=draft)
             self.send("pull_request", self.pr_payload(n, "opened"))
 
@@ -203,13 +255,21 @@ class PRWorkMachine(RuleBasedStateMachine):
         return data.draw(st.sampled_from(choices)) if choices else None
 
     @precondition(lambda self: self._any_open())
-    @rule(data=st.data(), hold=st.booleans())
-    def push(self, data: st.DataObject, hold: bool) -> None:
+    @rule(data=st.data(), hold=st.booleans(), change=st.booleans())
+    def push(self, data: st.DataObject, hold: bool, change: bool) -> None:
+        """A new commit; ``change``: it rewrites the line the app commented on (its thread becomes outdated)."""
         pr = self._pr(data)
         if pr is None:
             return
         before = pr.head
-        pr.heads.append(self.gh.advance_head(REPO, pr.number))
+        lines = list(LINES)
+        if change:
+            self.versions += 1
+            lines[FINDING_LINE - 1] = f"    return 1  # version {self.versions}"
+        pull = self.gh.pulls[(REPO, pr.number)]
+        files = [added_file(PATH, lines)] if change else pull.files_by_sha[pull.head_sha]
+        pr.heads.append(self.gh.advance_head(REPO, pr.number, files=files))
+        self.gh.set_file(REPO, PATH, "\n".join(lines) if change else self._text_at(before), ref=pr.head)
         pr.paused_on_head = pr.paused
         self.send("pull_request", self.pr_payload(pr.number, "synchronize", before=before), hold=hold)
 
@@ -290,27 +350,95 @@ class PRWorkMachine(RuleBasedStateMachine):
     # -- commands -----------------------------------------------------------------------------------------------
 
     @precondition(lambda self: self._any_open())
-    @rule(data=st.data(), words=st.sampled_from(["/review", "/review full", "/review pause", "/review resume"]))
-    def comment(self, data: st.DataObject, words: str) -> None:
+    @rule(data=st.data(), words=st.sampled_from(["/review", "/review full"]), hold=st.booleans())
+    def comment(self, data: st.DataObject, words: str, hold: bool) -> None:
         pr = self._pr(data)
         if pr is None:
             return
-        pull = self.gh.pulls[(REPO, pr.number)]
-        # pause and resume by the repository's owner take effect at admission, which this model's bookkeeping needs;
-        # anyone else's wait for the outbox's permission check (tests/test_commands.py covers that path).
-        owner = {"login": "octo-org", "association": "OWNER"} if words in ("/review pause", "/review resume") else {}
-        payload = self.h.comment_payload(pull, words, **owner)
+        payload = self._comment(pr, words, "maintainer")
+        episode = pr.episode
+
+        def answered(answer: dict[str, Any]) -> None:
+            if answer["outcome"] == "enqueued" and self.installation_active:
+                self.requests.append(Request(f"manual:{payload['comment']['id']}", pr.number, episode))
+
+        self.send("issue_comment", payload, hold=hold, answered=answered)
+
+    @precondition(lambda self: self._any_open())
+    @rule(
+        data=st.data(),
+        pause=st.booleans(),
+        who=st.sampled_from(["owner", "maintainer", "outsider"]),
+        hold=st.booleans(),
+    )
+    def pause_or_resume(self, data: st.DataObject, pause: bool, who: str, hold: bool) -> None:
+        """``/review pause`` or ``resume``: the owner's applies at admission, a maintainer's once the outbox has
+        confirmed their access, an outsider's never. Whichever way, the one written last is the one that holds."""
+        pr = self._pr(data)
+        if pr is None:
+            return
+        payload = self._comment(pr, "/review pause" if pause else "/review resume", who)
+        COVERAGE.update({f"{'pause' if pause else 'resume'} by {who}{' held' if hold else ''}": 1})
+        if who != "outsider":
+            pr.paused = pause
+            # Paused: the current head may go unreviewed. Resumed: the head skipped while paused is reviewed.
+            pr.paused_on_head = pause
+        self.send("issue_comment", payload, hold=hold)
+
+    def _comment(self, pr: PRModel, words: str, who: str) -> dict[str, Any]:
+        login, association = PEOPLE[who]
+        payload = self.h.comment_payload(self.gh.pulls[(REPO, pr.number)], words, login=login, association=association)
         self.github_seconds += 1.0
         payload["comment"]["created_at"] = payload["comment"]["updated_at"] = iso(self.gh.clock())
-        answer = self.send("issue_comment", payload)
-        assert answer is not None
-        if words == "/review pause":
-            pr.paused = pr.paused_on_head = True
-        elif words == "/review resume":
-            pr.paused = False
-            pr.paused_on_head = False  # a resume reviews the head skipped while paused
-        elif answer["outcome"] == "enqueued" and self.installation_active:
-            self.requests.append(Request(f"manual:{payload['comment']['id']}", pr.number, pr.episode))
+        return payload
+
+    @precondition(lambda self: self._any_open())
+    @rule(data=st.data())
+    def ask(self, data: st.DataObject) -> None:
+        """A question to the app in the conversation: answered once."""
+        pr = self._pr(data)
+        if pr is None:
+            return
+        payload = self._comment(pr, f"@{self.gh.app_slug} why does f1 return a constant?", "maintainer")
+        self.send("issue_comment", payload, answered=self._question(payload["comment"]["id"]))
+
+    @precondition(lambda self: self._any_open())
+    @rule(data=st.data())
+    def reply_in_thread(self, data: st.DataObject) -> None:
+        """The author replies in a thread the app started: answered once, in the thread."""
+        pr = self._pr(data)
+        if pr is None:
+            return
+        roots = [c for c in self._bot_review_comments(pr.number) if not c.get("in_reply_to_id")]
+        index = data.draw(st.integers(0, 7))  # which threads exist depends on how far the background got
+        if not roots:
+            return
+        root = roots[index % len(roots)]
+        pull = self.gh.pulls[(REPO, pr.number)]
+        self.github_seconds += 1.0
+        comment = add_review_reply(self.gh, REPO, pr.number, root["id"], pull.user, "Why is that a problem?")
+        payload = review_comment_event(
+            comment,
+            login=pull.user,
+            number=pr.number,
+            head=pull.head_sha,
+            base_sha=pull.base_sha,
+            base_ref=pull.base_ref,
+            repo=REPO,
+            repo_id=self.gh.repos[REPO].id,
+            installation_id=self.h.installation_id,
+            author=pull.user,
+            state=pull.state,
+        )
+        self.send("pull_request_review_comment", payload, answered=self._question(comment["id"]))
+
+    def _question(self, comment_id: int) -> Callable[[dict[str, Any]], None]:
+        def answered(answer: dict[str, Any]) -> None:
+            COVERAGE.update({f"question {answer['outcome']}": 1})
+            if answer["outcome"] == "enqueued":
+                self.questions.append(comment_id)
+
+        return answered
 
     @precondition(lambda self: self._any_open())
     @rule(data=st.data())
@@ -368,9 +496,7 @@ class PRWorkMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.held))
     @rule(data=st.data())
     def deliver_held(self, data: st.DataObject) -> None:
-        sent = self.held.pop(data.draw(st.integers(0, len(self.held) - 1)))
-        self.sent.append(sent)
-        self._post(sent)
+        self._send_now(self.held.pop(data.draw(st.integers(0, len(self.held) - 1))))
 
     @rule(
         where=st.sampled_from(
@@ -383,8 +509,31 @@ class PRWorkMachine(RuleBasedStateMachine):
         method = "PATCH" if where.endswith(r"\d+$") and "check-runs" in where else "POST"
         self.gh.inject(method, where, "lost_response", mode=mode)
 
+    @rule(
+        where=st.sampled_from([r"/pulls/\d+$", r"/pulls/\d+/files", r"/contents/", r"/pulls/\d+/reviews$"]),
+        status=st.sampled_from([500, 502]),
+    )
+    def fail_a_read(self, where: str, status: int) -> None:
+        """GitHub answers one read with a server error (the next request to the same route may succeed)."""
+        self.attempt_faults += 1
+        self.gh.inject("GET", where, "error", status=status)
+
+    @rule(kind=st.sampled_from(["server_error", "overloaded", "disconnect", "lost_answer", "malformed"]))
+    def model_fails(self, kind: str) -> None:
+        """The next model request (a review's or an answer's, interactive or in a batch) fails."""
+        self.attempt_faults += 1
+        anthropic = self.h.anthropic
+        {
+            "server_error": anthropic.script_server_error,
+            "overloaded": anthropic.script_overloaded,
+            "disconnect": anthropic.script_disconnect,
+            "lost_answer": anthropic.script_lost_answer,
+            "malformed": anthropic.script_malformed_answer,
+        }[kind]()
+
     @rule()
     def kill_the_worker(self) -> None:
+        self.attempt_faults += 1  # a runner killed after the model answered, before the answer was stored, asks again
         dispatcher = self.h.svc.dispatcher
         assert dispatcher is not None
 
@@ -400,13 +549,60 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.run(self._sql("UPDATE jobs SET lease_expires_at = 0 WHERE state = 'running'"))
         self.h.svc.dispatcher.wake()
 
+    @precondition(lambda self: self.backend == "postgres")
+    @rule()
+    def drop_database_connections(self) -> None:
+        """PostgreSQL drops every connection the app holds (a failover, a restart, an idle timeout)."""
+        self.attempt_faults += 1
+        self.run(self._terminate_connections(self.h.svc))
+
+    async def _terminate_connections(self, svc: Service) -> None:
+        store = svc.store  # the app's own connections only: other tests share the server
+        holders = store._pool._holders
+        pids = [h._con.get_server_pid() for h in holders if h._con is not None and not h._con.is_closed()]
+        if store._wakeups is not None and store._wakeups.server_pid is not None:
+            pids.append(store._wakeups.server_pid)
+        conn = await asyncpg.connect(postgres_dsn())
+        try:
+            await conn.execute("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", pids)
+        finally:
+            await conn.close()
+
+    @precondition(lambda self: self.backend == "postgres" and self.second is None)
+    @rule()
+    def second_host_starts(self) -> None:
+        """A second host (a deploy's new process) starts on the same PostgreSQL store and shares the work."""
+        COVERAGE.update(second_host=1)
+
+        async def start() -> Service:
+            svc = await build_service(self.h.svc.cfg)
+            svc.start_background()
+            return svc
+
+        self.second = self.run(start())
+
+    @precondition(lambda self: self.second is not None)
+    @rule(grace=st.sampled_from([0.0, 0.05, 0.5]))
+    def second_host_stops(self, grace: float) -> None:
+        """The deploy ends: the second host stops with a short grace, whatever it is doing (publishing, too)."""
+        self.attempt_faults += 1
+        second, self.second = self.second, None
+        assert second is not None and second.dispatcher is not None
+
+        async def stop() -> None:
+            await second.dispatcher.stop(grace)
+            await second.stop()
+
+        self.run(stop())
+
     @precondition(lambda self: self.installation_active)
     @rule()
     def sweep(self) -> None:
         # The sweep of open pull requests (it runs at start-up and every hour) racing the webhooks.
         from tests.test_recovery import recovery
 
-        self.run(recovery(self.h).sweep_once())
+        with contextlib.suppress(StoreUnavailable):  # the duty, too, tries again at its next pass
+            self.run(recovery(self.h).sweep_once())
 
     @rule()
     def let_it_work(self) -> None:
@@ -429,17 +625,34 @@ class PRWorkMachine(RuleBasedStateMachine):
     def _bot_reviews(self, n: int) -> list[dict[str, Any]]:
         return [r for r in self.gh.reviews_for(REPO, n) if r["user"]["login"] == f"{self.gh.app_slug}[bot]"]
 
+    def _bot_review_comments(self, n: int) -> list[dict[str, Any]]:
+        return [c for c in self.gh.review_comments_for(REPO, n) if c["user"]["login"] == BOT]
+
     @invariant()
-    def nothing_published_twice_for_one_job(self) -> None:
+    def nothing_said_twice(self) -> None:
+        """One review per job, one answer per question, one reply per resolved thread: after every step."""
         for n in self.prs:
             job_ids = Counter(m.job_id for r in self._bot_reviews(n) for m in parse_markers(r["body"]))
             assert all(c == 1 for c in job_ids.values()), (n, job_ids)
+            said = [c["body"] for c in self._bot_review_comments(n)]
+            said += [c["body"] for c in self.gh.issue_comments_for(REPO, n) if c["user"]["login"] == BOT]
+            answers = Counter(answer_marker_of(body) for body in said)
+            answers.pop(None, None)
+            assert all(c == 1 for c in answers.values()), (n, answers)
+            replies = Counter(
+                c["in_reply_to_id"]
+                for c in self._bot_review_comments(n)
+                if c.get("in_reply_to_id") and answer_marker_of(c["body"]) is None
+            )
+            assert all(c == 1 for c in replies.values()), (n, replies)  # a resolved thread's one "changed in" reply
 
     async def _settle_and_check(self) -> None:
         self.gh.clear_faults()
         for sent in self.held:  # what GitHub still owed is delivered, late
             self.sent.append(sent)
-            await self._deliver(sent)
+            answer = await self._deliver(sent)
+            if sent.answered is not None:
+                sent.answered(answer)
         self.held.clear()
         await self._quiet()
         if self.lifecycle_events and self.installation_active:
@@ -449,20 +662,30 @@ class PRWorkMachine(RuleBasedStateMachine):
             await self._quiet()
         await self._check_invariant()
 
-    async def _deliver(self, sent: Sent) -> None:
-        resp = await self.h.client.post(
-            "/api/github/webhooks",
-            data=sent.body,
-            headers=webhook_headers(sent.body, event=sent.event, delivery=sent.delivery),
-        )
+    async def _deliver(self, sent: Sent) -> dict[str, Any]:
+        """Deliver as GitHub does: a 503 (the job could not be stored) is a failed delivery, redelivered with the same
+        delivery id (by the recovery duty, or by hand) until it is accepted."""
+        for _ in range(REDELIVERIES):
+            resp = await self.h.client.post(
+                "/api/github/webhooks",
+                data=sent.body,
+                headers=webhook_headers(sent.body, event=sent.event, delivery=sent.delivery),
+            )
+            if resp.status != 503:
+                break
+            COVERAGE.update(redelivered_after_503=1)
         assert resp.status in (200, 202), await resp.text()
+        return await resp.json()
 
     async def _quiet(self) -> None:
         """Every job of an active installation finished with its check run synced, and the outbox empty."""
         store = self.h.store
 
         async def quiet() -> bool:
-            jobs = await store.list_jobs(limit=10000)
+            try:
+                jobs = await store.list_jobs(limit=10000)
+            except StoreUnavailable:  # a connection the sequence dropped: the pool opens another
+                return False
             active = self.installation_active
             # A requested review cancelled before it read a head never had a check run to sync.
             busy = [
@@ -494,9 +717,19 @@ class PRWorkMachine(RuleBasedStateMachine):
             requests=len(self.requests),
             reviews=sum(len(self._bot_reviews(n)) for n in self.prs),
             deliveries=self._n,
+            questions=len(self.questions),
+            answers=sum(
+                1
+                for n in self.prs
+                for c in self._bot_review_comments(n) + self.gh.issue_comments_for(REPO, n)
+                if answer_marker_of(c["body"]) is not None
+            ),
+            threads_resolved=len(self.gh.review_threads.resolved),
         )
         by_id = {j.id: j for j in jobs}
+        self._check_model_calls(jobs)
         for pr in self.prs.values():
+            self._check_superseded_by_known_heads(pr, [j for j in jobs if j.pr_number == pr.number])
             reviews = self._bot_reviews(pr.number)
             reviewed_heads = {r["commit_id"] for r in reviews}
             marked = [m.job_id for r in reviews for m in parse_markers(r["body"])]
@@ -532,7 +765,11 @@ class PRWorkMachine(RuleBasedStateMachine):
             # The head's latest check run says why: an older run's word no longer stands.
             on_head = sorted(self.gh.check_runs_for(REPO, pr.head), key=lambda r: r["id"])[-1:]
             reasons = " ".join(r["output"]["summary"] for r in on_head if r["status"] == "completed")
-            explained = (pr.draft and "draft" in reasons) or (pr.paused_on_head and "paused" in reasons)
+            explained = (
+                (pr.draft and "draft" in reasons)
+                or (pr.paused_on_head and "paused" in reasons)
+                or (self.config == "manual" and "automatic reviews are turned off" in reasons)
+            )
             # Bounded retries end in a visible failure: acceptable only when the sequence injected enough faults to
             # use up a job's attempts (REVIEWER_MAX_ATTEMPTS, 5), and only for a job that did use them up.
             exhausted = [
@@ -546,11 +783,56 @@ class PRWorkMachine(RuleBasedStateMachine):
             if exhausted and self.attempt_faults >= exhausted[0].max_attempts and "attempt" in reasons:
                 COVERAGE.update(exhausted=1)
                 explained = True
-            assert explained, (
-                pr,
-                reasons,
-                [(j.id, j.head_sha[:7], j.trigger, j.state, j.outcome) for j in jobs if j.pr_number == pr.number],
+            assert explained, "\n".join(
+                [
+                    f"PR {pr.number} head {pr.head[:7]} draft={pr.draft} paused={pr.paused}/{pr.paused_on_head}: {reasons}"
+                ]
+                + [
+                    f"  job {j.id} {j.head_sha[:7]} {j.trigger} {j.state.value} {j.outcome}"
+                    for j in sorted(jobs, key=lambda j: j.id)
+                    if j.pr_number == pr.number
+                ]
             )
+
+    def _check_model_calls(self, jobs: list[Any]) -> None:
+        """One model call per review (these PRs fit in one part), unless an attempt failed before its answer was
+        stored: every fault the sequence injected may have cost one call at most. A batched request is named by its
+        job and part, so a second one of the same name is a call paid twice; an interactive call is counted against
+        the jobs that stored an interactive answer."""
+        anthropic = self.h.anthropic
+        names = Counter(
+            item["custom_id"] for b in anthropic.batches.values() for item in b.requests if item["params"].get("tools")
+        )
+        batched_jobs = {int(name.split("-")[1]) for name in names}
+        asked_again = sum(c - 1 for c in names.values())
+        interactive = sum(1 for r in anthropic.message_requests if r.body.get("tools"))
+        answered = sum(1 for j in jobs if j.answer is not None and j.id not in batched_jobs)
+        COVERAGE.update(model_calls=interactive + sum(names.values()), batched=sum(names.values()))
+        assert asked_again + max(0, interactive - answered) <= self.attempt_faults, (
+            names,
+            interactive,
+            answered,
+            self.attempt_faults,
+        )
+
+    def _check_superseded_by_known_heads(self, pr: PRModel, jobs: list[Any]) -> None:
+        """A job is superseded only by a head of its pull request that the app took work for: a job of that head
+        exists, and it was reviewed or its work ended for a reason of its own (never lost in between)."""
+        reviewed = {r["commit_id"] for r in self._bot_reviews(pr.number)}
+        for job in jobs:
+            if job.state != JobState.SUPERSEDED:
+                continue
+            by_job, by_sha = BY_JOB.search(job.outcome or ""), BY_SHA.search(job.outcome or "")
+            assert by_job or by_sha, (job.id, job.outcome)
+            if by_job:
+                newer = next((j for j in jobs if j.id == int(by_job.group(1))), None)
+                assert newer is not None, (job.id, job.outcome)
+                head = newer.head_sha
+            else:
+                head = by_sha.group(0)
+            of_head = [j for j in jobs if j.head_sha == head]
+            assert head in pr.heads and of_head, (job.id, job.outcome, pr.heads)
+            assert head in reviewed or any(j.state != JobState.SUCCEEDED for j in of_head), (job.id, job.outcome)
 
 
 class PostgresPRWorkMachine(PRWorkMachine):

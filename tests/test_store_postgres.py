@@ -235,3 +235,33 @@ async def test_an_unreachable_server_is_store_unavailable() -> None:
         await store.admit(delivery("closed"), CancelPR(1, 1, "closed"), now=NOW, max_attempts=3)
     with pytest.raises(StoreUnavailable):
         await store.ping()
+
+
+async def _terminate_backends_of(store: PostgresStore, dsn: str) -> int:
+    """The server closes every pooled connection of ``store`` (a restart, a failover, an administrator), while they
+    sit idle in its pool: asyncpg learns of it only at their next use."""
+    holders = store._pool._holders  # type: ignore[union-attr]
+    pids = [h._con.get_server_pid() for h in holders if h._con is not None and not h._con.is_closed()]
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", pids)
+    finally:
+        await conn.close()
+    return len(pids)
+
+
+async def test_connections_the_server_dropped_cost_no_read_and_no_admission(hosts: Stores) -> None:
+    # After pg_terminate_backend, each pooled connection failed its next use, some with asyncpg's InternalClientError
+    # ("cannot switch to state ...; another operation is in progress"), which escaped as an unexpected error and
+    # left the job stuck; a webhook then got 503 for every dead connection in the pool in turn.
+    (store,) = await hosts.open(1, min_size=3, max_size=3)
+    await asyncio.gather(*(store.list_jobs() for _ in range(6)))  # every pooled connection opened
+    assert await _terminate_backends_of(store, hosts.dsn) == 3
+    # A read is asked again on a fresh connection; an admission lost before its commit runs again.
+    assert await store.list_jobs() == []
+    admitted = await store.admit(delivery("after-drop"), Enqueue(spec(head=9)), now=NOW, max_attempts=3)
+    assert admitted.outcome == "enqueued"
+    assert [j.id for j in await store.list_jobs()] == [admitted.job_id]
+    await _terminate_backends_of(store, hosts.dsn)
+    results = await asyncio.gather(*(store.get_job(admitted.job_id) for _ in range(3)))
+    assert all(job is not None for job in results)

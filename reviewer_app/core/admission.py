@@ -122,6 +122,9 @@ class SetPause:
     paused: bool
     effects: tuple[Effect, ...] = ()
     command_key: str | None = None  # see ``applied_command_key``: applied once per comment
+    # When the command was written (the comment's created_at): of two pauses and resumes, the later written holds,
+    # whichever order they arrive or are applied in (a member's waits for the outbox's permission check).
+    at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -171,14 +174,22 @@ class Ignore:
 Decision = Enqueue | CancelPR | Ignore | SetPause | Reply | InstallationChange | ReposRemoved
 
 
-def pause_request(repo_id: int, pr_number: int, login: str) -> str:
-    """The content of a ``pause``/``resume`` effect (its target is the comment): what to change, for whom."""
-    return f"{repo_id}:{pr_number}:{login}"
+def pause_request(repo_id: int, pr_number: int, login: str, at: float | None = None) -> str:
+    """The content of a ``pause``/``resume`` effect (its target is the comment): what to change, for whom, and when
+    it was written."""
+    return f"{repo_id}:{pr_number}:{login}" + (f":{at!r}" if at is not None else "")
 
 
-def parse_pause_request(content: str) -> tuple[int, int, str]:
-    repo_id, pr_number, login = content.split(":", 2)
-    return int(repo_id), int(pr_number), login
+def parse_pause_request(content: str) -> tuple[int, int, str, float | None]:
+    """(repository id, pull request, login, written at); rows queued before the time was kept have no time (a
+    GitHub login never holds a colon)."""
+    repo_id, pr_number, login, *at = content.split(":")
+    return int(repo_id), int(pr_number), login, float(at[0]) if at else None
+
+
+def pause_said_key(repo_id: int, pr_number: int) -> str:
+    """The settings key that holds when the pause or resume now in force was written."""
+    return f"paused_at:{repo_id}:{pr_number}"
 
 
 def applied_command_key(comment_id: int) -> str:
@@ -500,11 +511,12 @@ def decide_comment(
         return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
     if command.verb in ("pause", "resume"):
         once = applied_command_key(comment_id)
+        written = parse_time(comment.get("created_at"))
         if str(comment.get("author_association") or "").upper() == "OWNER":
-            return SetPause(repo_id, number, command.verb == "pause", (react("+1"),), command_key=once)
+            return SetPause(repo_id, number, command.verb == "pause", (react("+1"),), command_key=once, at=written)
         # As for `/review`, the association says little of write access: the outbox asks GitHub for the commenter's
         # permission, then applies the change (and reacts) or refuses it (-1). Never in the request.
-        verify = Effect(command.verb, inst, repo, comment_id, pause_request(repo_id, number, login))
+        verify = Effect(command.verb, inst, repo, comment_id, pause_request(repo_id, number, login, written))
         return Reply(f"{command.verb} awaits the permission check of {login}", (verify,), command_key=once)
     refused = (
         Guard(

@@ -76,7 +76,7 @@ class OutboxSender:
         GitHub says the commenter may write to the repository, answered with a reaction either way. Both steps are
         idempotent, so a retry after a lost answer changes nothing twice."""
         inst, repo = e["installation_id"], e["repo_full_name"]
-        repo_id, number, login = parse_pause_request(e["content"])
+        repo_id, number, login, written = parse_pause_request(e["content"])
         try:
             permission = await self.github.collaborator_permission(inst, repo, login)
         except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
@@ -86,7 +86,7 @@ class OutboxSender:
         if allowed:
             # Applied as the owner's command is (store/procedures.py): a resume queues the head skipped while paused.
             # The delivery id is the effect's, so a retry after a lost answer applies nothing twice.
-            change = SetPause(repo_id, number, e["kind"] == "pause")
+            change = SetPause(repo_id, number, e["kind"] == "pause", at=written)
             await self.store.admit(
                 Delivery(f"{e['kind']}:{e['id']}", "issue_comment", e["kind"]), change, now=self.clock(), max_attempts=1
             )

@@ -31,6 +31,7 @@ from reviewer_app.core.admission import (
     limits_author,
     limits_thread,
     pause_key,
+    pause_said_key,
     quiet_comments,
     quietened,
 )
@@ -266,6 +267,13 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
     if isinstance(decision, SetPause):
         yield Row(s.LOCK_PR_ADMISSION, (decision.repo_id, decision.pr_number))
         key = pause_key(decision.repo_id, decision.pr_number)
+        if decision.at is not None:
+            # The later written pause or resume holds, whichever arrives (or is confirmed) last.
+            said_key = pause_said_key(decision.repo_id, decision.pr_number)
+            said = yield Row(s.SELECT_SETTING, (said_key,))
+            if said is not None and float(said[0]) > decision.at:
+                return AdmitResult("ignored", reason="a pause or resume written later holds")
+            yield Count(s.UPSERT_SETTING, (said_key, repr(decision.at)))
         yield Count(s.UPSERT_SETTING, (key, "1" if decision.paused else "0"))
         yield from insert_effects(decision.effects, now)
         word = "paused" if decision.paused else "resumed"

@@ -17,7 +17,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -127,6 +127,8 @@ class FakeAnthropic:
         self.api_key = api_key  # when set, any other key gets 401
         self.tool_name = tool_name
         self.default_answer: dict[str, Any] = dict(DEFAULT_MODEL_ANSWER)
+        # When set, what an unscripted request gets, computed from its body (see ``_unscripted``).
+        self.responder: Callable[[dict[str, Any]], dict[str, Any] | str] | None = None
         self.requests: list[RecordedRequest] = []
         self.base_url: str | None = None
         self._script: deque[_Step] = deque()
@@ -327,8 +329,7 @@ class FakeAnthropic:
         if isinstance(step, _Fault):
             return self._error(step.status, step.error_type, step.message, step.headers, step.error_code)
         if step is None:
-            block = {"type": "tool_use", "name": self.tool_name, "input": dict(self.default_answer)}
-            step = _Answer([block], "tool_use", None)
+            step = self._unscripted(body)
         return self._message(body, step)
 
     async def _handle_count_tokens(self, request: web.Request) -> web.StreamResponse:
@@ -437,8 +438,7 @@ class FakeAnthropic:
                 batch.results[name] = _errored("api_error", "Internal server error")
             else:
                 if step is None:
-                    block = {"type": "tool_use", "name": self.tool_name, "input": dict(self.default_answer)}
-                    step = _Answer([block], "tool_use", None)
+                    step = self._unscripted(params)
                 batch.results[name] = {"type": "succeeded", "message": self._message_payload(params, step)}
         self._end(batch, None)  # every request has its result by now
 
@@ -511,6 +511,16 @@ class FakeAnthropic:
         if problem:
             return None, self._error(400, "invalid_request_error", problem)
         return body, None
+
+    def _unscripted(self, body: dict[str, Any]) -> _Answer:
+        """What a request gets when nothing is scripted: ``responder``'s answer to it (a dict is the review tool's
+        input, a str a text answer), else a tool call carrying ``default_answer``."""
+        answer: dict[str, Any] | str = dict(self.default_answer)
+        if self.responder is not None:
+            answer = self.responder(body)
+        if isinstance(answer, str):
+            return _Answer([{"type": "text", "text": answer}], "end_turn", None)
+        return _Answer([{"type": "tool_use", "name": self.tool_name, "input": answer}], "tool_use", None)
 
     def _message(self, body: dict[str, Any], answer: _Answer) -> web.Response:
         payload = self._message_payload(body, answer)
