@@ -87,9 +87,10 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
 # setup flow posts a form to, and the fake's own admin routes.
 NOT_REST = ("/graphql", "/settings/apps/new", "/organizations/{org}/settings/apps/new")
 
-# Where the app names GitHub's REST endpoints: the client's calls, the token fetch (gidgethub's helper) and the
-# setup page's manifest conversion.
-APP_SOURCES = ("reviewer_app/github/client.py", "reviewer_app/github/auth.py", "reviewer_app/web/setup_page.py")
+# Where the app names GitHub's REST endpoints: every module of reviewer_app/github/ (the client's calls, one concern
+# per module, and the token fetch, gidgethub's helper) and the setup page's manifest conversion.
+ROOT = Path(__file__).resolve().parent.parent
+APP_SOURCES = (*sorted((ROOT / "reviewer_app/github").glob("*.py")), ROOT / "reviewer_app/web/setup_page.py")
 _URL = re.compile(
     r'(?:"(?P<method>GET|POST|PATCH|PUT|DELETE)",\s*)?f?"(?:\{[^}]*\})?(?P<url>/(?:app|installation|repos)[^"]*)"'
 )
@@ -105,10 +106,9 @@ def shape(route: str) -> str:
 
 
 def endpoints_the_app_names() -> set[tuple[str, str]]:
-    root = Path(__file__).resolve().parent.parent
     found: set[tuple[str, str]] = set()
     for source in APP_SOURCES:
-        text = (root / source).read_text()
+        text = source.read_text()
         for m in _URL.finditer(text):
             url = m["url"]
             found.add((m["method"] or _IMPLIED.get(url, "GET"), shape(url)))

@@ -1,0 +1,84 @@
+"""The app's own calls (the app JWT): the app, its webhook deliveries, its installations and what each may see."""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass
+
+from reviewer_app.github.api_transport import PER_PAGE, GitHubTransport, Json
+
+
+@dataclass(frozen=True)
+class DeliveriesPage:
+    """One page of the app's webhook deliveries, newest first; ``next_cursor`` None on the last page."""
+
+    deliveries: list[Json]
+    next_cursor: str | None
+
+
+class AppCalls(GitHubTransport):
+    """The app, its webhook deliveries and its installations."""
+
+    async def app_info(self) -> Json:
+        """GET /app, fetched once."""
+        if self._app_info is None:
+            self._app_info = await self._get("/app", None, installation_id=None, what="the app")
+        return self._app_info
+
+    async def bot_login(self) -> str:
+        """The login the app's reviews and comments carry, e.g. ``reviewer-app[bot]``."""
+        return f"{(await self.app_info())['slug']}[bot]"
+
+    async def list_app_deliveries(self, per_page: int = PER_PAGE, cursor: str | None = None) -> DeliveriesPage:
+        body, next_url = await self._call(
+            "GET",
+            "/app/hook/deliveries{?per_page,cursor}",
+            {"per_page": per_page, "cursor": cursor},
+            installation_id=None,
+            what="the app's webhook deliveries",
+        )
+        next_cursor = None
+        if next_url is not None:
+            next_cursor = urllib.parse.parse_qs(urllib.parse.urlsplit(next_url).query).get("cursor", [None])[0]
+        return DeliveriesPage(deliveries=list(body), next_cursor=next_cursor)
+
+    async def redeliver(self, delivery_id: int) -> None:
+        await self._write(
+            "POST",
+            "/app/hook/deliveries/{delivery_id}/attempts",
+            {"delivery_id": delivery_id},
+            installation_id=None,
+            what=f"webhook delivery {delivery_id}",
+            data=b"",
+        )
+
+    async def list_installations(self) -> list[Json]:
+        """Every installation of the app (app JWT), suspended ones included."""
+        return await self._get_all(
+            "/app/installations{?per_page}",
+            {"per_page": PER_PAGE},
+            installation_id=None,
+            what="the app's installations",
+        )
+
+    async def get_app_installation(self, installation_id: int) -> Json | None:
+        """The installation as GitHub knows it now (app JWT; ``suspended_at`` set when suspended), None when it is gone."""
+        body, _ = await self._call(
+            "GET",
+            "/app/installations/{installation_id}",
+            {"installation_id": installation_id},
+            installation_id=None,
+            what=f"installation {installation_id}",
+            missing_ok=True,
+        )
+        return body if isinstance(body, dict) else None
+
+    async def list_installation_repositories(self, installation_id: int) -> list[Json]:
+        """The repositories the installation may access."""
+        return await self._get_all(
+            "/installation/repositories{?per_page}",
+            {"per_page": PER_PAGE},
+            installation_id=installation_id,
+            what=f"repositories of installation {installation_id}",
+            iterable_key="repositories",
+        )
