@@ -1,5 +1,6 @@
 """Dependencies point inward: core/ uses nothing of ours outside it, store/ knows nothing of GitHub or the model, and
-github/ (the GitHub adapter) does not reach into review/ (read from each module's imports)."""
+github/ (the GitHub adapter) does not reach into review/ (read from each module's imports, in subpackages too). And a
+room's modules stay small enough to read in one sitting."""
 
 from __future__ import annotations
 
@@ -42,6 +43,19 @@ def imported(path: Path) -> set[str]:
     ],
 )
 def test_a_room_imports_nothing_it_must_not(room: str, forbidden: tuple[str, ...]) -> None:
-    for path in sorted((PACKAGE / room).glob("*.py")):
+    for path in sorted((PACKAGE / room).rglob("*.py")):
         wrong = sorted(m for m in imported(path) if m.startswith(forbidden))
-        assert not wrong, f"{room}/{path.name} imports {wrong}"
+        assert not wrong, f"{path.relative_to(PACKAGE)} imports {wrong}"
+
+
+MAX_LINES = 500  # past this a module holds two concerns
+
+
+@pytest.mark.parametrize("room", ["store"])
+def test_no_module_of_a_room_is_over_the_line_limit(room: str) -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in sorted((PACKAGE / room).rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"

@@ -43,8 +43,10 @@ def test_no_backend_module_imports_the_other_backend(engine: str) -> None:
 
 def test_the_shared_modules_import_no_backend() -> None:
     backends = {f.removesuffix(".py") for files in BACKENDS.values() for f in files}
-    for name in ("base.py", "driven.py", "procedures.py", "statements.py", "schema.py"):
-        assert not imported_store_modules(STORE / name) & backends, name
+    shared = [STORE / name for name in ("base.py", "records.py", "workers.py", "driven.py", "schema.py")]
+    shared += sorted((STORE / "procedures").glob("*.py")) + sorted((STORE / "statements").glob("*.py"))
+    for path in shared:
+        assert not imported_store_modules(path) & backends, path.relative_to(STORE)
 
 
 def test_a_shared_statement_is_renumbered_for_postgres_and_a_dialect_pair_is_taken_as_written() -> None:

@@ -1,278 +1,34 @@
-"""The Store protocol: every durable thing the app does to its jobs, independent of the database engine."""
+"""The Store protocol: every durable thing the app does to its jobs, independent of the database engine.
+
+The app imports the store's records from here too: they are defined in records.py (jobs, leases, attempts,
+deliveries, usage, findings, batch requests) and workers.py (the worker registry)."""
 
 from __future__ import annotations
 
 import abc
-import os
-import secrets
-import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-import orjson
-
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
-from reviewer_app.core.cancel_reasons import CancelReason
-from reviewer_app.core.job_records import JobDetails, StoredAnswer, assemble
 from reviewer_app.core.states import JobState
+from reviewer_app.store.records import (
+    JOB_FIELDS,
+    PROGRESS_COLUMNS,
+    AdmitResult,
+    Attempt,
+    BatchRequest,
+    Delivery,
+    Finding,
+    Job,
+    Lease,
+    QueueStats,
+    Usage,
+)
+from reviewer_app.store.workers import HeldJob, WorkerInfo, WorkerStatus, is_gone, new_owner_id
 
 
 class StoreUnavailable(Exception):
     """The database refused or could not take the write (locked past its timeout, disk full, unreachable)."""
-
-
-@dataclass(frozen=True)
-class Job:
-    id: int
-    revision_key: str
-    repo_id: int
-    repo_full_name: str
-    installation_id: int | None
-    pr_number: int
-    head_sha: str
-    trigger: str
-    priority: int
-    state: JobState
-    details: JobDetails
-    attempts: int
-    max_attempts: int
-    next_attempt_at: float
-    lease_owner: str | None
-    lease_token: str | None
-    lease_expires_at: float | None
-    last_error: str | None
-    superseded_by: int | None
-    outcome: str | None
-    check_run_id: int | None
-    check_run_status: str | None
-    review_id: int | None
-    publish_intent_at: float | None
-    answer: StoredAnswer | None
-    event_at: float | None
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    updated_at: float
-    check_run_claim: str | None = None  # who took the claim to create the check run (a run may exist unrecorded)
-    cancel_reason: CancelReason | None = None  # why, when the job was cancelled
-    pokes: int = 0  # automatic events for this revision admitted while the job ran (see SKIP_IF_LEASE_HELD_AND_UNPOKED)
-    before_sha: str | None = None  # the head this job's head replaced, as a push named it (ordering, stale reads)
-
-    @classmethod
-    def from_row(cls, row: Any) -> Job:
-        """A job from a row (sqlite3.Row or asyncpg.Record). Every claim builds one per job, so a row in the fields'
-        order (statements.JOB_COLUMNS) is taken as it comes; any other is read by name, the columns an older query
-        lacks taking their defaults."""
-        values = list(row)
-        names = tuple(row.keys())
-        if names != JOB_FIELDS:
-            by_name = dict(zip(names, values, strict=True))
-            values = [by_name.get(n, _OPTIONAL[n]) if n in _OPTIONAL else by_name[n] for n in JOB_FIELDS]
-        values[_STATE] = JobState(values[_STATE])
-        values[_DETAILS] = JobDetails.from_json(values[_DETAILS])
-        values[_ANSWER] = StoredAnswer.from_json(values[_ANSWER])
-        values[_CANCEL_REASON] = CancelReason(values[_CANCEL_REASON]) if values[_CANCEL_REASON] else None
-        values[_POKES] = values[_POKES] or 0
-        return assemble(cls, dict(zip(JOB_FIELDS, values, strict=True)))
-
-
-JOB_FIELDS = tuple(f.name for f in fields(Job))
-_OPTIONAL = {
-    "check_run_claim": None,
-    "cancel_reason": None,
-    "pokes": 0,
-    "before_sha": None,
-}  # columns later migrations added
-_STATE, _DETAILS, _ANSWER, _CANCEL_REASON, _POKES = (
-    JOB_FIELDS.index(n) for n in ("state", "details", "answer", "cancel_reason", "pokes")
-)
-
-
-@dataclass(frozen=True)
-class Lease:
-    """What a worker holds while it runs a job; every write it makes names this token."""
-
-    job_id: int
-    token: str
-    owner: str
-    attempt: int
-    expires_at: float
-    job: Job | None = field(default=None, compare=False, repr=False)  # the claimed row, when the store returns it
-
-
-@dataclass(frozen=True)
-class Attempt:
-    job_id: int
-    attempt: int
-    lease_owner: str
-    started_at: float
-    finished_at: float | None
-    outcome: str | None
-    error: str | None
-    model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_tokens: int = 0
-    cache_read_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One webhook delivery as it arrived: the key that makes a redelivery a no-op."""
-
-    delivery_id: str
-    event: str
-    action: str | None
-
-
-@dataclass(frozen=True)
-class AdmitResult:
-    outcome: str  # "enqueued", "duplicate-delivery", "duplicate-revision", "cancelled", "ignored"
-    job_id: int | None = None
-    superseded: tuple[int, ...] = ()
-    cancelled: tuple[int, ...] = ()
-    reason: str = ""
-    installation_gone: int | None = None
-
-    @property
-    def created(self) -> bool:
-        return self.outcome == "enqueued"
-
-
-@dataclass(frozen=True)
-class Usage:
-    model: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_tokens: int = 0
-    cache_read_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One inline finding the app posted on a pull request (migration 0009): where it sat, by content, and its thread.
-    ``before`` and ``after`` are the normalised lines around the commented one (core/findings.py)."""
-
-    repo_id: int
-    pr_number: int
-    job_id: int
-    review_id: int | None
-    head_sha: str
-    path: str
-    line: int
-    line_text: str
-    before: tuple[str, ...]
-    after: tuple[str, ...]
-    severity: str
-    title: str
-    body_digest: str
-    comment_id: int | None = None
-    thread_id: str | None = None
-    state: str = "open"  # or "resolved": the app resolved its thread (the code changed)
-    id: int | None = None  # None until stored
-
-    @classmethod
-    def from_row(cls, row: Any) -> Finding:
-        return cls(
-            repo_id=row["repo_id"],
-            pr_number=row["pr_number"],
-            job_id=row["job_id"],
-            review_id=row["review_id"],
-            head_sha=row["head_sha"],
-            path=row["path"],
-            line=row["line"],
-            line_text=row["line_text"],
-            before=tuple(orjson.loads(row["before_lines"])),
-            after=tuple(orjson.loads(row["after_lines"])),
-            severity=row["severity"],
-            title=row["title"],
-            body_digest=row["body_digest"],
-            comment_id=row["comment_id"],
-            thread_id=row["thread_id"],
-            state=row["state"],
-            id=row["id"],
-        )
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    """One model request sent through Message Batches for a part of a job's review, and what the batch reported."""
-
-    custom_id: str
-    job_id: int
-    part_key: str
-    batch_id: str
-    model: str
-    state: str  # pending, succeeded, errored, expired, canceled, withdrawn
-    result: str | None  # the model's Message as JSON, when succeeded
-    error: str | None
-    submitted_at: float
-    ended_at: float | None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_tokens: int = 0
-    cache_read_tokens: int = 0
-
-
-@dataclass
-class QueueStats:
-    by_state: dict[str, int] = field(default_factory=dict)
-    oldest_pending_created_at: float | None = None
-    expired_leases: int = 0
-    awaiting_reconciliation: int = 0
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """One process running against the database, as it registers itself (a row of the workers table)."""
-
-    id: str  # its lease owner name (new_owner_id): the running jobs it holds have jobs.lease_owner = id
-    host: str
-    pid: int
-    role: str  # "serve", "serve --no-worker" or "worker"
-    version: str
-    slots: int  # job slots (0: it runs no jobs)
-    lease_seconds: float  # its lease: a heartbeat older than this means the process is gone
-    started_at: float
-    heartbeat_at: float
-    jobs_running: int = 0
-
-
-@dataclass(frozen=True)
-class HeldJob:
-    """A running job as its lease holder's entry shows it: the rescuer hands it back at ``lease_expires_at``."""
-
-    job_id: int
-    repo: str
-    pr_number: int
-    lease_expires_at: float | None
-
-
-@dataclass(frozen=True)
-class WorkerStatus:
-    """A registered process as seen at ``now``: alive, or gone with the jobs it held."""
-
-    info: WorkerInfo
-    gone: bool
-    held: tuple[HeldJob, ...] = ()
-
-    @property
-    def rescued_at(self) -> float | None:
-        """When the last of the jobs it held is rescued (its lease expires), if it held any."""
-        expiries = [h.lease_expires_at for h in self.held if h.lease_expires_at is not None]
-        return max(expiries) if expiries else None
-
-
-def is_gone(info: WorkerInfo, now: float) -> bool:
-    """A process whose heartbeat is older than its lease: its leases are expiring unrenewed too."""
-    return info.heartbeat_at + info.lease_seconds < now
-
-
-# Columns a worker may set on its own job while it holds the lease (progress checkpoints).
-PROGRESS_COLUMNS = frozenset(
-    {"check_run_id", "check_run_status", "review_id", "publish_intent_at", "answer", "details", "outcome", "head_sha"}
-)
 
 
 class FencedFinishes(abc.ABC):
@@ -300,11 +56,6 @@ class FencedFinishes(abc.ABC):
         self, lease: Lease, *, now: float, outcome: str, usage: Usage | None = None
     ) -> bool:
         return await self._finish(lease, JobState.SUPERSEDED, now=now, outcome=outcome, error=None, usage=usage)
-
-
-def new_owner_id(prefix: str = "worker") -> str:
-    """A name for this process as a lease owner: readable in the attempts table, unique across restarts."""
-    return f"{prefix}-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class Store(Protocol):
@@ -550,7 +301,11 @@ __all__ = [
     "Decision",
     "Delivery",
     "Enqueue",
+    "FencedFinishes",
+    "Finding",
+    "HeldJob",
     "Ignore",
+    "JOB_FIELDS",
     "Job",
     "Lease",
     "PROGRESS_COLUMNS",
@@ -560,5 +315,6 @@ __all__ = [
     "Usage",
     "WorkerInfo",
     "WorkerStatus",
+    "is_gone",
     "new_owner_id",
 ]

@@ -17,23 +17,20 @@ from reviewer_app.core.admission import Decision, Enqueue
 from reviewer_app.core.states import JobState
 from reviewer_app.store import procedures as p
 from reviewer_app.store import statements as s
-from reviewer_app.store.base import (
+from reviewer_app.store.base import FencedFinishes
+from reviewer_app.store.finish_batches import FinishBatches
+from reviewer_app.store.records import (
     AdmitResult,
     Attempt,
     BatchRequest,
     Delivery,
-    FencedFinishes,
     Finding,
-    HeldJob,
     Job,
     Lease,
     QueueStats,
     Usage,
-    WorkerInfo,
-    WorkerStatus,
-    is_gone,
 )
-from reviewer_app.store.finish_batches import FinishBatches
+from reviewer_app.store.workers import HeldJob, WorkerInfo, WorkerStatus, is_gone
 
 T = TypeVar("T")
 ProcedureFactory = Callable[[], p.Procedure[T]]  # a fresh generator per try: a transaction may run again

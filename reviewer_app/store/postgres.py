@@ -15,9 +15,10 @@ import asyncpg
 
 from reviewer_app.redaction import redact_url
 from reviewer_app.store import procedures as p
-from reviewer_app.store.base import AdmitResult, StoreUnavailable
+from reviewer_app.store.base import StoreUnavailable
 from reviewer_app.store.driven import DrivenStore, ProcedureFactory
 from reviewer_app.store.postgres_wakeups import WakeupListener
+from reviewer_app.store.records import AdmitResult
 from reviewer_app.store.schema import load_migrations
 from reviewer_app.store.statements import (
     CLAIM_DELIVERIES_AND_LOCK_ENQUEUES,

@@ -1,18 +1,11 @@
-"""The store's multi-statement operations, written once as procedures over named statements (statements.py).
-
-A procedure is a generator: it yields one step at a time (a statement to run, or a wake-up to send after the commit)
-and receives the step's result. It never touches a connection, so each driver runs it in its own terms: SQLite in
-its writer thread, inside a group-committed transaction; PostgreSQL on a pooled connection, awaiting each step. A
-statement a dialect does not need (``Dialects(..., None)``) is skipped and answers None."""
+"""Admission as one procedure: the delivery recorded once and its decision applied (core.pr_work's plan for an
+Enqueue: follow, insert, supersede), with the parameters built ahead and the lock order of PostgreSQL's batches."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import orjson
+from typing import Any
 
 from reviewer_app.core.admission import (
     TRIGGER_RETARGET,
@@ -40,82 +33,8 @@ from reviewer_app.core.cancel_reasons import cancel_reason
 from reviewer_app.core.pr_work import PAUSED_SKIP, PendingJob, PRFacts, plan_enqueue
 from reviewer_app.core.states import JobState
 from reviewer_app.store import statements as s
-from reviewer_app.store.base import PROGRESS_COLUMNS, AdmitResult, Delivery, Job, Lease, Usage
-
-T = TypeVar("T")
-
-
-# -- the steps a procedure yields ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Rows:
-    """Run a statement; every row."""
-
-    stmt: s.Statement
-    params: Sequence[Any] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """Run a statement; its first row, or None."""
-
-    stmt: s.Statement
-    params: Sequence[Any] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    """Run a statement; the number of rows it changed."""
-
-    stmt: s.Statement
-    params: Sequence[Any] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Insert:
-    """Insert one row; its id (SQLite: the row id; PostgreSQL: what ``RETURNING id`` gives, None on a conflict)."""
-
-    stmt: s.Statement
-    params: Sequence[Any] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Many:
-    """Run a statement once per parameter tuple."""
-
-    stmt: s.Statement
-    params: Sequence[Sequence[Any]] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Later:
-    """A write no later step of the transaction reads back: a driver may hold it and run it with the others of its
-    statement just before the commit (PostgreSQL: one pipelined ``executemany`` per batch)."""
-
-    stmt: s.Statement
-    params: Sequence[Any] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Wake:
-    """After the commit, wake whoever waits for claimable work. ``other_hosts``: only other hosts need to know (a
-    hand-back or a rescue: this host's dispatcher already knows), so SQLite, one host, does nothing."""
-
-    other_hosts: bool = False
-
-
-Step = Rows | Row | Count | Insert | Many | Later | Wake
-Procedure = Generator[Step, Any, T]
-
-
-def usage_params(u: Usage | None) -> tuple[str | None, int, int, int, int]:
-    if u is None:
-        return (None, 0, 0, 0, 0)
-    return (u.model or None, u.input_tokens, u.output_tokens, u.cache_creation_tokens, u.cache_read_tokens)
-
-
-# -- admission ----------------------------------------------------------------------------------------------
+from reviewer_app.store.procedures.steps import Count, Insert, Later, Many, Procedure, Row, Rows, Wake
+from reviewer_app.store.records import AdmitResult, Delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,233 +352,17 @@ def _follow(job_id: int, head_sha: str, *, now: float) -> Procedure[None]:
     yield Count(s.SET_SUPERSEDED_BY, (successor[0], job_id))
 
 
-# -- dispatch -----------------------------------------------------------------------------------------------
-
-
-def claim(*, owner: str, limit: int, now: float, lease_seconds: float) -> Procedure[list[Any]]:
-    """The claimed rows, whole (a worker starts without reading its job again), in id order. The caller makes leases
-    of them after the commit: on SQLite that keeps the parsing out of the writer thread, the drain's serial part."""
-    rows = yield Rows(s.CLAIM_QUEUED, (owner, now + lease_seconds, now, limit))
-    rows = sorted(rows, key=lambda r: r["id"])
-    if rows:
-        yield Many(s.RECORD_CLAIMED_ATTEMPTS, [(r["id"], r["attempts"], owner, r["lease_token"], now) for r in rows])
-    return rows
-
-
-def lease_of(row: Any, owner: str) -> Lease:
-    """A claimed row as the worker's lease, the job with it."""
-    return Lease(row["id"], row["lease_token"], owner, row["attempts"], row["lease_expires_at"], Job.from_row(row))
-
-
-def renew_leases(leases: Sequence[Lease], *, now: float, lease_seconds: float) -> Procedure[set[str]]:
-    held = json.dumps([{"id": le.job_id, "token": le.token} for le in leases])
-    rows = yield Rows(s.RENEW_MANY_IF_LEASE_HELD, (now + lease_seconds, now, held))
-    return {r[0] for r in rows}
-
-
-def renew_lease(lease: Lease, *, now: float, expires: float) -> Procedure[bool]:
-    return (yield Count(s.RENEW_IF_LEASE_HELD, (expires, now, lease.job_id, lease.token))) == 1
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """One fenced finish: the job leaves `running` for ``state`` only while ``lease`` still holds it."""
-
-    lease: Lease
-    state: str
-    outcome: str
-    error: str | None
-    now: float
-    usage: tuple[str | None, int, int, int, int]
-
-    @property
-    def cancel_reason(self) -> str | None:
-        return cancel_reason(self.outcome).value if self.state == JobState.CANCELLED else None
-
-
-def finish(item: Finish) -> Procedure[bool]:
-    """One fenced finish, on any dialect: the job leaves `running` only while the lease holds; the attempt's history
-    row is closed with the state, or with 'lease_lost'. True if the lease still held the job."""
-    lease = item.lease
-    done = (
-        yield Count(
-            s.FINISH_IF_LEASE_HELD,
-            (item.state, item.outcome, item.cancel_reason, item.error, item.now, item.now, lease.job_id, lease.token),
-        )
-    ) == 1
-    yield Count(
-        s.FINISH_ATTEMPT, (item.now, item.state if done else "lease_lost", item.error, *item.usage, lease.token)
-    )
-    return done
-
-
-def finish_together(batch: Sequence[Finish]) -> Procedure[set[str]]:
-    """Every finish of ``batch`` together: one statement on PostgreSQL (one round trip for all), two on SQLite (the
-    jobs, then their attempts); each job leaves `running` only under its own token. The tokens that held their job.
-    On SQLite a single finish, or a batch naming one job twice (a stale lease beside the current one), goes one at a
-    time."""
-    batch = sorted(batch, key=lambda f: f.lease.job_id)  # rows locked in id order on every host
-    rows = [
-        (f.lease.job_id, f.lease.token, f.state, f.outcome, f.error, f.now, *f.usage, f.cancel_reason) for f in batch
-    ]
-    tokens = yield Rows(s.FINISH_JOBS_AND_ATTEMPTS, [list(c) for c in zip(*rows, strict=True)])
-    if tokens is not None:
-        return {r[0] for r in tokens}
-    if len(batch) == 1 or len({f.lease.job_id for f in batch}) < len(batch):
-        held: set[str] = set()
-        for f in batch:
-            if (yield from finish(f)):
-                held.add(f.lease.token)
-        return held
-    finished = yield Rows(s.FINISH_JOBS_FROM_JSON, (orjson.dumps(rows).decode(),))
-    ids = {r[0] for r in finished}
-    closed = [
-        (f.lease.token, f.now, f.state if f.lease.job_id in ids else "lease_lost", f.error, *f.usage) for f in batch
-    ]
-    yield Count(s.CLOSE_ATTEMPTS_FROM_JSON, (orjson.dumps(closed).decode(),))
-    return {f.lease.token for f in batch if f.lease.job_id in ids}
-
-
-def retry(
-    lease: Lease, *, now: float, at: float, error: str, counts_attempt: bool, usage: Usage | None
-) -> Procedure[bool]:
-    held = (
-        yield Count(s.REQUEUE_IF_LEASE_HELD, (at, error, 0 if counts_attempt else 1, now, lease.job_id, lease.token))
-    ) == 1
-    outcome = ("retry" if counts_attempt else "deferred") if held else "lease_lost"
-    yield Count(s.FINISH_ATTEMPT, (now, outcome, error, *usage_params(usage), lease.token))
-    if held and at <= now:
-        yield Wake(other_hosts=True)  # handed back for another host to take now (shutdown)
-    return held
-
-
-def progress_update(lease: Lease, *, now: float, fields: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """The progress checkpoint as one statement (the columns a worker may set), written only while this attempt
-    holds the lease; an unknown column is refused before anything runs."""
-    unknown = set(fields) - PROGRESS_COLUMNS
-    if unknown:
-        raise ValueError(f"not a progress column: {sorted(unknown)}")
-    cols = sorted(fields)
-    values = [fields[c].to_json() if c in ("answer", "details") else fields[c] for c in cols]
-    assignments = ", ".join(f"{c} = ?" for c in cols)
-    query = f"UPDATE jobs SET {assignments}, updated_at = ? WHERE id = ? AND lease_token = ? AND state = 'running'"
-    return query, (*values, now, lease.job_id, lease.token)
-
-
-def skip_if_unpoked(lease: Lease, *, pokes: int, now: float, outcome: str) -> Procedure[bool]:
-    """End an automatic job skipped, only while ``lease`` holds it and no event for its revision came since it read
-    ``pokes``; its attempt is closed with it."""
-    why = cancel_reason(outcome).value
-    done = (
-        yield Count(s.SKIP_IF_LEASE_HELD_AND_UNPOKED, (outcome, why, now, now, lease.job_id, lease.token, pokes))
-    ) == 1
-    if done:
-        yield Count(s.FINISH_ATTEMPT, (now, JobState.CANCELLED.value, None, *usage_params(None), lease.token))
-    return done
-
-
-def record_usage(lease: Lease, usage: Usage) -> Procedure[bool]:
-    return (yield Count(s.ADD_ATTEMPT_USAGE, (*usage_params(usage), lease.token))) == 1
-
-
-def rescue_expired(*, now: float) -> Procedure[list[int]]:
-    """Jobs whose lease expired back to the queue, or failed when no attempt is left."""
-    rescued: list[int] = []
-    requeued = False
-    for job_id, token, attempts, max_attempts in (yield Rows(s.SELECT_EXPIRED_FOR_RESCUE, (now,))):
-        error = f"lease expired during attempt {attempts} (worker crashed, was killed or hung)"
-        if attempts >= max_attempts:
-            changed = yield Count(s.EXPIRE_TO_FAILED, (error, f"failed: {error}", now, now, job_id, token))
-        else:
-            changed = yield Count(s.EXPIRE_TO_QUEUE, (now, error, now, job_id, token))
-            requeued = True
-        if changed == 1:
-            rescued.append(job_id)
-            yield Count(s.FINISH_ATTEMPT, (now, "lease_expired", error, None, 0, 0, 0, 0, token))
-    if requeued:
-        yield Wake(other_hosts=True)
-    return rescued
-
-
-# -- one-statement writes, and the few that read before they write -----------------------------------------
-
-
-def changes(stmt: s.Statement, params: Sequence[Any]) -> Procedure[int]:
-    """One statement; the rows it changed."""
-    return (yield Count(stmt, params))
-
-
-def many(stmt: s.Statement, params: Sequence[Sequence[Any]]) -> Procedure[None]:
-    """One statement per parameter tuple, in one transaction."""
-    yield Many(stmt, params)
-
-
-def returns_row(stmt: s.Statement, params: Sequence[Any]) -> Procedure[bool]:
-    """One guarded statement with ``RETURNING``: whether its guard let it write."""
-    return (yield Row(stmt, params)) is not None
-
-
-def claim_once(key: str, value: str) -> Procedure[bool]:
-    """Whether this caller is the first to claim ``key`` (any host): one write of a kind happens once."""
-    return (yield Count(s.CLAIM_COMMAND_IF_NEW, (key, value))) == 1
-
-
-def set_setting(key: str, value: str) -> Procedure[None]:
-    yield Count(s.UPSERT_SETTING, (key, value))
-    yield Wake()  # a resumed queue has claimable work at once
-
-
-def operator_retry(job_id: int, *, now: float) -> Procedure[bool]:
-    retried = (yield Count(s.OPERATOR_RETRY, (now, now, job_id))) == 1
-    if retried:
-        yield Wake()
-    return retried
-
-
-def claim_redelivery(guid: str, delivery_id: int, *, owner: str, now: float, stale_before: float) -> Procedure[bool]:
-    if (yield Row(s.SELECT_DELIVERY_ID, (guid,))) is not None:
-        return False
-    return (yield Row(s.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before))) is not None
-
-
-def prune(before: float, batch: int) -> Procedure[int]:
-    """Up to ``batch`` terminal jobs finished before ``before`` (with their attempts), deliveries received before it
-    and effects sent before it; the number deleted."""
-    ids = [r[0] for r in (yield Rows(s.PRUNABLE_JOBS, (before, batch)))]
-    removed = 0
-    if ids:
-        yield Count(s.forget_pruned_superseders(len(ids)), ids)
-        yield Count(s.delete_pruned_attempts(len(ids)), ids)
-        yield Count(s.delete_pruned_batch_requests(len(ids)), ids)
-        removed += yield Count(s.delete_pruned_jobs(len(ids)), ids)
-    removed += yield Count(s.PRUNE_DELIVERIES, (before, batch))
-    return removed + (yield Count(s.PRUNE_FINISHED_EFFECTS, (before, batch)))
-
-
-# -- Message Batches ----------------------------------------------------------------------------------------
-
-
-def settle_batch_request(
-    custom_id: str, *, state: str, result: str | None, error: str | None, usage: Usage | None, now: float
-) -> Procedure[int | None]:
-    """Record a batch's report on one request (once) and wake its job when the request was still pending; the job's
-    id, or None when the request was reported before or is not ours."""
-    tokens = usage_params(usage)[1:]
-    row = yield Row(s.SETTLE_BATCH_REQUEST_IF_OPEN, (state, result, error, now, *tokens, custom_id))
-    if row is None:
-        return None
-    job_id, settled_state = row[0], row[1]
-    if settled_state == state and (yield Count(s.WAKE_QUEUED_JOB, (now, now, job_id, now))) == 1:
-        yield Wake()
-    return int(job_id)
-
-
-def withdraw_requests_of_ended_jobs() -> Procedure[list[str]]:
-    """Withdraw the pending requests of jobs that ended while batched; the batches left with no pending request
-    (nothing of theirs will be used: worth cancelling)."""
-    touched = sorted({r[0] for r in (yield Rows(s.WITHDRAW_REQUESTS_OF_ENDED_JOBS))})
-    idle: list[str] = []
-    for batch_id in touched:
-        if (yield Row(s.PENDING_REQUESTS_OF_BATCH, (batch_id,)))[0] == 0:
-            idle.append(batch_id)
-    return idle
+__all__ = [
+    "PreparedEnqueue",
+    "INSERT_REVISION_KEY",
+    "PRECHECK_COUNTS_DAY",
+    "PRECHECK_COUNTS_HOUR",
+    "PRECHECK_REPO",
+    "PRECHECK_PR",
+    "PRECHECK_TOGETHER_COLUMNS",
+    "prepare_enqueue",
+    "lock_order",
+    "admit",
+    "insert_effects",
+    "enqueue",
+]
