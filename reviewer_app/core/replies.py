@@ -109,7 +109,7 @@ def _reply_guard(guard: Guard | None, spec: JobSpec, comment: dict[str, Any], ac
     """The answer's job under the answers' own budget: the installation's answers a day (counted apart from its
     reviews), the thread's answers an hour, and an outside asker's answers a day (the asker in ``details.author``).
     A refusal shows as a 👎 on the question (``reaction``: the effect kind for the comment's kind), on the asker's
-    first refused question of the day only (store/procedures.py): never a reply, never once per question."""
+    first refused question of the day only (store/procedures/admission.py): never a reply, never once per question."""
     if guard is None or not (guard.answers_per_day or guard.replies_per_thread_hour or guard.answers_per_asker_day):
         return Enqueue(spec, supersede_older_heads=False, automatic=False)
     association = str(comment.get("author_association") or "").upper()

@@ -84,7 +84,7 @@ class OutboxSender:
             permission = "unknown"
         allowed = permission in WRITE_PERMISSIONS
         if allowed:
-            # Applied as the owner's command is (store/procedures.py): a resume queues the head skipped while paused.
+            # Applied as the owner's command is (store/procedures/admission.py): a resume queues the head skipped while paused.
             # The delivery id is the effect's, so a retry after a lost answer applies nothing twice.
             change = SetPause(repo_id, number, e["kind"] == "pause", at=written)
             await self.store.admit(
