@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from reviewer_app.core.admission import Enqueue, Guard, Ignore, JobSpec, decide_comment, guard_refusal
+from reviewer_app.core.admission import Enqueue, Guard, Ignore, JobSpec, guard_refusal
 from reviewer_app.core.cancel_reasons import CancelReason
+from reviewer_app.core.events import decide_comment
 from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
 from reviewer_app.core.replies import decide_review_comment, mentions_with_question
 from reviewer_app.core.states import JobState

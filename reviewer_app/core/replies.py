@@ -28,10 +28,10 @@ from reviewer_app.core.admission import (
     Guard,
     Ignore,
     JobSpec,
-    MalformedPayload,
 )
 from reviewer_app.core.commands import is_bot, own_lines
 from reviewer_app.core.job_records import JobDetails
+from reviewer_app.core.payload import MalformedPayload
 from reviewer_app.core.timestamps import parse_time
 
 CONVERSATION = "conversation"  # the thread of a pull request's conversation (issue comments)

@@ -19,7 +19,6 @@ from reviewer_app.core.admission import (
     TRIGGER_DRAFT,
     TRIGGER_RETARGET,
     Enqueue,
-    decide_observed_head,
     is_reply,
 )
 from reviewer_app.core.anchoring import anchor
@@ -35,6 +34,7 @@ from reviewer_app.core.errors import (
     Settled,
     Superseded,
 )
+from reviewer_app.core.events import decide_observed_head
 from reviewer_app.core.job_records import CheckReport, ModelProgress, PartAnswer, StoredAnswer
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker, parse_markers, reviewed_by_bot
