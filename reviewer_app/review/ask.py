@@ -29,6 +29,8 @@ NOTHING_REVIEWED = "There was nothing in this pull request that the reviewer rev
 
 
 class Ask:
+    """The ask stage, for review jobs (a question in parts) and answers in threads (one plain question)."""
+
     def __init__(self, github: GitHubClient, claude: ClaudeReviewer, batches: Batches | None = None) -> None:
         self.github = github
         self.claude = claude

@@ -84,6 +84,8 @@ class Question:
 
 
 class Gather:
+    """The gather stage of review jobs."""
+
     def __init__(self, github: GitHubClient, reader: ContentReader, memory: Memory, settings: ReviewSettings) -> None:
         self.github = github
         self.reader = reader

@@ -90,6 +90,8 @@ class Review:
 
 
 class Publish:
+    """The publish stage of review jobs."""
+
     def __init__(self, github: GitHubClient, memory: Memory, gate: Gate) -> None:
         self.github = github
         self.memory = memory
@@ -102,28 +104,8 @@ class Publish:
         review = await self._render(ctx, wanted, change, answer)
         review_id = await self._publish_once(ctx, review.body, [inline_comment(c) for c in review.anchored.inline])
         resolved = await self._remember(ctx, review_id, review.anchored.inline, change.recall, wanted.config)
-        counts, rc, links = review.counts, wanted.config, review.links
-        report = CheckReport(
-            summary=publishable(review.summary, MAX_CHECK_SUMMARY_CHARS) if review.summary.strip() else "",
-            top=tuple(f.entry for f in top_findings(review.anchored.inline, review.anchored.moved, links)),
-            review_url=f"{links.pr_url}#pullrequestreview-{review_id}",
-            not_reviewed=not_reviewed_line(group_by_reason(answer.not_covered)),
-            conclusion=conclusion_for(counts, rc.conclusions),
-            resolved=resolved,
-            answers=await _answers_on_pr(ctx),
-        )
-        # check_run_id is None while another host's sync is creating the run: that host records it.
-        await ctx.checkpoint(
-            review_id=review_id,
-            **({"check_run_id": check_run_id} if check_run_id else {}),
-            details=replace(
-                ctx.job.details,
-                counts=counts,
-                report=report,
-                incremental=bool(answer.incremental_note),
-                config_errors=tuple(rc.errors),
-            ),
-        )
+        await self._record(ctx, wanted.config, answer, review, review_id, resolved, check_run_id)
+        counts = review.counts
         return (
             f"reviewed: {counts.findings} finding(s), {counts.inline} inline comment(s), {counts.moved} in the "
             f"body, {counts.not_covered} file(s) not reviewed; review {review_id}"
@@ -193,6 +175,40 @@ class Publish:
             await ctx.store.record_published_review(job.id, review_id)
 
         return await post_once(ctx, post, lambda: self._own_review(ctx, bot), confirm=confirm, record=record)
+
+    async def _record(
+        self,
+        ctx: JobContext,
+        rc: RepoConfig,
+        answer: StoredAnswer,
+        review: Review,
+        review_id: int,
+        resolved: int,
+        check_run_id: int | None,
+    ) -> None:
+        """The review on its job, with what its check run shows."""
+        links = review.links
+        report = CheckReport(
+            summary=publishable(review.summary, MAX_CHECK_SUMMARY_CHARS) if review.summary.strip() else "",
+            top=tuple(f.entry for f in top_findings(review.anchored.inline, review.anchored.moved, links)),
+            review_url=f"{links.pr_url}#pullrequestreview-{review_id}",
+            not_reviewed=not_reviewed_line(group_by_reason(answer.not_covered)),
+            conclusion=conclusion_for(review.counts, rc.conclusions),
+            resolved=resolved,
+            answers=await _answers_on_pr(ctx),
+        )
+        # check_run_id is None while another host's sync is creating the run: that host records it.
+        await ctx.checkpoint(
+            review_id=review_id,
+            **({"check_run_id": check_run_id} if check_run_id else {}),
+            details=replace(
+                ctx.job.details,
+                counts=review.counts,
+                report=report,
+                incremental=bool(answer.incremental_note),
+                config_errors=tuple(rc.errors),
+            ),
+        )
 
     async def _own_review(self, ctx: JobContext, bot: str) -> int | None:
         """The id of this job's review by the app's bot (its marker), if GitHub has one."""
