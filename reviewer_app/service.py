@@ -34,7 +34,8 @@ from reviewer_app.review.answer import Answerer
 from reviewer_app.review.batches import Batches, BatchPoller, BatchSubmitter
 from reviewer_app.review.claude import ClaudeReviewer, make_client
 from reviewer_app.review.explore import ToolLimits
-from reviewer_app.review.pipeline import ReviewPipeline, ReviewSettings
+from reviewer_app.review.pipeline import ReviewPipeline
+from reviewer_app.review.settings import ReviewSettings
 from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store, new_owner_id
 from reviewer_app.store.factory import make_store

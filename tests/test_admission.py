@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from reviewer_app.core.admission import (
-    CancelPR,
-    Enqueue,
-    Guard,
-    Ignore,
-    MalformedPayload,
+from reviewer_app.core.admission import CancelPR, Enqueue, Guard, Ignore
+from reviewer_app.core.events import (
     decide_comment,
     decide_observed_head,
     decide_pull_request,
     decide_rerun,
     rerun_job_id,
 )
+from reviewer_app.core.payload import MalformedPayload
 from reviewer_app.core.timestamps import parse_time
 from reviewer_app.github.checks import external_id
 from tests.helpers import pr_payload, sha

@@ -235,8 +235,8 @@ async def test_turning_batching_off_still_collects_what_is_already_in_a_batch(tm
         _, job_id = await h.open_pr(1)
         await requests_of(h, job_id, "pending")
         # As after a restart with REVIEWER_BATCH=0: nothing new is batched, but the request out is still used.
-        pipeline = h.svc.dispatcher.runner.pipeline
-        pipeline.batches = replace(pipeline.batches, policy=BatchPolicy(enabled=False))
+        ask = h.svc.dispatcher.runner.pipeline.ask
+        ask.batches = replace(ask.batches, policy=BatchPolicy(enabled=False))
         _, later = await h.open_pr(2)
         await h.wait_state(later, JobState.SUCCEEDED)
         assert len(h.anthropic.message_requests) == 1 and len(h.anthropic.batch_creates) == 1
@@ -257,7 +257,7 @@ async def test_batches_refused_by_the_api_turn_batching_off_and_the_review_runs_
         assert len(h.anthropic.batch_creates) == 1 and len(h.anthropic.message_requests) == 1
         assert job.attempts == 2  # the refused attempt counts; the next one asked interactively
         assert await h.store.batch_requests_of(job_id) == []
-        assert h.svc.dispatcher.runner.pipeline.batches.submitter.unavailable is not None
+        assert h.svc.dispatcher.runner.pipeline.ask.batches.submitter.unavailable is not None
 
 
 async def test_a_title_edited_while_the_review_waits_on_its_batch_costs_nothing_more(tmp_path, backend) -> None:
@@ -282,7 +282,7 @@ async def test_a_runner_stopped_while_its_batch_gathers_still_records_the_batch(
     async with batching(tmp_path, backend, REVIEWER_BATCH_GATHER_SECONDS="1") as h:
         h.anthropic.hold_batches = True
         _, job_id = await h.open_pr(1)
-        submitter = h.svc.dispatcher.runner.pipeline.batches.submitter
+        submitter = h.svc.dispatcher.runner.pipeline.ask.batches.submitter
         await eventually(lambda: _async(bool(submitter._waiting)))
         await h.svc.dispatcher.stop(0)  # no grace: the runner is cancelled while the batch gathers
         [request] = await h.store.batch_requests_of(job_id)

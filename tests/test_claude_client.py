@@ -13,13 +13,11 @@ import pytest
 from reviewer_app.core.diff import parse_patch
 from reviewer_app.core.errors import PermanentError, RateLimited, TransientError
 from reviewer_app.core.review_model import ModelComment
-from reviewer_app.review.claude import (
+from reviewer_app.review.claude import ClaudeReviewer, UsageMeter, make_client
+from reviewer_app.review.claude_errors import (
     DEFAULT_RATE_LIMIT_WAIT,
     SPEND_LIMIT_WAIT,
-    ClaudeReviewer,
     SpendLimitReached,
-    UsageMeter,
-    make_client,
     retry_after_seconds,
 )
 from reviewer_app.review.prompt import (

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from reviewer_app.core.admission import Enqueue, Reply, decide_comment, pause_key
+from reviewer_app.core.admission import Enqueue, Reply, pause_key
 from reviewer_app.core.commands import HELP_QUIET_SECONDS, may_command, parse_command
+from reviewer_app.core.events import decide_comment
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery
 from tests.fakes.github import added_file, iso

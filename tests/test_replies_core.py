@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from reviewer_app.core.admission import Enqueue, Guard, Ignore, JobSpec, decide_comment, guard_refusal
+from reviewer_app.core.admission import Enqueue, Guard, Ignore, JobSpec, guard_refusal
 from reviewer_app.core.cancel_reasons import CancelReason
+from reviewer_app.core.events import decide_comment
+from reviewer_app.core.gate import DRAFT_SKIP_TEXT
 from reviewer_app.core.pr_work import PendingJob, PRFacts, plan_enqueue
 from reviewer_app.core.replies import decide_review_comment, mentions_with_question
 from reviewer_app.core.states import JobState
 from reviewer_app.github.recovery import head_is_handled
 from reviewer_app.review.answer import Thread, build_answer_prompt, code_around
-from reviewer_app.review.pipeline import DRAFT_SKIP_TEXT
 from reviewer_app.store.base import Job
 from tests.helpers import sha
 

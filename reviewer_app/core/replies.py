@@ -28,10 +28,10 @@ from reviewer_app.core.admission import (
     Guard,
     Ignore,
     JobSpec,
-    MalformedPayload,
 )
 from reviewer_app.core.commands import is_bot, own_lines
 from reviewer_app.core.job_records import JobDetails
+from reviewer_app.core.payload import MalformedPayload
 from reviewer_app.core.timestamps import parse_time
 
 CONVERSATION = "conversation"  # the thread of a pull request's conversation (issue comments)
@@ -184,7 +184,7 @@ def decide_question(
     payload: dict[str, Any], *, app_slug: str, bot_login: str, guard: Guard | None = None, delivery_id: str = ""
 ) -> Decision | None:
     """An ``issue_comment`` on a pull request that mentions the app with a question: an answer job, an Ignore that
-    says why not, or None when the comment asks the app nothing (core.admission.decide_comment goes on)."""
+    says why not, or None when the comment asks the app nothing (core.events.decide_comment goes on)."""
     comment, issue = payload.get("comment"), payload.get("issue")
     if not isinstance(comment, dict) or not isinstance(issue, dict):
         return None

@@ -7,19 +7,12 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reviewer_app.core.admission import (
-    TRIGGER_AUTO,
-    TRIGGER_DRAFT,
-    Decision,
-    Enqueue,
-    Guard,
-    MalformedPayload,
-    decide_observed_head,
-    is_reply,
-)
+from reviewer_app.core.admission import TRIGGER_AUTO, TRIGGER_DRAFT, Decision, Enqueue, Guard, is_reply
 from reviewer_app.core.cancel_reasons import ended_with_episode
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
+from reviewer_app.core.events import decide_observed_head
 from reviewer_app.core.markers import reviewed_by_bot
+from reviewer_app.core.payload import MalformedPayload
 from reviewer_app.core.pr_work import DRAFT_SKIP
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time

@@ -1,9 +1,10 @@
 """The answer runner: a reply in a thread the app started (or a question that mentions it) answered once, in place.
 
-An answer job (core/replies.py admits it) reads the thread, checks who asked, asks Claude once (the answer is stored
-before publishing, so a retry never pays twice), and posts the answer in the same thread with a hidden marker naming
-the comment it answers. Before posting, and after a POST whose response was lost, it looks for the app's own comment
-carrying that marker: one comment, one answer, whatever crashed in between.
+An answer job (core/replies.py admits it) reads the thread, checks who asked (the review's gate), asks Claude once
+(the ask stage: the answer is stored before publishing, so a retry never pays twice), and posts the answer in the same
+thread with a hidden marker naming the comment it answers (the publish stage's ``post_once``). Before posting, and
+after a POST whose response was lost, it looks for the app's own comment carrying that marker: one comment, one
+answer, whatever crashed in between.
 """
 
 from __future__ import annotations
@@ -11,24 +12,24 @@ from __future__ import annotations
 import logging
 import re
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reviewer_app.core.admission import NO_ACCESS, PR_CLOSED_AT_WORKER
-from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.diff import PatchParseError, parse_patch
-from reviewer_app.core.errors import Cancelled, InstallationUnavailable, JobError, PermanentError
-from reviewer_app.core.job_records import StoredAnswer
+from reviewer_app.core.errors import Cancelled
+from reviewer_app.core.gate import asker_refusal, pull_closed
 from reviewer_app.core.links import confine_links, plain_suggestions
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_posted_reply, make_answer_marker, strip_markers
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.scopes import as_work
-from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
+from reviewer_app.review.ask import Ask, store_answer
+from reviewer_app.review.claude import ClaudeReviewer
 from reviewer_app.review.context import plan_context
-from reviewer_app.store.base import Usage
+from reviewer_app.review.gate import ends_without_access, installation_of, permission_of, refuse
+from reviewer_app.review.publish import post_once
 
 log = logging.getLogger(__name__)
 
@@ -141,29 +142,24 @@ def code_around(head_text: str, *, path: str, hunk: str | None, line: int | None
 
 
 class Answerer:
-    """The dispatcher's runner for answer jobs (trigger ``reply:<comment id>``)."""
+    """The dispatcher's runner for answer jobs (trigger ``reply:<comment id>``): the review's gate, ask and publish
+    stages, around the thread it answers in."""
 
     def __init__(self, github: GitHubClient, claude: ClaudeReviewer) -> None:
         self.github = github
-        self.claude = claude
+        self.ask = Ask(github, claude)
 
     @as_work("answer")
     async def __call__(self, ctx: JobContext) -> str:
-        try:
+        with ends_without_access(ctx):
             return await self._answer(ctx)
-        except InstallationUnavailable as exc:
-            log.info("job %s: %s", ctx.job.id, exc.reason)
-            raise Cancelled(NO_ACCESS) from None
 
     async def _answer(self, ctx: JobContext) -> str:
         job = ctx.job
-        inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
-        if inst is None:
-            raise Cancelled("the event carried no installation; the app cannot act on this repository")
+        inst, repo, number = installation_of(ctx), job.repo_full_name, job.pr_number
         comment_id = job.details.comment_id or 0
         pr = await self.github.get_pull(inst, repo, number)
-        if pr.get("state") != "open":
-            raise Cancelled(PR_CLOSED_AT_WORKER)
+        refuse(pull_closed(pr.get("state")))
         bot = await self.github.bot_login()
         thread = await self._thread(ctx, bot)
         marker = make_answer_marker(comment_id)
@@ -171,12 +167,12 @@ class Answerer:
         if posted is not None:
             return await self._answered(ctx, posted, "already answered")
         if job.details.verify_permission:
-            await self._check_asker(ctx)
+            login = job.details.asked_by or ""
+            refuse(asker_refusal(login, await permission_of(self.github, ctx, login)))
         stored = job.answer
         if stored is None:
-            stored = await self._ask_model(ctx, pr, thread, bot)
-            await ctx.checkpoint(answer=stored)
-            ctx.job = replace(ctx.job, answer=stored)
+            stored = await self.ask.plain(ctx, ANSWER_SYSTEM_PROMPT, await self._prompt(ctx, pr, thread, bot))
+            await store_answer(ctx, stored)
         else:
             log.info("job %s: posting the stored answer (no new model call)", job.id)
         # An answer is published without the review's checks: links and images off the repository's GitHub host
@@ -184,8 +180,18 @@ class Answerer:
         host = urllib.parse.urlsplit(str(pr.get("html_url") or "https://github.com")).hostname or "github.com"
         text = plain_suggestions(confine_links(stored.summary, host))
         body = f"{publishable(text, MAX_ANSWER_CHARS)}\n\n{marker}"
-        comment = await self._publish_once(ctx, thread, body, bot, marker)
-        return await self._answered(ctx, comment, "answered")
+
+        async def post(before_send: Callable[[], Awaitable[None]]) -> Mapping[str, Any]:
+            if thread.review_root is not None:
+                return await self.github.create_review_comment_reply(
+                    inst, repo, number, thread.review_root, body, before_send=before_send
+                )
+            return await self.github.create_issue_comment(inst, repo, number, body, before_send=before_send)
+
+        async def find() -> Mapping[str, Any] | None:
+            return find_posted_reply(await self._comments(ctx, thread), bot_login=bot, marker=marker)
+
+        return await self._answered(ctx, await post_once(ctx, post, find), "answered")
 
     async def _answered(self, ctx: JobContext, comment: Mapping[str, Any], how: str) -> str:
         answer_id, url = comment.get("id"), comment.get("html_url")
@@ -201,11 +207,11 @@ class Answerer:
     async def _thread(self, ctx: JobContext, bot: str) -> Thread:
         """The thread as GitHub shows it now; Cancelled (a skip) when it is not one the app answers in."""
         job = ctx.job
-        assert job.installation_id is not None
+        inst = installation_of(ctx)
         comment_id = job.details.comment_id or 0
         root = job.details.in_reply_to
         if isinstance(root, int):
-            every = await self.github.list_review_comments(job.installation_id, job.repo_full_name, job.pr_number)
+            every = await self.github.list_review_comments(inst, job.repo_full_name, job.pr_number)
             comments = tuple(
                 sorted(
                     (c for c in every if c.get("id") == root or c.get("in_reply_to_id") == root),
@@ -218,9 +224,7 @@ class Answerer:
             if _login(first).casefold() != bot.casefold():
                 raise Cancelled("skipped: a reply in a thread the app did not start")
         else:
-            comments = tuple(
-                await self.github.list_issue_comments(job.installation_id, job.repo_full_name, job.pr_number)
-            )
+            comments = tuple(await self.github.list_issue_comments(inst, job.repo_full_name, job.pr_number))
         question = next((c for c in comments if c.get("id") == comment_id), None)
         if question is None:
             raise Cancelled("skipped: the comment to answer was deleted")
@@ -231,25 +235,9 @@ class Answerer:
             )
         return Thread(root if isinstance(root, int) else None, comments, question)
 
-    async def _check_asker(self, ctx: JobContext) -> None:
-        """Someone whose association says little of write access is answered only when GitHub says they have it."""
+    async def _prompt(self, ctx: JobContext, pr: Mapping[str, Any], thread: Thread, bot: str) -> str:
+        """The answer's user turn: the thread, and for a review thread its diff hunk and the code around it now."""
         job = ctx.job
-        assert job.installation_id is not None
-        login = job.details.asked_by or ""
-        try:
-            permission = await self.github.collaborator_permission(job.installation_id, job.repo_full_name, login)
-        except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
-            log.warning("job %s: permission of %s not known: %s", job.id, login, exc.reason)
-            permission = "unknown"
-        if permission not in WRITE_PERMISSIONS:
-            raise Cancelled(
-                f"skipped: {login} is not the pull request's author and has {permission} access (answers go to the "
-                "author and to people with write access)"
-            )
-
-    async def _ask_model(self, ctx: JobContext, pr: Mapping[str, Any], thread: Thread, bot: str) -> StoredAnswer:
-        job = ctx.job
-        assert job.installation_id is not None
         path = hunk = None
         code: list[tuple[int, str]] = []
         if thread.review_root is not None:
@@ -258,64 +246,18 @@ class Answerer:
             line = first.get("line") if isinstance(first.get("line"), int) else first.get("original_line")
             head = str((pr.get("head") or {}).get("sha") or "")
             text = (
-                await self.github.get_file_content(job.installation_id, job.repo_full_name, path, head)
+                await self.github.get_file_content(installation_of(ctx), job.repo_full_name, path, head)
                 if path and head
                 else None
             )
             if text is not None:
                 code = code_around(text, path=path, hunk=hunk, line=line if isinstance(line, int) else None)
-        prompt = build_answer_prompt(
+        return build_answer_prompt(
             title=str(pr.get("title") or ""), thread=thread, bot_login=bot, hunk=hunk, path=path, code=code
         )
-        meter = UsageMeter()
-        try:
-            text, model = await self.claude.answer(ANSWER_SYSTEM_PROMPT, prompt, meter=meter)
-        finally:
-            if meter.input_tokens or meter.output_tokens:  # what was paid for is on record, even on failure
-                await ctx.record_usage(
-                    Usage(
-                        model=self.claude.model,
-                        input_tokens=meter.input_tokens,
-                        output_tokens=meter.output_tokens,
-                        cache_creation_tokens=meter.cache_creation_input_tokens,
-                        cache_read_tokens=meter.cache_read_input_tokens,
-                    )
-                )
-        return StoredAnswer(summary=text, model=model)  # the answer's text, stored as a review's summary is
-
-    async def _publish_once(
-        self, ctx: JobContext, thread: Thread, body: str, bot: str, marker: str
-    ) -> Mapping[str, Any]:
-        """Post the answer in its thread unless the app's bot already did; a lost response is looked up, not retried
-        blindly."""
-        job = ctx.job
-        inst, repo, number = job.installation_id, job.repo_full_name, job.pr_number
-        assert inst is not None
-        await ctx.checkpoint(publish_intent_at=ctx.clock())  # fenced: a worker that lost its lease stops here
-
-        async def still_mine() -> None:  # again with the write turn held, right before the request
-            await ctx.checkpoint(publish_intent_at=ctx.clock())
-
-        async def post() -> Mapping[str, Any]:
-            try:
-                if thread.review_root is not None:
-                    return await self.github.create_review_comment_reply(
-                        inst, repo, number, thread.review_root, body, before_send=still_mine
-                    )
-                return await self.github.create_issue_comment(inst, repo, number, body, before_send=still_mine)
-            except JobError:
-                found = find_posted_reply(await self._comments(ctx, thread), bot_login=bot, marker=marker)
-                if found is None:
-                    raise
-                return found
-
-        # Shielded: a lost lease cancels the runner, but a request that may have reached GitHub is seen through, and
-        # a shutdown hands the job back only after it (JobContext.write_through).
-        return await ctx.write_through(post())
 
     async def _comments(self, ctx: JobContext, thread: Thread) -> list[Any]:
         job = ctx.job
-        assert job.installation_id is not None
         if thread.review_root is not None:
-            return await self.github.list_review_comments(job.installation_id, job.repo_full_name, job.pr_number)
-        return await self.github.list_issue_comments(job.installation_id, job.repo_full_name, job.pr_number)
+            return await self.github.list_review_comments(installation_of(ctx), job.repo_full_name, job.pr_number)
+        return await self.github.list_issue_comments(installation_of(ctx), job.repo_full_name, job.pr_number)

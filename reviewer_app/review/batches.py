@@ -25,7 +25,9 @@ from reviewer_app.core.batching import SUCCEEDED, WAITING_PREFIX, BatchPolicy, b
 from reviewer_app.core.errors import Deferred, PermanentError, TransientError
 from reviewer_app.core.job_records import PartAnswer
 from reviewer_app.dispatch.context import JobContext
-from reviewer_app.review.claude import ClaudeReviewer, MalformedAnswer, answer_from, map_api_error
+from reviewer_app.review.claude import ClaudeReviewer
+from reviewer_app.review.claude_errors import map_api_error
+from reviewer_app.review.claude_parse import MalformedAnswer, answer_from
 from reviewer_app.store.base import BatchRequest, Store, Usage
 
 log = logging.getLogger(__name__)

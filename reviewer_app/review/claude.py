@@ -2,34 +2,24 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anthropic
 from anthropic.types import Message
 
-from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
-from reviewer_app.core.review_model import ModelAnswer, ModelComment, Side
+from reviewer_app.core.errors import PermanentError, TransientError
+from reviewer_app.core.review_model import ModelAnswer
+from reviewer_app.review.claude_errors import describe, map_api_error
+from reviewer_app.review.claude_parse import MalformedAnswer, feedback_turns, parse_review, usage_dict
 from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT, estimate_tokens
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RATE_LIMIT_WAIT = 60.0
-# A spend limit or an empty credit balance lifts only when a person acts or the month turns, so we look again
-# hourly. Waiting (RateLimited) rather than failing keeps every accepted review: it resumes on its own.
-SPEND_LIMIT_WAIT = 3600.0
-_SPEND_LIMIT_CODES = frozenset(
-    {"enforced_spend_limit_reached", "contract_spend_limit_reached", "linked_organization_spend_limit_reached"}
-)
-# Fallback for answers without a machine-readable code; the API says not to rely on wording, so codes come first.
-_SPEND_LIMIT_WORDS = re.compile(r"spend(ing)? limit|credit balance|usage limit|billing", re.IGNORECASE)
-_SECRET_RE = re.compile(r"sk-ant-[A-Za-z0-9_\-]+")
 EPHEMERAL = {"type": "ephemeral"}
 # The minimum cacheable prompt per model, as Anthropic documents it (first matching name prefix wins). Below it a
 # cache mark caches nothing and says nothing. Where sources disagree the lower figure is used: a mark below the real
@@ -42,12 +32,6 @@ MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
     ("claude-3-5-haiku", 2048),
 )
 DEFAULT_MIN_CACHEABLE_TOKENS = 1024
-_MAX_REASON_DETAIL = 200
-_MAX_FEEDBACK_CHARS = 1_000
-
-
-class SpendLimitReached(RateLimited):
-    """The account's spend limit or credit balance is exhausted: wait (long), and tell an operator."""
 
 
 @dataclass
@@ -80,10 +64,6 @@ class UsageMeter:
 def min_cacheable_tokens(model: str) -> int:
     """The fewest tokens a prompt prefix needs for ``model`` to cache it."""
     return next((n for prefix, n in MIN_CACHEABLE_TOKENS if model.startswith(prefix)), DEFAULT_MIN_CACHEABLE_TOKENS)
-
-
-class MalformedAnswer(ValueError):
-    """The model's answer does not fit the review tool's schema; the message says where."""
 
 
 def make_client(
@@ -196,7 +176,7 @@ class ClaudeReviewer:
                     history += [{"role": "assistant", "content": assistant}, {"role": "user", "content": results}]
                     feedback = []
                     if on_turn is not None:
-                        await on_turn({"content": assistant, "usage": _usage_dict(response.usage)})
+                        await on_turn({"content": assistant, "usage": usage_dict(response.usage)})
                     continue
                 problem = f"the limit of {tools.max_turns} tool turns is reached"
                 feedback = [
@@ -220,7 +200,7 @@ class ClaudeReviewer:
                     summary, comments = parse_review(response)
                 except MalformedAnswer as exc:
                     err = str(exc)
-                    feedback = _feedback_turns(response, err)
+                    feedback = feedback_turns(response, err)
                 else:
                     log.info(
                         "review answered: model=%s calls=%d tool_turns=%d input=%d output=%d cache_write=%d "
@@ -328,7 +308,7 @@ class ClaudeReviewer:
                 )
                 return int(counted.input_tokens)
             except (anthropic.NotFoundError, anthropic.PermissionDeniedError) as err:
-                log.info("token counting is not available (%s); estimating prompt sizes", _describe(err))
+                log.info("token counting is not available (%s); estimating prompt sizes", describe(err))
                 self._counting = False
             except anthropic.AnthropicError as err:
                 log.info("token counting failed (%s); estimating this prompt's size", type(err).__name__)
@@ -386,201 +366,3 @@ def _mark_last(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     blocks = list(last["content"])
     blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
     return [*history[:-1], {**last, "content": blocks}]
-
-
-def _usage_dict(usage: Any) -> dict[str, int]:
-    return {
-        "input_tokens": usage.input_tokens or 0,
-        "output_tokens": usage.output_tokens or 0,
-        "cache_creation_input_tokens": usage.cache_creation_input_tokens or 0,
-        "cache_read_input_tokens": usage.cache_read_input_tokens or 0,
-    }
-
-
-def answer_from(response: Message) -> ModelAnswer:
-    """The review in a model's Message (a batch's answer), strictly checked; raises MalformedAnswer."""
-    summary, comments = parse_review(response)
-    usage = _usage_dict(response.usage)
-    return ModelAnswer(
-        summary=summary,
-        comments=comments,
-        model=str(response.model),
-        input_tokens=usage["input_tokens"],
-        output_tokens=usage["output_tokens"],
-        cache_creation_input_tokens=usage["cache_creation_input_tokens"],
-        cache_read_input_tokens=usage["cache_read_input_tokens"],
-    )
-
-
-def parse_review(response: Message) -> tuple[str, tuple[ModelComment, ...]]:
-    """The summary and comments of the review tool call in ``response``, strictly checked."""
-    calls = [b for b in response.content if b.type == "tool_use"]
-    if not calls:
-        raise MalformedAnswer(f"no {REVIEW_TOOL_NAME} tool call in the answer (stop_reason={response.stop_reason})")
-    call = next((c for c in calls if c.name == REVIEW_TOOL_NAME), calls[0])
-    if call.name != REVIEW_TOOL_NAME:
-        raise MalformedAnswer(f"called tool {call.name!r} instead of {REVIEW_TOOL_NAME!r}")
-    if response.stop_reason == "max_tokens":
-        raise MalformedAnswer("the answer was cut off at max_tokens; keep the review shorter")
-    return parse_review_input(call.input)
-
-
-def parse_review_input(data: object) -> tuple[str, tuple[ModelComment, ...]]:
-    """Check the tool input against the review schema; unknown keys are ignored (there is no verdict field)."""
-    if not isinstance(data, dict):
-        raise MalformedAnswer("the tool input must be an object")
-    summary = data.get("summary")
-    if not isinstance(summary, str):
-        raise MalformedAnswer("summary is required and must be a string")
-    raw_comments = data.get("comments")
-    if not isinstance(raw_comments, list):
-        raise MalformedAnswer("comments is required and must be a list")
-    return summary.strip(), tuple(_parse_comment(i, c) for i, c in enumerate(raw_comments))
-
-
-def _parse_comment(i: int, raw: object) -> ModelComment:
-    where = f"comments[{i}]"
-    if not isinstance(raw, dict):
-        raise MalformedAnswer(f"{where} must be an object")
-    path, line, body = raw.get("path"), raw.get("line"), raw.get("body")
-    side = raw.get("side", "RIGHT")
-    severity = raw.get("severity")
-    if not isinstance(path, str) or not path.strip():
-        raise MalformedAnswer(f"{where}.path must be a non-empty string")
-    if not isinstance(line, int) or isinstance(line, bool) or line < 1:
-        raise MalformedAnswer(f"{where}.line must be an integer >= 1")
-    if not isinstance(body, str) or not body.strip():
-        raise MalformedAnswer(f"{where}.body must be a non-empty string")
-    if side is None:
-        side = "RIGHT"
-    if side not in ("RIGHT", "LEFT"):
-        raise MalformedAnswer(f'{where}.side must be "RIGHT" or "LEFT"')
-    if severity is not None and not isinstance(severity, str):
-        raise MalformedAnswer(f"{where}.severity must be a string")
-    suggestion, start_line = raw.get("suggestion"), raw.get("start_line")
-    if suggestion is not None and not isinstance(suggestion, str):
-        raise MalformedAnswer(f"{where}.suggestion must be a string")
-    if start_line is not None and (not isinstance(start_line, int) or isinstance(start_line, bool) or start_line < 1):
-        raise MalformedAnswer(f"{where}.start_line must be an integer >= 1")
-    checked_side: Side = "LEFT" if side == "LEFT" else "RIGHT"
-    # An unknown severity is kept as a warning (severity_of), not refused: the text is what matters.
-    return ModelComment(
-        path=path,
-        line=line,
-        body=body.strip(),
-        side=checked_side,
-        severity=severity,
-        suggestion=suggestion,
-        start_line=start_line,
-    )
-
-
-def _feedback_turns(response: Message, problem: str) -> list[dict[str, Any]]:
-    """The turns that tell the model what was wrong with its tool call, so the next try can fix it.
-
-    Without a tool call there is nothing to answer; the original request is simply sent again.
-    """
-    calls = [b for b in response.content if b.type == "tool_use"]
-    if not calls:
-        return []
-    assistant = [{"type": "tool_use", "id": b.id, "name": b.name, "input": b.input} for b in calls]
-    results = [
-        {
-            "type": "tool_result",
-            "tool_use_id": b.id,
-            "is_error": True,
-            "content": f"Invalid {REVIEW_TOOL_NAME} input: {problem[:_MAX_FEEDBACK_CHARS]}. "
-            f"Call {REVIEW_TOOL_NAME} again with input that matches its schema.",
-        }
-        for b in calls
-    ]
-    return [{"role": "assistant", "content": assistant}, {"role": "user", "content": results}]
-
-
-def map_api_error(err: anthropic.AnthropicError, *, now: float) -> JobError:
-    """The job error for an SDK error: wait, retry later, or give up. Reasons never carry a secret."""
-    if isinstance(err, anthropic.APIStatusError):
-        return _map_status_error(err, now)
-    if isinstance(err, anthropic.APITimeoutError):
-        return TransientError("Anthropic API request timed out")
-    if isinstance(err, anthropic.APIConnectionError):
-        return TransientError("could not connect to the Anthropic API")
-    if isinstance(err, anthropic.CredentialsError):
-        return PermanentError("Anthropic credentials could not be loaded; check the configured API key")
-    if isinstance(err, anthropic.APIResponseValidationError):
-        return TransientError("Anthropic API returned an unexpected response")
-    return TransientError(f"Anthropic client error ({type(err).__name__})")
-
-
-def _map_status_error(err: anthropic.APIStatusError, now: float) -> JobError:
-    status = err.status_code
-    what = _describe(err)
-    headers = err.response.headers
-    if _is_spend_limit(err):
-        return SpendLimitReached(
-            f"Anthropic spend limit or credit balance exhausted ({what}); raise the limit or add credit in the "
-            "Anthropic Console, reviews resume on their own",
-            retry_at=now + SPEND_LIMIT_WAIT,
-        )
-    if status == 429:
-        wait = retry_after_seconds(headers)
-        return RateLimited(
-            f"Anthropic rate limit ({what})",
-            retry_at=now + (wait if wait is not None else DEFAULT_RATE_LIMIT_WAIT),
-        )
-    if status >= 500 or status in (408, 409):
-        return TransientError(f"Anthropic API unavailable ({what})", retry_after=retry_after_seconds(headers))
-    if status == 401:
-        return PermanentError(f"Anthropic API rejected the credentials ({what}); check the API key")
-    if status == 403:
-        return PermanentError(f"Anthropic API denied permission ({what})")
-    if status == 404:
-        return PermanentError(f"Anthropic API: not found ({what}); check the model name")
-    if status == 413:
-        return PermanentError(f"prompt too large for the Anthropic API ({what})")
-    return PermanentError(f"Anthropic API rejected the request ({what})")
-
-
-def _is_spend_limit(err: anthropic.APIStatusError) -> bool:
-    if isinstance(err, anthropic.ContractSpendLimitReachedError | anthropic.EnforcedSpendLimitReachedError):
-        return True
-    if err.error_code in _SPEND_LIMIT_CODES or err.type == "billing_error" or err.status_code == 402:
-        return True
-    return err.status_code in (400, 429) and bool(_SPEND_LIMIT_WORDS.search(err.api_message or ""))
-
-
-def _describe(err: anthropic.APIStatusError) -> str:
-    """'HTTP 429 rate_limit_error: <message>, request_id=...', short and scrubbed of anything key-like."""
-    parts = [f"HTTP {err.status_code}"]
-    if err.type:
-        parts[0] += f" {err.type}"
-    if err.api_message and err.status_code not in (401, 403):
-        message = _SECRET_RE.sub("[redacted]", err.api_message)
-        if len(message) > _MAX_REASON_DETAIL:
-            message = message[:_MAX_REASON_DETAIL] + "..."
-        parts[0] += f": {message}"
-    if err.request_id:
-        parts.append(f"request_id={err.request_id}")
-    return ", ".join(parts)
-
-
-def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), if present."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)

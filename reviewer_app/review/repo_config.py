@@ -7,10 +7,10 @@ from typing import Any
 
 import yaml
 
+from reviewer_app.core.gate import CONFIG_PATH
 from reviewer_app.github.check_run_text import CONCLUSIONS, DEFAULT_CONCLUSIONS
 from reviewer_app.review.selection import compile_ignore
 
-CONFIG_PATH = ".github/reviewer.yml"
 MAX_INSTRUCTIONS_CHARS = 2000
 MAX_IGNORE_PATTERNS = 200
 KNOWN_KEYS = frozenset(

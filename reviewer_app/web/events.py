@@ -6,16 +6,9 @@ from dataclasses import dataclass, field
 
 from gidgethub import routing, sansio
 
-from reviewer_app.core.admission import (
-    Decision,
-    Guard,
-    Ignore,
-    decide_comment,
-    decide_installation,
-    decide_pull_request,
-    decide_rerun,
-    require_shape,
-)
+from reviewer_app.core.admission import Decision, Guard, Ignore
+from reviewer_app.core.events import decide_comment, decide_installation, decide_pull_request, decide_rerun
+from reviewer_app.core.payload import require_shape
 from reviewer_app.core.replies import decide_review_comment
 
 

@@ -16,7 +16,9 @@ import orjson
 from aiohttp import web
 from gidgethub import BadRequest, routing, sansio
 
-from reviewer_app.core.admission import Enqueue, Guard, Ignore, MalformedPayload, rerun_job_id
+from reviewer_app.core.admission import Enqueue, Guard, Ignore
+from reviewer_app.core.events import rerun_job_id
+from reviewer_app.core.payload import MalformedPayload
 from reviewer_app.core.timestamps import replay_reason
 from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import AdmitResult, Delivery, Store, StoreUnavailable
