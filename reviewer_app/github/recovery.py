@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -65,7 +66,7 @@ def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
     whatever head it finds), a review of this head, or else the head's newest job: pending, failed (visibly), or
     ended with a reason that still stands. A job that ended with its episode (the PR closed, the app uninstalled or
     suspended, the repository removed) or was superseded is history; so is an older skip that a newer job of the
-    head replaced (skipped as a draft, then marked ready). For a pull request that is no longer a draft, a job its
+    head replaced (skipped as a draft, then marked ready), or that ended before a job cancelled with its episode. For a pull request that is no longer a draft, a job its
     draft got does not count (a review it published is found by the caller's look at the reviews)."""
     jobs = list(jobs)
     if any(not j.head_sha and j.state in PENDING and not is_reply(j.trigger) for j in jobs):  # answers review nothing
@@ -75,7 +76,9 @@ def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
         return False
     if any(j.state == JobState.SUCCEEDED for j in mine):
         return True
-    newest = max(mine, key=lambda j: j.id)
+    # The newest by when it ended: that is the job whose word the head's check runs show last (a requested review
+    # admitted before a skip can end after it, cancelled with its episode). A job not ended yet is newest of all.
+    newest = max(mine, key=lambda j: (math.inf if j.finished_at is None else j.finished_at, j.id))
     if newest.state in PENDING or newest.state == JobState.FAILED:
         return True
     if not draft and (newest.outcome or "").startswith(DRAFT_SKIP):
