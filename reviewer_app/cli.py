@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from reviewer_app import admin
+from reviewer_app import admin_cli
 from reviewer_app.config import ConfigError, load_config
 from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.logs import setup_logging
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--host", help="bind address of the health port (env HOST, default 0.0.0.0)")
     worker.add_argument("--port", type=int, help="serve /healthz, /readyz and /metrics on this port (default: none)")
     sub.add_parser("config", help="print the effective configuration, secrets masked")
-    admin.add_commands(sub)
+    admin_cli.add_commands(sub)
     migrate_store.add_command(sub)
     return parser
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         # `serve` without any App starts the setup page instead of failing.
         # A worker receives no webhooks either: it needs no webhook secret.
         cfg = load_config(
-            require_webhook_secret=args.command not in (*admin.COMMANDS, "worker"),
+            require_webhook_secret=args.command not in (*admin_cli.COMMANDS, "worker"),
             allow_setup=args.command == "serve",
             **overrides,
         )
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in cfg.masked().items():
             print(f"{key}={value}")
         return 0
-    if args.command in admin.COMMANDS:
-        return admin.run(cfg, args)
+    if args.command in admin_cli.COMMANDS:
+        return admin_cli.run(cfg, args)
     if args.command in ("serve", "worker"):
         from reviewer_app.service import serve, work
         from reviewer_app.web.limits import CannotListen

@@ -103,7 +103,7 @@ def test_config_command_masks_secrets(tmp_path) -> None:
 def test_every_setting_is_documented() -> None:
     from pathlib import Path
 
-    from reviewer_app.config import SETTINGS
+    from reviewer_app.settings import SETTINGS
 
     doc = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
     missing = [s.env for s in SETTINGS if f"`{s.env}`" not in doc]
