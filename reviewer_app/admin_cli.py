@@ -11,6 +11,7 @@ from typing import Any
 
 from reviewer_app.admin import Admin, AdminError, github_web_url
 from reviewer_app.admin_text import render_job, render_list, render_status
+from reviewer_app.cli_args import number_above, whole_number
 from reviewer_app.config import Config
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import StoreUnavailable
@@ -21,28 +22,30 @@ COMMANDS = ("status", "jobs", "queue", "usage")
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `status`, `jobs ...` and `queue ...` on the reviewer-app parser."""
+    """Register `status`, `jobs ...`, `queue ...` and `usage` on the reviewer-app parser."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     sub.add_parser("status", parents=[common], help="the queue on one screen: backlog age, expired claims, failures")
-    jobs = sub.add_parser("jobs", help="list, show, retry or cancel jobs").add_subparsers(
-        dest="jobs_command", required=True
-    )
+    jobs_parser = sub.add_parser("jobs", help="list, show, retry or cancel jobs")
+    jobs_parser.set_defaults(command_parser=jobs_parser)
+    jobs = jobs_parser.add_subparsers(dest="jobs_command", metavar="{list,show,retry,cancel}")
     ls = jobs.add_parser("list", parents=[common], help="jobs, newest first")
     ls.add_argument("--state", action="append", choices=[s.value for s in JobState], help="repeatable")
     ls.add_argument("--repo", help="owner/name")
-    ls.add_argument("--pr", type=int, help="pull request number")
-    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--pr", type=whole_number(1), help="pull request number")
+    ls.add_argument("--limit", type=whole_number(1), default=50, help="at most this many jobs (default 50)")
     for name, what in (
         ("show", "one job with every attempt"),
         ("retry", "give a failed or cancelled job fresh attempts"),
         ("cancel", "cancel a queued or running job"),
     ):
         p = jobs.add_parser(name, parents=[common], help=what)
-        p.add_argument("job_id", type=int, metavar="ID")
+        p.add_argument("job_id", type=whole_number(1), metavar="ID")
         if name == "cancel":
             p.add_argument("--reason", default="cancelled by an operator")
-    queue = sub.add_parser("queue", help="pause or resume claims").add_subparsers(dest="queue_command", required=True)
+    queue_parser = sub.add_parser("queue", help="pause or resume claims")
+    queue_parser.set_defaults(command_parser=queue_parser)
+    queue = queue_parser.add_subparsers(dest="queue_command", metavar="{pause,resume}")
     queue.add_parser("pause", parents=[common], help="stop claiming new jobs (running ones finish)")
     queue.add_parser("resume", parents=[common], help="claim again")
     usage = sub.add_parser(
@@ -50,7 +53,16 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         parents=[common],
         help="model tokens per repository, kind (reviews, answers) and model, interactive and batched, and what they cost",
     )
-    usage.add_argument("--days", type=float, default=7.0, help="look back this many days (default 7)")
+    usage.add_argument("--days", type=number_above(0), default=7.0, help="look back this many days (default 7)")
+
+
+def missing_subcommand(args: argparse.Namespace) -> str | None:
+    """What to say when `jobs` or `queue` came without what to do (argparse would say "required: jobs_command")."""
+    if args.command == "jobs" and args.jobs_command is None:
+        return "say what to do: list, show ID, retry ID or cancel ID (`reviewer-app jobs list` to start)"
+    if args.command == "queue" and args.queue_command is None:
+        return "say what to do: pause or resume (`reviewer-app status` shows whether the queue is paused)"
+    return None
 
 
 def run(cfg: Config, args: argparse.Namespace) -> int:

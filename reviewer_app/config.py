@@ -115,12 +115,41 @@ class Config:
         )
 
     def masked(self) -> dict[str, str]:
-        """The effective configuration, secrets masked, for `reviewer-app config`."""
+        """The effective configuration, secrets masked, for `reviewer-app config`. A key read from
+        GITHUB_PRIVATE_KEY_PATH shows there, not as a GITHUB_PRIVATE_KEY that was never set."""
         out = {}
         for s in SETTINGS:
             value = getattr(self, s.attr)
+            if s.attr == "private_key" and self.private_key_path:
+                value = ""
             out[s.env] = ("***" if value else "") if s.secret else redact_url(str(value))
         return out
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A setting reviews cannot run without: which, and what it is, for a person."""
+
+    env: str
+    what: str
+
+
+def missing_for_reviews(cfg: Config) -> tuple[Missing, ...]:
+    """What keeps this configuration from running reviews (the review runner without its App or model key)."""
+    if cfg.runner != "review":
+        return ()
+    missing = []
+    if not cfg.github_configured:
+        missing.append(Missing("GITHUB_APP_ID", "no GitHub App is configured (GITHUB_APP_ID and its private key)"))
+    if not cfg.anthropic_api_key:
+        missing.append(Missing("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY (the model key) is not set"))
+    return tuple(missing)
+
+
+def why_no_reviews(cfg: Config) -> str | None:
+    """One line naming what reviews wait for, or None when they can run."""
+    missing = missing_for_reviews(cfg)
+    return " and ".join(m.what for m in missing) if missing else None
 
 
 def sqlite_path(url: str) -> str | None:
@@ -129,7 +158,10 @@ def sqlite_path(url: str) -> str | None:
     return None
 
 
-def _parse(setting: Setting, raw: str) -> object:
+_KIND_NAMES = {int: "a whole number", float: "a number"}
+
+
+def parse_setting(setting: Setting, raw: str) -> object:
     raw = raw.strip()
     if setting.kind is bool:
         if raw.lower() in ("1", "true", "yes", "on"):
@@ -141,7 +173,7 @@ def _parse(setting: Setting, raw: str) -> object:
         try:
             value = setting.kind(raw)
         except ValueError:
-            raise ConfigError(f"{setting.env}={raw!r} is not a {setting.kind.__name__}") from None
+            raise ConfigError(f"{setting.env}={raw!r} is not {_KIND_NAMES[setting.kind]}") from None
         if setting.minimum is not None and value < setting.minimum:
             raise ConfigError(f"{setting.env}={raw} is below its minimum {setting.minimum:g}")
         if setting.maximum is not None and value > setting.maximum:
@@ -164,19 +196,28 @@ def load_config(
     instead of failing; a partial App (an id without its secret, a key without an id...) still fails.
     """
     env = dict(os.environ if env is None else env)
-    for name in env:
-        if name.startswith("REVIEWER_") and name not in KNOWN_ENV and not name.startswith("REVIEWER_TEST_"):
-            close = [k for k in KNOWN_ENV if k.startswith("REVIEWER_") and _similar(k, name)]
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"unknown setting {name}{hint}; see docs/configuration.md")
+    unknown = unknown_settings(env)
+    if unknown:
+        raise ConfigError(unknown[0])
     values: dict[str, object] = {}
     for s in SETTINGS:
         if s.env in env and env[s.env] != "":
-            values[s.attr] = _parse(s, env[s.env])
+            values[s.attr] = parse_setting(s, env[s.env])
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name for f in fields(Config)}
     cfg = Config(**{k: v for k, v in values.items() if k in known})
     return _validate(cfg, require_webhook_secret=require_webhook_secret and not (allow_setup and cfg.needs_setup))
+
+
+def unknown_settings(env: Mapping[str, str]) -> list[str]:
+    """A one-line message for each ``REVIEWER_`` variable that is no setting (a typo would leave a default)."""
+    messages = []
+    for name in env:
+        if name.startswith("REVIEWER_") and name not in KNOWN_ENV and not name.startswith("REVIEWER_TEST_"):
+            close = [k for k in KNOWN_ENV if k.startswith("REVIEWER_") and _similar(k, name)]
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            messages.append(f"unknown setting {name}{hint}; see docs/configuration.md")
+    return messages
 
 
 def _similar(a: str, b: str) -> bool:
@@ -186,69 +227,90 @@ def _similar(a: str, b: str) -> bool:
 
 
 def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
+    found = problems(cfg, require_webhook_secret=require_webhook_secret)
+    if found:
+        raise ConfigError(found[0])
+    return with_private_key(cfg)
+
+
+def problems(cfg: Config, *, require_webhook_secret: bool = True) -> list[str]:
+    """Every problem between settings that stops the app, each one line, in the order `serve` reports the first."""
+    found = []
     url = cfg.database_url
     shown = redact_url(url)  # every message below may reach a terminal or a log
     if not (url.startswith("sqlite:///") or url.startswith(("postgresql://", "postgres://"))):
-        raise ConfigError(f"DATABASE_URL={shown!r} is not supported: use sqlite:///path/to/file.db or postgresql://...")
+        found.append(f"DATABASE_URL={shown!r} is not supported: use sqlite:///path/to/file.db or postgresql://...")
     if url.startswith("sqlite:///") and not sqlite_path(url):
-        raise ConfigError("DATABASE_URL names no file: use sqlite:///reviewer.db")
+        found.append("DATABASE_URL names no file: use sqlite:///reviewer.db")
     if url.startswith(("postgresql://", "postgres://")) and not _hostname(url) and "host=" not in url:
-        raise ConfigError(f"DATABASE_URL={shown!r} names no host")
+        found.append(f"DATABASE_URL={shown!r} names no host")
     if cfg.runner not in ("review", "noop"):
-        raise ConfigError(f"REVIEWER_RUNNER={cfg.runner!r} is not one of: review, noop")
+        found.append(f"REVIEWER_RUNNER={cfg.runner!r} is not one of: review, noop")
     if cfg.log_format not in ("text", "json"):
-        raise ConfigError(f"LOG_FORMAT={cfg.log_format!r} is not one of: text, json")
+        found.append(f"LOG_FORMAT={cfg.log_format!r} is not one of: text, json")
     if cfg.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        raise ConfigError(f"LOG_LEVEL={cfg.log_level!r} is not a log level")
+        found.append(f"LOG_LEVEL={cfg.log_level!r} is not a log level")
     if cfg.retry_max_seconds < cfg.retry_base_seconds:
-        raise ConfigError("REVIEWER_RETRY_MAX_SECONDS is below REVIEWER_RETRY_BASE_SECONDS")
+        found.append("REVIEWER_RETRY_MAX_SECONDS is below REVIEWER_RETRY_BASE_SECONDS")
     if 0 < cfg.retention_days < 3:
         # GitHub redelivers deliveries up to 3 days old; one pruned before that would be reviewed again.
-        raise ConfigError("REVIEWER_RETENTION_DAYS must be 0 (keep everything) or at least 3")
+        found.append("REVIEWER_RETENTION_DAYS must be 0 (keep everything) or at least 3")
     if cfg.recovery_seconds and 0 < cfg.retention_days < cfg.delivery_window_days:
         # Recovery would find a failed delivery whose admission record was pruned, and ask for it again.
-        raise ConfigError(
+        found.append(
             f"REVIEWER_DELIVERY_WINDOW_DAYS={cfg.delivery_window_days:g} is longer than "
             f"REVIEWER_RETENTION_DAYS={cfg.retention_days:g}: raise the retention or shorten the window"
         )
     if cfg.secure_cookies not in ("auto", "on", "off"):
-        raise ConfigError(f"REVIEWER_SECURE_COOKIES must be on, off or auto, got {cfg.secure_cookies!r}")
+        found.append(f"REVIEWER_SECURE_COOKIES must be on, off or auto, got {cfg.secure_cookies!r}")
     if cfg.dashboard_token and len(cfg.dashboard_token) < 16:
-        raise ConfigError("REVIEWER_DASHBOARD_TOKEN is shorter than 16 characters: use a long random token")
+        found.append("REVIEWER_DASHBOARD_TOKEN is shorter than 16 characters: use a long random token")
     try:
         parse_prices(cfg.prices)
     except PriceError as exc:
-        raise ConfigError(str(exc)) from None
+        found.append(str(exc))
     if cfg.renew_seconds and cfg.renew_seconds >= cfg.lease_seconds:
-        raise ConfigError("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
+        found.append("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
     if require_webhook_secret and not cfg.webhook_secret and not cfg.insecure_no_signature:
-        raise ConfigError(
+        found.append(
             "GITHUB_WEBHOOK_SECRET is not set: set it to the App's webhook secret"
             " (or REVIEWER_INSECURE_NO_SIGNATURE=1 for local development only)"
         )
     if cfg.private_key and cfg.private_key_path:
-        raise ConfigError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
+        found.append("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
     has_key = bool(cfg.private_key or cfg.private_key_path)
     if cfg.app_id and not has_key:
-        raise ConfigError("GITHUB_APP_ID is set but no private key: set GITHUB_PRIVATE_KEY_PATH or GITHUB_PRIVATE_KEY")
+        found.append("GITHUB_APP_ID is set but no private key: set GITHUB_PRIVATE_KEY_PATH or GITHUB_PRIVATE_KEY")
     if has_key and not cfg.app_id:
-        raise ConfigError("a private key is set but GITHUB_APP_ID is not: set the App's id")
+        found.append("a private key is set but GITHUB_APP_ID is not: set the App's id")
     if cfg.app_id and not cfg.app_id.isdigit():
-        raise ConfigError(f"GITHUB_APP_ID={cfg.app_id!r} is not a number")
-    if cfg.private_key_path:
-        path = Path(cfg.private_key_path)
-        if not path.is_file():
-            raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH={cfg.private_key_path!r}: no such file")
+        found.append(f"GITHUB_APP_ID={cfg.app_id!r} is not a number")
+    return found
+
+
+def with_private_key(cfg: Config) -> Config:
+    """``cfg`` with the App's key read from GITHUB_PRIVATE_KEY_PATH and checked; ConfigError names where it came
+    from and what is wrong with it, never its content."""
+    source = "GITHUB_PRIVATE_KEY"
+    if cfg.private_key_path and not cfg.private_key:
+        shown = cfg.private_key_path
+        path = Path(shown)
+        if path.is_dir():
+            raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH={shown!r} is a directory: name the key file (.pem) in it")
+        if not path.exists():
+            raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH={shown!r}: no such file")
         try:
             text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH: cannot read the key file ({exc.strerror})") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not a text file"
+            raise ConfigError(f"GITHUB_PRIVATE_KEY_PATH={shown!r}: cannot read the key file ({why})") from None
         cfg = _replace(cfg, private_key=text)
+        source = f"GITHUB_PRIVATE_KEY_PATH={shown!r}"
     if cfg.private_key and "\n" not in cfg.private_key and "\\n" in cfg.private_key:
         # A PEM passed through one-line channels (docker -e, CI secrets) often carries "\n" as two characters.
         cfg = _replace(cfg, private_key=cfg.private_key.replace("\\n", "\n"))
     if cfg.private_key:
-        _check_key(cfg.private_key)
+        _check_key(cfg.private_key, source)
     return cfg
 
 
@@ -265,13 +327,19 @@ def _replace(cfg: Config, **changes: object) -> Config:
     return replace(cfg, **changes)
 
 
-def _check_key(pem: str) -> None:
+def _check_key(pem: str, source: str) -> None:
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     try:
         load_pem_private_key(pem.encode(), password=None)
-    except (ValueError, TypeError):
-        raise ConfigError("the GitHub App private key is not a valid unencrypted PEM key") from None
+    except TypeError:  # the key has a passphrase
+        raise ConfigError(
+            f"{source}: the GitHub App private key is encrypted: give the key GitHub generated, without a passphrase"
+        ) from None
+    except ValueError:
+        raise ConfigError(
+            f"{source}: not a valid GitHub App private key: use the .pem file GitHub generated for the App, unchanged"
+        ) from None
 
 
 def cookies_secure(cfg: Config) -> bool:
