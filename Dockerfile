@@ -1,7 +1,9 @@
 # reviewer-app in a small image: `reviewer-app serve` as an unprivileged user, all state in the /data volume.
 #   docker build -t reviewer-app .
-#   docker run -v reviewer-data:/data -p 8080:8080 -e ANTHROPIC_API_KEY=... reviewer-app
-# With no GitHub App configured yet, the server starts its setup page (see docs/setup.md).
+#   docker run --stop-timeout 30 -v reviewer-data:/data -p 8080:8080 -e ANTHROPIC_API_KEY=... reviewer-app
+# With no GitHub App configured yet, the server starts its setup page (see docs/setup.md). --stop-timeout: on SIGTERM
+# running reviews get 20 s (REVIEWER_SHUTDOWN_GRACE_SECONDS) to finish; Docker's default 10 s is shorter.
+# Backups inside the image (no sqlite3 program here): docker exec CONTAINER reviewer-app backup /data/backup.db
 
 # Both stages start from the same exact Python release (bump the two tags together, as a reviewed change).
 # Build stage: install the locked dependencies, then the package itself, into /install.

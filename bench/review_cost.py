@@ -14,6 +14,7 @@ of the prompt spent on generated, lock and whitespace-only files, and the tokens
 cache after its first attempt's answer was lost.
 
     python bench/review_cost.py                  # table; --json for JSON; --commits N; --before REF
+    python bench/review_cost.py --cost           # what a review costs in dollars: this tree only, priced
 """
 
 from __future__ import annotations
@@ -212,6 +213,11 @@ async def measure(corpus: list[dict[str, Any]], env: dict[str, str], work: Path)
                         }
                         for a in attempts
                     ],
+                    "split": {
+                        "input": sum(a.input_tokens for a in attempts),
+                        "cache_write": sum(a.cache_creation_tokens for a in attempts),
+                        "cache_read": sum(a.cache_read_tokens for a in attempts),
+                    },
                     "junk_share": junk_chars / shown if shown else 0.0,
                 }
             )
@@ -311,11 +317,57 @@ def summarize(
     }
 
 
+# ------------------------------------------------------------------------------------------------------ dollars
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The nearest-rank percentile (share 0.5: the median, 0.9: the 90th)."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(share * len(ordered) + 0.5) - 1))]
+
+
+def price_reviews(after: list[dict[str, Any]], model: str, output_tokens: int, output_cap: int) -> dict[str, Any]:
+    """Dollars per review at the median and the 90th percentile of input tokens, priced with core/pricing.py's
+    table: with the cache as the app uses it (each review alone, so its prompt is written to the cache and read
+    only by a retry or a later part), without the cache (every token at the input price), and through Message
+    Batches (half of either). The fakes do not write real answers, so output is priced at ``output_tokens`` (a
+    summary and a handful of findings) and at ``output_cap`` (REVIEWER_MAX_OUTPUT_TOKENS, the most one answer
+    may be)."""
+    from reviewer_app.core.pricing import DEFAULT_PRICES, cost
+
+    rows = [r for r in after if r["state"] == "succeeded" and r["input"]]
+    out: dict[str, Any] = {"model": model, "reviews": len(rows), "output_tokens": output_tokens, "levels": {}}
+    for name, share in (("median", 0.5), ("p90", 0.9)):
+        total = percentile([r["input"] for r in rows], share)
+        near = min(rows, key=lambda r: abs(r["input"] - total))  # a review of that size, for its cache split
+        split = near["split"]
+        level: dict[str, Any] = {"input_tokens": total, "cache_split_of_a_review_that_size": split}
+        for output_name, output in (("typical_output", output_tokens), ("output_at_cap", output_cap)):
+            cached = dict(
+                input_tokens=split["input"],
+                cache_creation_tokens=split["cache_write"],
+                cache_read_tokens=split["cache_read"],
+            )
+            plain = dict(input_tokens=near["input"], cache_creation_tokens=0, cache_read_tokens=0)
+            level[output_name] = {
+                f"{way}{'_batched' if batched else ''}": cost(
+                    DEFAULT_PRICES, model, output_tokens=output, batched=batched, **tokens
+                ).dollars
+                for way, tokens in (("with_cache", cached), ("without_cache", plain))
+                for batched in (False, True)
+            }
+        out["levels"][name] = level
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--commits", type=int, default=40, help="commits of the history to review (default 40)")
     parser.add_argument("--before", default=BEFORE_REF, help=f"the code to compare with (default {BEFORE_REF})")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--cost", action="store_true", help="dollars per review, this tree only (no comparison)")
+    parser.add_argument("--model", default="claude-sonnet-4-5", help="model to price (--cost; default Sonnet 4.5)")
+    parser.add_argument("--output-tokens", type=int, default=1000, help="output tokens of a typical answer (--cost)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--env", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -328,6 +380,17 @@ def main(argv: list[str] | None = None) -> None:
 
     corpus = build_corpus(args.commits, args.before)
     here = f"{ROOT}"
+    if args.cost:
+        priced = price_reviews(run_measure(corpus, {}, here), args.model, args.output_tokens, 4096)
+        if args.json:
+            print(json.dumps(priced, indent=2))
+            return
+        print(f"{priced['reviews']} reviews, {priced['model']}, US dollars per review")
+        for name, level in priced["levels"].items():
+            print(f"{name}: {level['input_tokens']:,} input tokens {level['cache_split_of_a_review_that_size']}")
+            for output_name in ("typical_output", "output_at_cap"):
+                print(f"  {output_name}: " + ", ".join(f"{k} ${v:.4f}" for k, v in level[output_name].items()))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         extract(args.before, Path(tmp))
         old_path = f"{tmp}{os.pathsep}{ROOT}"

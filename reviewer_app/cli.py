@@ -6,45 +6,67 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 
-from reviewer_app import admin
-from reviewer_app.config import ConfigError, load_config
+from reviewer_app import admin_cli, backup
+from reviewer_app.cli_args import whole_number
+from reviewer_app.config import Config, ConfigError, load_config
+from reviewer_app.dispatch.registry import app_version
 from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.logs import setup_logging
 from reviewer_app.store import migrate as migrate_store
+from reviewer_app.store.base import StoreUnavailable
+
+# Commands that work on the database only: they receive no webhook, so they need no webhook secret.
+DATABASE_COMMANDS = (*admin_cli.COMMANDS, "backup")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reviewer-app", description="Review pull requests with Claude.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {app_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser("serve", help="receive webhooks and run reviews")
     serve.add_argument("--host", help="bind address (env HOST, default 0.0.0.0)")
-    serve.add_argument("--port", type=int, help="port (env PORT, default 8080)")
+    serve.add_argument("--port", type=whole_number(0, 65535), help="port (env PORT, default 8080)")
     serve.add_argument("--no-worker", action="store_true", help="receive only; run no reviews here")
     worker = sub.add_parser("worker", help="run reviews and background duties only; receive no webhooks")
     worker.add_argument("--host", help="bind address of the health port (env HOST, default 0.0.0.0)")
-    worker.add_argument("--port", type=int, help="serve /healthz, /readyz and /metrics on this port (default: none)")
-    sub.add_parser("config", help="print the effective configuration, secrets masked")
-    admin.add_commands(sub)
+    worker.add_argument(
+        "--port", type=whole_number(0, 65535), help="serve /healthz, /readyz and /metrics on this port (default: none)"
+    )
+    sub.add_parser(
+        "config", help="print the effective configuration, secrets masked, with what is wrong or missing marked"
+    )
+    admin_cli.add_commands(sub)
+    backup.add_command(sub)
     migrate_store.add_command(sub)
+    parser.set_defaults(command_names=tuple(sub.choices))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        names = ", ".join(args.command_names)
+        parser.error(f"say which command to run: {names} (`reviewer-app --help` says what each does)")
+    missing = admin_cli.missing_subcommand(args)
+    if missing is not None:
+        args.command_parser.error(missing)
     if args.command == "migrate-store":  # both databases are named on the command line: no configuration needed
         return migrate_store.main(args)
+    if args.command == "config":
+        return print_config()
     try:
         # The .env file fills in what the real environment leaves unset (the setup page writes the App there).
         apply_env_file(os.environ.get("REVIEWER_ENV_FILE") or ".env", os.environ)
         overrides = {}
         if args.command == "serve":
             overrides = {"host": args.host, "port": args.port}
-        # Admin commands work on the database only: they need no webhook secret.
         # `serve` without any App starts the setup page instead of failing.
         # A worker receives no webhooks either: it needs no webhook secret.
         cfg = load_config(
-            require_webhook_secret=args.command not in (*admin.COMMANDS, "worker"),
+            require_webhook_secret=args.command not in (*DATABASE_COMMANDS, "worker"),
             allow_setup=args.command == "serve",
             **overrides,
         )
@@ -52,27 +74,68 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reviewer-app: configuration error: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level, cfg.log_format)
-    if args.command == "config":
-        for key, value in cfg.masked().items():
-            print(f"{key}={value}")
-        return 0
-    if args.command in admin.COMMANDS:
-        return admin.run(cfg, args)
+    if args.command in admin_cli.COMMANDS:
+        return admin_cli.run(cfg, args)
+    if args.command == "backup":
+        return backup.run(cfg, args)
     if args.command in ("serve", "worker"):
-        from reviewer_app.service import serve, work
-        from reviewer_app.web.limits import CannotListen
-
-        try:
-            if args.command == "serve":
-                asyncio.run(serve(cfg, worker=not args.no_worker))
-                return 0
-            return asyncio.run(work(cfg, host=args.host, port=args.port))
-        except KeyboardInterrupt:
-            return 0
-        except CannotListen as exc:
-            print(f"reviewer-app: {exc}", file=sys.stderr)
-            return 2
+        return _run_service(cfg, args)
     return 1
+
+
+def _run_service(cfg: Config, args: argparse.Namespace) -> int:
+    """`serve` or `worker` until stopped; a failure to start is one line on stderr and exit status 2."""
+    from reviewer_app.service import serve, work
+    from reviewer_app.web.limits import CannotListen
+
+    try:
+        if args.command == "serve":
+            asyncio.run(serve(cfg, worker=not args.no_worker))
+            return 0
+        return asyncio.run(work(cfg, host=args.host, port=args.port))
+    except KeyboardInterrupt:
+        return 0
+    except CannotListen as exc:
+        print(f"reviewer-app: {exc}", file=sys.stderr)
+        return 2
+    except StoreUnavailable as exc:
+        print(f"reviewer-app: {_one_line(str(exc))}{database_hint(cfg)}", file=sys.stderr)
+        return 2
+
+
+def database_hint(cfg: Config) -> str:
+    """What to check when the database cannot be opened, where the driver's own words do not say it."""
+    path = cfg.sqlite_path
+    if path is not None:
+        parent = Path(path).parent
+        if not parent.is_dir():
+            return f" (the directory {str(parent)!r} does not exist: create it, or change DATABASE_URL)"
+        if not os.access(parent, os.W_OK):
+            return f" (the directory {str(parent)!r} is not writable by this user)"
+    return "; check DATABASE_URL"
+
+
+def print_config() -> int:
+    """`reviewer-app config`: every setting it can read, with what is wrong or missing marked; 2 when `serve`
+    would refuse this configuration, 0 otherwise."""
+    from reviewer_app.config_report import inspect_config
+
+    env_problem = None
+    try:
+        apply_env_file(os.environ.get("REVIEWER_ENV_FILE") or ".env", os.environ)
+    except EnvFileError as exc:
+        env_problem = str(exc)
+    report = inspect_config(os.environ)
+    print("\n".join(report.lines()))
+    found = [env_problem] if env_problem else []
+    found += report.problems
+    for problem in found:
+        print(f"reviewer-app: configuration error: {problem}", file=sys.stderr)
+    return 2 if found or report.broken else 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import anthropic
 from aiohttp import web
 
 from reviewer_app.admin import github_web_url
-from reviewer_app.config import Config, cookies_secure
+from reviewer_app.config import Config, cookies_secure, why_no_reviews
 from reviewer_app.core.admission import Guard, is_reply
 from reviewer_app.core.batching import BatchPolicy
 from reviewer_app.core.retry import RetryPolicy
@@ -43,7 +43,7 @@ from reviewer_app.web.app import healthz, make_app
 from reviewer_app.web.dashboard import Dashboard
 from reviewer_app.web.events import make_router
 from reviewer_app.web.health import Probes
-from reviewer_app.web.limits import CannotListen, start_site
+from reviewer_app.web.limits import start_site
 from reviewer_app.web.webhooks import Receiver
 
 log = logging.getLogger(__name__)
@@ -197,20 +197,28 @@ async def build_service(
     """``receive=False`` (`reviewer-app worker`): no webhook route; the app serves only health and metrics."""
     store = make_store(cfg)
     await store.open()
+    try:
+        return await _assemble(cfg, store, worker=worker, receive=receive, runner=runner)
+    except BaseException:
+        await store.close()  # an open store's threads would keep the process from exiting
+        raise
+
+
+async def _assemble(cfg: Config, store: Store, *, worker: bool, receive: bool, runner: Runner | None) -> Service:
     metrics = Metrics(store, clock=time.time)
     dispatcher = None
     stack: ReviewStack | None = None
     check_sync: PeriodicDuty | None = None
     outbox: PeriodicDuty | None = None
     batch_poll: PeriodicDuty | None = None
-    if cfg.github_configured and cfg.runner == "review":
-        if cfg.anthropic_api_key:
-            stack = build_review_stack(cfg, store, metrics)
-        else:
-            log.warning(
-                "ANTHROPIC_API_KEY is not set: webhooks are admitted and kept, but no review runs until "
-                "it is set and the app restarted"
-            )
+    no_reviews = why_no_reviews(cfg)
+    if cfg.runner == "review" and no_reviews is None:
+        stack = build_review_stack(cfg, store, metrics)
+    if worker and receive and runner is None and no_reviews is not None:
+        # Named once, and only what is missing: a configured App is not reported as missing with the model key.
+        log.warning(
+            "%s: webhooks are admitted and kept, but no review runs until it is set and the app restarted", no_reviews
+        )
     if worker and runner is None:
         if cfg.runner == "noop":
             runner = noop_runner(cfg.noop_seconds)
@@ -244,11 +252,6 @@ async def build_service(
                 clock=time.time,
                 store=store,
                 owner=duty_owner,
-            )
-        else:
-            log.warning(
-                "no GitHub App configured (GITHUB_APP_ID): webhooks are admitted and kept, "
-                "but no review runs until the App is configured"
             )
     if worker and runner is not None:
         dispatcher = Dispatcher(
@@ -309,6 +312,8 @@ async def build_service(
         workers_running=(lambda: dispatcher.running) if dispatcher is not None else None,
         metrics=metrics,
         metrics_token=cfg.metrics_token,
+        # A process meant to run reviews that cannot is not ready: it would take webhooks it never reviews.
+        cannot_work=f"no review can run: {no_reviews}" if worker and runner is None and no_reviews else None,
     )
     cleaner = None
     if worker and cfg.retention_days > 0:
@@ -392,7 +397,7 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     svc = await build_service(cfg, worker=worker)
     try:
         runner, site = await start_site(svc.app, cfg, cfg.host, cfg.port)
-    except CannotListen:
+    except BaseException:
         await svc.stop()  # the database and its threads closed, so the process exits at once
         raise
     svc.start_background()
@@ -419,15 +424,13 @@ async def work(cfg: Config, *, host: str | None = None, port: int | None = None)
     svc = await build_service(cfg, worker=True, receive=False)
     if svc.dispatcher is None:
         await svc.stop()
-        log.error(
-            "worker: nothing to run: set GITHUB_APP_ID, its private key and ANTHROPIC_API_KEY (or REVIEWER_RUNNER=noop)"
-        )
+        log.error("worker: nothing to run: %s (or set REVIEWER_RUNNER=noop)", why_no_reviews(cfg))
         return 2
     runner: web.AppRunner | None = None
     if port is not None:
         try:
             runner, _ = await start_site(svc.app, cfg, host or cfg.host, port)
-        except CannotListen:
+        except BaseException:
             await svc.stop()
             raise
         log.info("worker health on http://%s:%s", host or cfg.host, port)

@@ -289,7 +289,51 @@ def test_a_missing_database_is_not_created(tmp_path, capsys, monkeypatch) -> Non
     assert not (tmp_path / "nothing-here.db").exists()
 
 
-def test_only_admin_commands_go_without_the_webhook_secret(db, capsys) -> None:
+def test_only_admin_commands_go_without_the_webhook_secret(db, capsys, monkeypatch) -> None:
     assert run(capsys, "status")[0] == 0
-    code, _, err = run(capsys, "config")
-    assert code == 2 and "GITHUB_WEBHOOK_SECRET" in err
+    monkeypatch.setenv("GITHUB_APP_ID", "42")  # an App: now serve needs its secret, and `config` says so
+    code, out, err = run(capsys, "config")
+    assert code == 2 and "GITHUB_WEBHOOK_SECRET is not set" in err
+    assert "GITHUB_WEBHOOK_SECRET=  # missing" in out and "GITHUB_APP_ID=42" in out
+
+
+def parse_error(capsys, *argv: str) -> str:
+    """What the command line says about a wrong invocation (argparse exits 2)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_version(capsys) -> None:
+    from reviewer_app.dispatch.registry import app_version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"reviewer-app {app_version()}\n"
+
+
+def test_a_missing_command_or_subcommand_says_what_to_choose(capsys) -> None:
+    err = parse_error(capsys)
+    assert "say which command to run: serve, worker, config, status, jobs, queue, usage, backup" in err
+    err = parse_error(capsys, "jobs")
+    assert "reviewer-app jobs: error: say what to do: list, show ID, retry ID or cancel ID" in err
+    assert "jobs_command" not in err and "required" not in err
+    err = parse_error(capsys, "queue")
+    assert "reviewer-app queue: error: say what to do: pause or resume" in err and "queue_command" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (("usage", "--days", "-1"), "argument --days: '-1' is not a number above 0"),
+        (("usage", "--days", "0"), "'0' is not a number above 0"),
+        (("usage", "--days", "a week"), "'a week' is not a number"),
+        (("jobs", "show", "seven"), "argument ID: 'seven' is not a whole number"),
+        (("jobs", "list", "--limit", "0"), "'0' is not a whole number of at least 1"),
+        (("serve", "--port", "99999"), "'99999' is not a whole number from 0 to 65535"),
+    ],
+)
+def test_arguments_are_checked_in_words(capsys, argv: tuple[str, ...], fragment: str) -> None:
+    err = parse_error(capsys, *argv)
+    assert fragment in err and "invalid int value" not in err and "a int" not in err

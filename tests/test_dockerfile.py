@@ -230,6 +230,52 @@ def test_state_lives_in_the_data_volume() -> None:
     assert "chown reviewer:reviewer /data" in " ".join(args for k, args in stage if k == "RUN")
 
 
+def _grace() -> float:
+    from reviewer_app.config import Config
+
+    return Config().shutdown_grace_seconds
+
+
+def _docs() -> dict[str, str]:
+    paths = [ROOT / "README.md", ROOT / "Dockerfile", *sorted((ROOT / "docs").glob("*.md"))]
+    return {str(p.relative_to(ROOT)): p.read_text() for p in paths}
+
+
+def test_every_docker_run_gives_the_shutdown_grace_time() -> None:
+    """Docker's default stop timeout (10 s) is shorter than the app's grace (20 s) plus its last pass: a `docker stop`
+    would kill running reviews instead of handing them back."""
+    runs = []
+    for name, text in _docs().items():
+        for command in re.findall(r"docker run\b(?:[^\n]*\\\n)*[^\n]*", text):
+            if " -d " in command or "-p 8080" in command:  # a server, not a one-off (a restore's shell)
+                runs.append((name, command))
+    assert len(runs) >= 2, runs
+    for name, command in runs:
+        found = re.search(r"--stop-timeout[ =](\d+)", command)
+        assert found and int(found[1]) >= _grace() + 5, (name, command)
+
+
+def test_the_compose_file_keeps_the_volume_the_key_and_the_stop_timeout() -> None:
+    import yaml
+
+    service = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["reviewer-app"]
+    grace = re.fullmatch(r"(\d+)s", service["stop_grace_period"])
+    assert grace and int(grace[1]) >= _grace() + 5
+    assert "reviewer-data:/data" in service["volumes"]  # the image's state directory
+    assert service["environment"]["ANTHROPIC_API_KEY"].startswith("${ANTHROPIC_API_KEY:?")  # no key: no start
+    assert service["build"] == "."
+
+
+def test_the_docs_use_the_images_paths_and_back_up_without_sqlite3() -> None:
+    """The image keeps its state in /data and has no sqlite3 program: a backup recipe must work inside it."""
+    for name, text in _docs().items():
+        assert "/var/lib/reviewer" not in text, name
+        commands = "\n".join(re.findall(r"```sh\n(.*?)```", text, flags=re.S))
+        assert not re.search(r"^\s*sqlite3 ", commands, flags=re.M), name
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    assert "docker exec reviewer-app reviewer-app backup /data/" in operations
+
+
 def test_exposes_the_port_and_serves() -> None:
     stage = final_stage()
     assert only(stage, "EXPOSE") == "8080" and env_of(stage)["PORT"] == "8080"

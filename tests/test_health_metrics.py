@@ -110,6 +110,16 @@ async def test_readyz_is_503_while_a_migration_is_not_applied(aiohttp_client, tm
     await store.close()
 
 
+async def test_readyz_is_503_with_the_reason_when_this_process_can_never_review(aiohttp_client, sqlite_store):
+    probes = Probes(sqlite_store, cannot_work="no review can run: ANTHROPIC_API_KEY (the model key) is not set")
+    client = await aiohttp_client(make_app(receiver(sqlite_store), probes))
+    assert await readyz(client) == (
+        503,
+        {"status": "unavailable", "reason": "no review can run: ANTHROPIC_API_KEY (the model key) is not set"},
+    )
+    assert (await client.get("/healthz")).status == 200  # alive: a restart would not help, a key would
+
+
 async def test_readyz_waits_for_the_dispatcher_when_this_process_runs_workers(aiohttp_client, sqlite_store):
     async def runner(ctx: JobContext) -> str:
         return "done"

@@ -140,3 +140,11 @@ IO_MODULES = (
 def test_core_stays_pure(module: str) -> None:
     users = sorted(p.name for p in (PACKAGE / "core").rglob("*.py") if module in external_imports(p))
     assert not users, f"core/{users} import {module}: core decides over plain data and an explicit now"
+
+
+def test_no_top_level_module_is_over_the_line_limit() -> None:
+    """reviewer_app/*.py (config, settings, the admin commands, the command line, the service's wiring)."""
+    long = {
+        path.name: n for path in sorted(PACKAGE.glob("*.py")) if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"

@@ -49,3 +49,12 @@ def test_rate_limit_waits_as_told_without_counting() -> None:
 def test_unexpected_error_is_retried_and_named() -> None:
     d = decide_retry(KeyError("x"), attempt=1, policy=POLICY, now=0, rand=0.5)
     assert isinstance(d, Retry) and "KeyError" in d.reason
+
+
+def test_a_final_failure_does_not_promise_a_retry() -> None:
+    """The client words its errors for a retry; the job's last word must not read "...; will retry (gave up...)"."""
+    error = TransientError("GitHub answered 502 on GET /repos/o/r/pulls/1; will retry")
+    d = decide_retry(error, attempt=5, policy=POLICY, now=0, rand=0.5)
+    assert d == GiveUp("GitHub answered 502 on GET /repos/o/r/pulls/1 (gave up after 5 attempts)")
+    retried = decide_retry(error, attempt=1, policy=POLICY, now=0, rand=0.5)
+    assert isinstance(retried, Retry) and retried.reason.endswith("; will retry")  # true while it is

@@ -126,3 +126,55 @@ def test_serve_and_worker_on_a_port_in_use_exit_at_once_with_one_line(tmp_path) 
             assert result.returncode == 2, (command, result.stderr)
             assert f"cannot listen on 127.0.0.1:{port}: address already in use" in result.stderr, result.stderr
             assert "Traceback" not in result.stderr
+
+
+def test_without_the_model_key_readyz_says_so_and_the_log_names_only_what_is_missing(tmp_path) -> None:
+    """With the App configured and no ANTHROPIC_API_KEY, /readyz answered 200 although no review could ever run,
+    and the log also claimed "no GitHub App configured"."""
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    from tests.fakes.keys import test_key_pair
+    from tests.serve_process import free_port
+
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "GITHUB_APP_ID": "42",
+        "GITHUB_PRIVATE_KEY": test_key_pair().private_pem,
+        "GITHUB_API_URL": f"http://127.0.0.1:{free_port()}",  # never asked: nothing runs without the key
+        "ANTHROPIC_API_KEY": "",
+    }
+    proc = ServeProcess(env, tmp_path / "serve.log").start()
+    try:
+        try:
+            urllib.request.urlopen(proc.url + "/readyz", timeout=10)
+            raise AssertionError("/readyz answered 200 without the model key")
+        except urllib.error.HTTPError as e:
+            assert e.code == 503
+            reason = json.loads(e.read())["reason"]
+        assert reason == "no review can run: ANTHROPIC_API_KEY (the model key) is not set"
+        body = encode(pr_payload(head=sha(1)))
+        assert proc.post("/api/github/webhooks", body, webhook_headers(body))[0] == 202  # kept for later
+        assert proc.terminate() == 0
+    finally:
+        proc.kill()
+    log = proc.log_path.read_text()
+    warnings = [line for line in log.splitlines() if " WARNING " in line]
+    assert len(warnings) == 1 and "ANTHROPIC_API_KEY (the model key) is not set" in warnings[0], warnings
+    assert "GitHub App" not in log
+
+    # A worker without the key has nothing to run: it says what is missing and exits at once.
+    result = subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", "worker"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env, "REVIEWER_ENV_FILE": str(tmp_path / ".env")},
+        cwd=tmp_path,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "worker: nothing to run: ANTHROPIC_API_KEY (the model key) is not set" in result.stderr
+    assert "GitHub App" not in result.stderr

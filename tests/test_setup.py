@@ -189,6 +189,11 @@ def test_build_manifest_points_every_url_at_this_server() -> None:
             build_manifest(load_manifest(), public_url=bad)
     with pytest.raises(SetupError, match="longer than"):
         build_manifest(load_manifest(), public_url=PUBLIC_URL, name="x" * 35)
+    relayed = build_manifest(load_manifest(), public_url="http://127.0.0.1:8080", webhook_url=" https://smee.io/ch ")
+    assert relayed["hook_attributes"]["url"] == "https://smee.io/ch"
+    assert relayed["redirect_url"] == "http://127.0.0.1:8080/setup/callback"
+    with pytest.raises(SetupError, match="never localhost"):
+        build_manifest(load_manifest(), public_url=PUBLIC_URL, webhook_url="https://127.0.0.1/api/github/webhooks")
 
 
 @pytest.mark.parametrize(
@@ -370,6 +375,38 @@ async def test_the_setup_page_warns_when_claude_credentials_are_missing(
     async with setup_page(tmp_path, ANTHROPIC_API_KEY="") as s:
         page = await (await s.client.get("/")).text()
         assert "set ANTHROPIC_API_KEY" in page and "then restart" in page
+        assert "<button type=submit disabled>Continue</button>" in page
+        # ...and the server does not go on to GitHub either, whatever the browser sends.
+        resp = await s.start()
+        text = html.unescape(await resp.text())
+        assert resp.status == 409 and "ANTHROPIC_API_KEY (the Claude API key) is not set" in text
+        assert "restart the server" in text
+        assert len(s.flow.states) == 0 and not s.env_file.exists() and s.fake.requests == []
+
+
+async def test_with_the_model_key_the_page_goes_on(tmp_path: Path) -> None:
+    async with setup_page(tmp_path) as s:
+        page = await (await s.client.get("/")).text()
+        assert "<button type=submit>Continue</button>" in page
+        assert (await s.start()).status == 200
+
+
+async def test_the_page_says_when_a_localhost_url_is_fine(tmp_path: Path) -> None:
+    async with setup_page(tmp_path) as s:
+        page = html.unescape(await (await s.client.get("/")).text())
+        assert "GitHub can never reach <code>localhost</code>" in page
+        assert "a tunnel" in page and "a relay" in page and "Local webhooks" in page
+
+
+async def test_a_relay_receives_the_webhooks_while_the_browser_comes_back_here(tmp_path: Path) -> None:
+    async with setup_page(tmp_path) as s:
+        relay = "https://smee.io/a1B2c3D4e5"
+        _, manifest = await s.handoff(public_url="http://localhost:8080", webhook_url=relay)
+        assert manifest["hook_attributes"]["url"] == relay
+        assert manifest["redirect_url"] == "http://localhost:8080/setup/callback"
+        for bad in ("http://smee.io/x", "https://localhost:9000/hooks", "https://user:pw@relay.example/x"):
+            resp = await s.start(webhook_url=bad)
+            assert resp.status == 400, bad
 
 
 async def test_a_wrong_setup_token_is_refused(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from reviewer_app.admin import Admin, render_status
+from reviewer_app.admin import Admin
+from reviewer_app.admin_text import render_status
 from reviewer_app.config import load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.dispatch.cleaner import DAY, Cleaner

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 
 from reviewer_app.core.errors import Deferred, JobError, PermanentError, TransientError
@@ -53,9 +54,15 @@ def decide_retry(
     if isinstance(error, PermanentError):
         return GiveUp(reason)
     if attempt >= policy.max_attempts:
-        return GiveUp(f"{reason} (gave up after {attempt} attempts)")
+        return GiveUp(f"{final_wording(reason)} (gave up after {attempt} attempts)")
     r = random.random() if rand is None else rand
     delay = backoff_delay(policy, attempt, r)
     if isinstance(error, TransientError) and error.retry_after is not None:
         delay = max(delay, error.retry_after)
     return Retry(at=now + delay, counts_attempt=True, reason=reason)
+
+
+def final_wording(reason: str) -> str:
+    """A reason worded for a retry ("GitHub answered 502 on ...; will retry"), as the last word on a job that gives
+    up: the promise of a retry dropped."""
+    return re.sub(r"[;,]?\s*will retry\.?$", "", reason)

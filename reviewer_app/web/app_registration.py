@@ -81,6 +81,27 @@ def normalise_public_url(raw: str) -> str:
     return url
 
 
+def normalise_webhook_url(raw: str) -> str:
+    """A relay's URL that GitHub delivers the App's webhooks to instead of this server's (empty: none): https, a
+    host GitHub can reach (not loopback), no credentials or fragment."""
+    url = raw.strip()
+    if not url:
+        return ""
+    try:
+        parsed = urlparse(url)
+        host = parsed.hostname
+    except ValueError:
+        host = None
+    if host is None or parsed.scheme != "https" or parsed.username or parsed.password or parsed.fragment:
+        raise SetupError("the webhook URL must look like https://relay.example.com/channel (no credentials)")
+    if is_loopback_host(host):
+        raise SetupError(
+            "the webhook URL must be one GitHub can reach: a relay's or a tunnel's, never localhost; "
+            "leave it empty to use the public URL"
+        )
+    return url
+
+
 def is_loopback_host(host: str) -> bool:
     """``localhost``, 127.0.0.0/8 or ::1: traffic to it never leaves the machine."""
     host = host.strip("[]").rstrip(".").lower()
@@ -95,12 +116,16 @@ def is_loopback_host(host: str) -> bool:
     return address.is_loopback
 
 
-def build_manifest(template: Mapping[str, Any], *, public_url: str, name: str = "") -> dict[str, Any]:
+def build_manifest(
+    template: Mapping[str, Any], *, public_url: str, name: str = "", webhook_url: str = ""
+) -> dict[str, Any]:
     """The manifest to post: the template with every placeholder URL pointing at ``public_url``.
 
-    The webhook and redirect URLs are set whatever the template says: they must reach this very server.
+    The webhook and redirect URLs are set whatever the template says: they must reach this very server, the
+    webhooks through ``webhook_url`` (a relay that forwards them here) when one is given.
     """
     base = normalise_public_url(public_url)
+    hook = normalise_webhook_url(webhook_url) or base + WEBHOOK_PATH
 
     def fill(value: Any) -> Any:
         if isinstance(value, str):
@@ -112,7 +137,7 @@ def build_manifest(template: Mapping[str, Any], *, public_url: str, name: str = 
         return value
 
     manifest = fill(dict(template))
-    manifest["hook_attributes"] = {**(manifest.get("hook_attributes") or {}), "url": base + WEBHOOK_PATH}
+    manifest["hook_attributes"] = {**(manifest.get("hook_attributes") or {}), "url": hook}
     manifest["redirect_url"] = base + CALLBACK_PATH
     manifest.setdefault("url", base)
     name = " ".join(name.split())
@@ -152,6 +177,7 @@ class PendingSetup:
 
     public_url: str
     expires_at: float
+    webhook_url: str = ""  # where GitHub delivers the App's webhooks: this server's, or a relay's
 
 
 @dataclass
@@ -162,13 +188,15 @@ class SetupStates:
     clock: Callable[[], float] = time.time
     _pending: dict[str, PendingSetup] = field(default_factory=dict)
 
-    def issue(self, public_url: str) -> str:
+    def issue(self, public_url: str, webhook_url: str = "") -> str:
         self._prune()
         if len(self._pending) >= MAX_PENDING_STATES:
             oldest = min(self._pending, key=lambda s: self._pending[s].expires_at)
             del self._pending[oldest]
         state = secrets.token_urlsafe(24)
-        self._pending[state] = PendingSetup(public_url=public_url, expires_at=self.clock() + self.ttl)
+        self._pending[state] = PendingSetup(
+            public_url=public_url, expires_at=self.clock() + self.ttl, webhook_url=webhook_url
+        )
         return state
 
     def consume(self, state: str) -> PendingSetup | None:

@@ -8,7 +8,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from reviewer_app.admin import duration
+from reviewer_app.admin_text import duration
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Attempt, Job, WorkerStatus
 

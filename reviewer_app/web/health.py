@@ -23,6 +23,8 @@ class Probes:
     workers_running: Callable[[], bool] | None = None
     metrics: Metrics | None = None
     metrics_token: str = ""
+    # Why this process can never do the work it is for (a worker without its model key), or None.
+    cannot_work: str | None = None
 
     async def not_ready_because(self) -> str | None:
         """Why this process should not get traffic now, or None when it is ready."""
@@ -35,6 +37,8 @@ class Probes:
             return f"database unavailable: {exc}"
         if pending:
             return f"migrations not applied: {', '.join(pending)}"
+        if self.cannot_work is not None:
+            return self.cannot_work
         if self.workers_running is not None and not self.workers_running():
             return "dispatcher is not running"
         return None

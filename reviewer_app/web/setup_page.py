@@ -96,6 +96,14 @@ class SetupFlow:
         if not token_matches(str(form.get("token", "")), self.token):
             log.warning("setup refused: wrong setup token (from %s)", request.remote)
             return _error(403, "Wrong setup token", "The setup token is printed in this server's log when it starts.")
+        claude = claude_problem(self.cfg)
+        if claude is not None:
+            return _error(
+                409,
+                "Set the model key first",
+                f"{claude}. Reviews cannot run without it: set it in this server's environment or in "
+                f"{self.cfg.env_file}, restart the server, and start again with the new setup token.",
+            )
         problem = writable_problem(self.cfg.env_file)
         if problem is not None:
             return _error(
@@ -105,11 +113,16 @@ class SetupFlow:
             )
         try:
             public_url = normalise_public_url(str(form.get("public_url", "")))
-            manifest = build_manifest(self.manifest, public_url=public_url, name=str(form.get("name", "")))
+            manifest = build_manifest(
+                self.manifest,
+                public_url=public_url,
+                name=str(form.get("name", "")),
+                webhook_url=str(form.get("webhook_url", "")),
+            )
             organization = checked_organization(str(form.get("organization", "")))
         except SetupError as exc:
             return _error(400, "Cannot start the registration", str(exc))
-        state = self.states.issue(public_url)
+        state = self.states.issue(public_url, manifest["hook_attributes"]["url"])
         target = registration_url(self.cfg.github_url, state=state, organization=organization)
         return _page("Create the App on GitHub", _handoff_html(target, manifest), form_to=_origin(target))
 
@@ -148,12 +161,11 @@ class SetupFlow:
                 )
             self.registration = registration
             log.info(
-                "setup: GitHub App %r (id %s) registered; credentials saved to %s; webhooks expected at %s%s",
+                "setup: GitHub App %r (id %s) registered; credentials saved to %s; GitHub sends webhooks to %s",
                 registration.slug,
                 registration.app_id,
                 self.cfg.env_file,
-                pending.public_url,
-                WEBHOOK_PATH,
+                redact_url(pending.webhook_url or pending.public_url + WEBHOOK_PATH),
             )
         response = _page("reviewer-app is registered", _done_html(registration, self.cfg.env_file))
         await response.prepare(request)
@@ -191,16 +203,10 @@ def make_setup_app(flow: SetupFlow) -> web.Application:
 
 
 def claude_problem(cfg: Config) -> str | None:
-    """Why reviews could not run once the App is registered (no Claude credentials), or None."""
-    if cfg.runner != "review":
+    """Why reviews could not run once the App is registered (no model key), or None."""
+    if cfg.runner != "review" or cfg.anthropic_api_key:
         return None
-    from reviewer_app.review.claude import make_client
-
-    try:
-        make_client(cfg.anthropic_api_key or None, cfg.anthropic_base_url or None, timeout=cfg.model_timeout_seconds)
-    except ValueError as exc:
-        return str(exc)
-    return None
+    return "ANTHROPIC_API_KEY (the Claude API key) is not set"
 
 
 async def run_setup(cfg: Config, stop: asyncio.Event, *, token: str | None = None) -> Config | None:
@@ -225,7 +231,11 @@ async def run_setup(cfg: Config, stop: asyncio.Event, *, token: str | None = Non
     )
     claude = claude_problem(cfg)
     if claude is not None:
-        log.warning("%s, and restart, before registering the App: the configured app cannot start without it", claude)
+        log.warning(
+            "%s: set it and restart before registering the App; the setup page does not go on to GitHub without it, "
+            "since no review can run",
+            claude,
+        )
     stopping = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({done, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -306,8 +316,9 @@ def _index_html(flow: SetupFlow, public_url: str, claude: str | None) -> str:
     github = escape(redact_url(flow.cfg.github_url))
     warning = (
         (
-            f"<p><b>First:</b> {escape(claude)}, then restart this server. Without Claude credentials the "
-            "configured app cannot start.</p>"
+            f"<p><b>First: set ANTHROPIC_API_KEY</b>, a Claude API key, in this server's environment or in "
+            f"<code>{escape(flow.cfg.env_file)}</code>, then restart this server and open this page again. "
+            "No review can run without it, so this page does not go on to GitHub until it is set.</p>"
         )
         if claude
         else ""
@@ -327,11 +338,18 @@ creates the App and hands its id, private key and webhook secret back to this se
 <label>Public URL of this server <span class=hint>(GitHub sends webhooks to it; your browser returns to it; https://
 only, http:// for localhost alone)</span>
 <input type=text name=public_url required value="{escape(public_url)}"></label>
+<p class=hint>GitHub can never reach <code>localhost</code>. A localhost URL is fine for trying the app on this
+machine only when GitHub's webhooks reach it another way: a tunnel (enter the tunnel's https:// URL above instead),
+or a relay whose URL you enter as the webhook URL below. With neither, GitHub registers the App but cannot deliver
+a single webhook to it. See "Local webhooks" in docs/setup.md.</p>
+<label>Webhook URL <span class=hint>(optional: a relay's https:// URL, such as a smee.io channel, when GitHub
+cannot reach this server; empty: the public URL's /api/github/webhooks)</span>
+<input type=text name=webhook_url></label>
 <label>App name <span class=hint>(optional; default {escape(str(flow.manifest.get("name", "")))})</span>
 <input type=text name=name maxlength=34></label>
 <label>Organisation <span class=hint>(leave empty to register the App on your personal account)</span>
 <input type=text name=organization></label>
-<button type=submit>Continue</button>
+<button type=submit{" disabled" if claude else ""}>Continue</button>
 </form>
 <p>The App asks for:</p><ul>{perms}</ul><p>and subscribes to {events}.</p>"""
 
