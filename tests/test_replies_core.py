@@ -206,22 +206,28 @@ def test_a_draft_skip_does_not_answer_for_a_head_that_is_ready_now() -> None:
     assert head_is_handled([skipped], sha(1), draft=True)  # still a draft: the skip stands
 
 
-def test_a_skip_that_ended_before_a_job_cancelled_with_its_episode_does_not_answer_for_the_head() -> None:
-    # Paused: the head's automatic job was skipped (job 6). A requested review admitted earlier (job 5) followed the
-    # pull request to that head, showed its check run, and was cancelled when the repository was removed, after the
-    # skip. With the repository back, the head's latest check run said "the repository was removed" for good: the
-    # sweep took the skip (the newer id) as the head's word and admitted nothing.
+def test_a_skip_shown_before_a_job_cancelled_with_its_episode_does_not_answer_for_the_head() -> None:
+    # A draft's job was skipped ("draft", run 100). A Re-run admitted after it showed its own run (101) and was
+    # cancelled when the repository was removed. With the repository back, the head's newest run said "the repository
+    # was removed" for good: the sweep took the skip as the head's word (it even ended later, having been claimed
+    # before the removal) and admitted nothing.
     skip = replace(
-        job(6, "auto", sha(1), JobState.CANCELLED),
-        outcome="skipped: automatic reviews are paused on this pull request",
+        job(3, "draft", sha(1), JobState.CANCELLED),
+        outcome=DRAFT_SKIP_TEXT,
         cancel_reason=CancelReason.SKIPPED,
-        finished_at=10.0,
+        check_run_id=100,
+        finished_at=30.0,
     )
     removed = replace(
-        job(5, "manual:7", sha(1), JobState.CANCELLED),
+        job(5, "rerun:d", sha(1), JobState.CANCELLED),
         outcome="the repository was removed from the installation",
         cancel_reason=CancelReason.REPO_REMOVED,
+        check_run_id=101,
         finished_at=20.0,
     )
-    assert not head_is_handled([removed, skip], sha(1), draft=False)
-    assert head_is_handled([replace(removed, finished_at=5.0), skip], sha(1), draft=False)  # the skip came last
+    assert not head_is_handled([removed, skip], sha(1), draft=True)
+    assert head_is_handled([replace(removed, check_run_id=None), skip], sha(1), draft=True)  # it showed nothing
+    # Neither showed a run: the job that ended last speaks for the head.
+    assert not head_is_handled(
+        [replace(removed, check_run_id=None), replace(skip, check_run_id=None, finished_at=10.0)], sha(1), draft=True
+    )

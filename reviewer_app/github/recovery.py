@@ -66,7 +66,8 @@ def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
     whatever head it finds), a review of this head, or else the head's newest job: pending, failed (visibly), or
     ended with a reason that still stands. A job that ended with its episode (the PR closed, the app uninstalled or
     suspended, the repository removed) or was superseded is history; so is an older skip that a newer job of the
-    head replaced (skipped as a draft, then marked ready), or that ended before a job cancelled with its episode. For a pull request that is no longer a draft, a job its
+    head replaced (skipped as a draft, then marked ready), or whose check run is older than that of a job cancelled
+    with its episode (what GitHub shows on the head is the newest run). For a pull request that is no longer a draft, a job its
     draft got does not count (a review it published is found by the caller's look at the reviews)."""
     jobs = list(jobs)
     if any(not j.head_sha and j.state in PENDING and not is_reply(j.trigger) for j in jobs):  # answers review nothing
@@ -76,14 +77,20 @@ def head_is_handled(jobs: Iterable[Job], head_sha: str, *, draft: bool) -> bool:
         return False
     if any(j.state == JobState.SUCCEEDED for j in mine):
         return True
-    # The newest by when it ended: that is the job whose word the head's check runs show last (a requested review
-    # admitted before a skip can end after it, cancelled with its episode). A job not ended yet is newest of all.
-    newest = max(mine, key=lambda j: (math.inf if j.finished_at is None else j.finished_at, j.id))
+    # The head's word is what GitHub shows on it: the newest check run (a requested review admitted before a skip can
+    # show its run after the skip's, then be cancelled with its episode), then the job that ended last. A job not
+    # ended yet is newest of all.
+    newest = max(mine, key=_shown_last)
     if newest.state in PENDING or newest.state == JobState.FAILED:
         return True
     if not draft and (newest.outcome or "").startswith(DRAFT_SKIP):
         return False  # skipped as a draft, ready now: its ready_for_review webhook may never have come
     return newest.state == JobState.CANCELLED and not ended_with_episode(newest.cancel_reason)
+
+
+def _shown_last(job: Job) -> tuple[float, int, float, int]:
+    pending = job.finished_at is None
+    return (math.inf if pending else 0.0, job.check_run_id or 0, job.finished_at or 0.0, job.id)
 
 
 def sweep_delivery_id(
