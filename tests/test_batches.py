@@ -285,7 +285,8 @@ async def test_a_runner_stopped_while_its_batch_gathers_still_records_the_batch(
         submitter = h.svc.dispatcher.runner.pipeline.ask.batches.submitter
         await eventually(lambda: _async(bool(submitter._waiting)))
         await h.svc.dispatcher.stop(0)  # no grace: the runner is cancelled while the batch gathers
-        [request] = await h.store.batch_requests_of(job_id)
+        # The gathered batch is still sent and recorded (shielded from the cancellation), moments later under load.
+        [request] = await eventually(lambda: h.store.batch_requests_of(job_id))
         assert request.state == "pending" and len(h.anthropic.batch_creates) == 1
         h.svc.dispatcher.start()
         h.anthropic.hold_batches = False

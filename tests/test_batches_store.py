@@ -52,6 +52,25 @@ async def test_a_result_is_recorded_once_and_wakes_its_job(store) -> None:
     )
 
 
+async def test_a_result_settled_while_its_job_decides_to_wait_leaves_the_job_due_at_once(store) -> None:
+    # The poller settled the request while the attempt that sent it was still running: its wake-up found the job
+    # running and woke nothing, then the attempt deferred the job far into the future (waiting for a batch that had
+    # already answered), and the job sat queued until then (found by the model-based test on PostgreSQL).
+    job_id = (await admit(store, spec(pr=1))).job_id
+    [lease] = await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+    name = f"job-{job_id}-k"
+    await store.record_batch_requests(job_id, batch_id="b-1", model="claude-sonnet-4-5", parts=[(name, "k")], now=NOW)
+    woke = await store.settle_batch_request(name, state="succeeded", result="{}", error=None, usage=None, now=NOW + 1)
+    assert woke == job_id  # the request is settled, but the job it woke was running
+    assert await store.retry_if_lease_held(lease, now=NOW + 2, at=NOW + 900, error="waiting", counts_attempt=False)
+    job = await store.get_job(job_id)
+    assert job.state is JobState.QUEUED and job.next_attempt_at == NOW + 2
+    # A request settled before this attempt began (one this attempt has read) does not make the next wait a loop.
+    [lease] = await store.claim(owner="w", limit=1, now=NOW + 3, lease_seconds=30)
+    assert await store.retry_if_lease_held(lease, now=NOW + 4, at=NOW + 900, error="waiting", counts_attempt=False)
+    assert (await store.get_job(job_id)).next_attempt_at == NOW + 900
+
+
 async def test_requests_of_an_ended_job_are_withdrawn_and_their_batch_is_left_idle(store) -> None:
     kept = await deferred_job(store, pr=1)
     ended = await deferred_job(store, pr=2)  # same batch b-1

@@ -637,10 +637,11 @@ class PRWorkMachine(RuleBasedStateMachine):
         with contextlib.suppress(StoreUnavailable):  # the duty, too, tries again at its next pass
             self.run(recovery(self.h).sweep_once())
 
-    @rule()
-    def let_it_work(self) -> None:
-        # Time passing is the rule itself: the background gets a turn between bursts of events.
-        self.run(asyncio.sleep(0.05))
+    @rule(seconds=st.sampled_from([0.05, 0.5]))
+    def let_it_work(self, seconds: float) -> None:
+        # Time passing is the rule itself: the background gets a turn between bursts of events (the longer pause
+        # outlasts the debounce, so reviews land between pushes and the next review meets their threads).
+        self.run(asyncio.sleep(seconds))
 
     async def _sql(self, statement: str) -> None:
         if self.schema is None:

@@ -114,6 +114,8 @@ def retry(
         yield Count(s.REQUEUE_IF_LEASE_HELD, (at, error, 0 if counts_attempt else 1, now, lease.job_id, lease.token))
     ) == 1
     outcome = ("retry" if counts_attempt else "deferred") if held else "lease_lost"
+    if held and at > now and (yield Count(s.WAKE_IF_SETTLED_DURING_ATTEMPT, (now, lease.job_id, lease.token, now))):
+        at = now  # its batch answered while it was deciding to wait for it
     yield Count(s.FINISH_ATTEMPT, (now, outcome, error, *usage_params(usage), lease.token))
     if held and at <= now:
         yield Wake(other_hosts=True)  # handed back for another host to take now (shutdown)

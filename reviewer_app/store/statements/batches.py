@@ -42,6 +42,20 @@ UPDATE jobs SET next_attempt_at = ?, updated_at = ?
  WHERE id = ? AND state = '{JobState.QUEUED.value}' AND next_attempt_at > ?
 """
 
+# A job that defers itself to wait on its batch, when one of its requests was settled while this attempt ran: the
+# poller's WAKE_QUEUED_JOB found it running then and woke nothing, so it is due now instead of at the far retry time.
+# Parameters: now, job id, lease token (this attempt), now.
+WAKE_IF_SETTLED_DURING_ATTEMPT = """
+UPDATE jobs SET next_attempt_at = ?
+ WHERE id = ? AND state = 'queued'
+   AND EXISTS (
+       SELECT 1 FROM batch_requests b
+        WHERE b.job_id = jobs.id AND b.ended_at IS NOT NULL AND b.state <> 'withdrawn'
+          AND b.ended_at >= (SELECT a.started_at FROM attempts a WHERE a.lease_token = ?)
+   )
+   AND next_attempt_at > ?
+"""
+
 # Requests whose job ended while they were batched (superseded, cancelled, failed): withdrawn, never answered to a
 # job; the batches they belong to, to cancel those left with nothing pending.
 WITHDRAW_REQUESTS_OF_ENDED_JOBS = f"""
@@ -61,6 +75,7 @@ __all__ = [
     "SELECT_OPEN_REQUESTS_OF_BATCH",
     "SETTLE_BATCH_REQUEST_IF_OPEN",
     "WAKE_QUEUED_JOB",
+    "WAKE_IF_SETTLED_DURING_ATTEMPT",
     "WITHDRAW_REQUESTS_OF_ENDED_JOBS",
     "PENDING_REQUESTS_OF_BATCH",
 ]
