@@ -105,6 +105,28 @@ def render_list(jobs: list[dict[str, Any]], now: float) -> str:
     )
 
 
+def _indented(text: str, prefix: str) -> list[str]:
+    return [f"{prefix}{line}".rstrip() for line in text.splitlines()] or [prefix.rstrip()]
+
+
+def held_back_lines(would: dict[str, Any] | None) -> list[str]:
+    """What a dry run would have posted (review/dry_run.py), as it would have read on GitHub; nothing when it posted."""
+    if not isinstance(would, dict):
+        return []
+    kind = "answer" if would.get("kind") == "answer" else "review"
+    lines = [f"would have posted (dry run: {would.get('why') or 'dry run'}), the {kind}:"]
+    lines += _indented(str(would.get("body") or ""), "    ")
+    comments = would.get("comments") or []
+    if comments:
+        lines.append(f"  and {len(comments)} inline comment(s):")
+    for c in comments:
+        start = c.get("start_line")
+        where = f"lines {start}-{c.get('line')}" if start else f"line {c.get('line')}"
+        lines.append(f"  {c.get('path')} {where} ({c.get('side') or 'RIGHT'}):")
+        lines += _indented(str(c.get("body") or ""), "    ")
+    return lines
+
+
 def render_job(j: dict[str, Any], now: float) -> str:
     links = j["links"]
     lease = "-"
@@ -134,6 +156,7 @@ def render_job(j: dict[str, Any], now: float) -> str:
         ("publish intent", _when(j["publish_intent_at"])),
     ]
     lines = [f"job {j['id']}  {j['state']}"] + [f"  {k:<15}{v}" for k, v in fields]
+    lines += held_back_lines(j.get("details", {}).get("would_publish"))
     lines.append("attempts:" if j["attempt_history"] else "attempts: none yet")
     for a in j["attempt_history"]:
         took = f" ({duration(a['finished_at'] - a['started_at'])})" if a["finished_at"] is not None else " (running)"

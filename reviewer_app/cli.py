@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from reviewer_app import admin_cli, backup
+from reviewer_app import admin_cli, backup, one_pr_cli
 from reviewer_app.cli_args import whole_number
 from reviewer_app.config import Config, ConfigError, load_config
 from reviewer_app.dispatch.registry import app_version
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reviewer-app", description="Review pull requests with Claude.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {app_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    one_pr_cli.add_command(sub)
     serve = sub.add_parser("serve", help="receive webhooks and run reviews")
     serve.add_argument("--host", help="bind address (env HOST, default 0.0.0.0)")
     serve.add_argument("--port", type=whole_number(0, 65535), help="port (env PORT, default 8080)")
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         args.command_parser.error(missing)
     if args.command == "migrate-store":  # both databases are named on the command line: no configuration needed
         return migrate_store.main(args)
+    if args.command == "review":  # a token and the model key: none of the App's settings, no database of its own
+        return one_pr_cli.run(args)
     if args.command == "config":
         return print_config()
     try:

@@ -39,6 +39,7 @@ class Config:
     malformed_retries: int = 2
     context_lines: int = 150
     repository_tools: bool = False
+    dry_run: bool = False
     max_tool_turns: int = 3
     max_tool_bytes: int = 20000
     concurrency: int = 4

@@ -33,7 +33,6 @@ from reviewer_app.metrics import Metrics
 from reviewer_app.review.answer import Answerer
 from reviewer_app.review.batches import Batches, BatchPoller, BatchSubmitter
 from reviewer_app.review.claude import ClaudeReviewer, make_client
-from reviewer_app.review.explore import ToolLimits
 from reviewer_app.review.pipeline import ReviewPipeline
 from reviewer_app.review.settings import ReviewSettings
 from reviewer_app.runners import noop_runner
@@ -159,22 +158,14 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
     claude = ClaudeReviewer(
         client, cfg.model, max_output_tokens=cfg.max_output_tokens, malformed_retries=cfg.malformed_retries
     )
-    # A job waiting on another (a ready_for_review job on its draft's review of the same head) looks again after
-    # the first retry delay.
-    settings = ReviewSettings(
-        max_input_tokens=cfg.max_input_tokens,
-        max_parts=cfg.max_parts,
-        wait_seconds=cfg.retry_base_seconds,
-        context_lines=cfg.context_lines,
-        repository_tools=cfg.repository_tools,
-        tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
-    )
+    settings = ReviewSettings.from_config(cfg)
     # With REVIEWER_BATCH=0 nothing new is batched, but requests already out are still collected and used.
     submitter = BatchSubmitter(client, gather_seconds=cfg.batch_gather_seconds, clock=time.time)
     batches = Batches(submitter, claude, BatchPolicy(enabled=cfg.batch, after_seconds=cfg.batch_after_seconds))
     poller = BatchPoller(client, store, clock=time.time, on_usage=metrics.usage if metrics is not None else None)
     pipeline = ReviewPipeline(github, claude, checks, settings, batches)
-    return ReviewStack(session, github, checks, pipeline, Answerer(github, claude), client, poller)
+    answerer = Answerer(github, claude, dry_run=cfg.dry_run)
+    return ReviewStack(session, github, checks, pipeline, answerer, client, poller)
 
 
 def retry_policy(cfg: Config) -> RetryPolicy:

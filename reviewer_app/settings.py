@@ -297,6 +297,14 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "REVIEWER_DRY_RUN",
+        "dry_run",
+        bool,
+        False,
+        "run every review and answer but post none: what would have been posted shows in `jobs show` and on the "
+        "dashboard (a repository can ask for it alone: dry_run in .github/reviewer.yml)",
+    ),
+    Setting(
         "REVIEWER_METRICS_TOKEN",
         "metrics_token",
         str,

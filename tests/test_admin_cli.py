@@ -315,7 +315,7 @@ def test_version(capsys) -> None:
 
 def test_a_missing_command_or_subcommand_says_what_to_choose(capsys) -> None:
     err = parse_error(capsys)
-    assert "say which command to run: serve, worker, config, status, jobs, queue, usage, backup" in err
+    assert "say which command to run: review, serve, worker, config, status, jobs, queue, usage, backup" in err
     err = parse_error(capsys, "jobs")
     assert "reviewer-app jobs: error: say what to do: list, show ID, retry ID or cancel ID" in err
     assert "jobs_command" not in err and "required" not in err

@@ -68,6 +68,8 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
     ),
     ("GET", REPO_ROUTE + "/contents"): (None, list[gh.ContentDirectoryItems]),
     ("GET", "/app/installations/{installation_id}"): (None, gh.Installation),
+    ("GET", REPO_ROUTE + "/installation"): (None, gh.Installation),
+    ("GET", "/user"): (None, gh.PrivateUser | gh.PublicUser),
     ("GET", "/app/installations"): (None, list[gh.Installation]),
     ("GET", "/app"): (None, gh.Integration),
     ("POST", "/app/installations/{installation_id}/access_tokens"): (
@@ -92,7 +94,7 @@ NOT_REST = ("/graphql", "/settings/apps/new", "/organizations/{org}/settings/app
 ROOT = Path(__file__).resolve().parent.parent
 APP_SOURCES = (*sorted((ROOT / "reviewer_app/github").glob("*.py")), ROOT / "reviewer_app/web/setup_page.py")
 _URL = re.compile(
-    r'(?:"(?P<method>GET|POST|PATCH|PUT|DELETE)",\s*)?f?"(?:\{[^}]*\})?(?P<url>/(?:app|installation|repos)[^"]*)"'
+    r'(?:"(?P<method>GET|POST|PATCH|PUT|DELETE)",\s*)?f?"(?:\{[^}]*\})?(?P<url>/(?:app|installation|repos|user\b)[^"]*)"'
 )
 _IMPLIED = {"/app/installations/{installation_id}/access_tokens": "POST", "/app-manifests/{code}/conversions": "POST"}
 

@@ -23,7 +23,7 @@ from reviewer_app.core.pr_work import DRAFT_SKIP
 CONFIG_PATH = (
     ".github/reviewer.yml"  # a repository's review settings, read from its base branch (review/repo_config.py)
 )
-NO_INSTALLATION = "the event carried no installation; the app cannot act on this repository"
+NO_INSTALLATION = "the event named no installation, and no installation of the app holds this repository"
 AUTO_OFF_TEXT = f"skipped: automatic reviews are turned off in {CONFIG_PATH}; comment /review to ask for one"
 DRAFT_SKIP_TEXT = (
     f"{DRAFT_SKIP}; it is reviewed when marked ready for review (or set `drafts: true` in {CONFIG_PATH}, or comment "

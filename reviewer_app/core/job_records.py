@@ -117,6 +117,36 @@ class CheckReport:
 
 
 @dataclass(frozen=True)
+class WouldPublish:
+    """What a dry run would have posted (review/dry_run.py), kept on the job for `jobs show` and the dashboard: a
+    review's body and its inline comments as GitHub would have got them, or an answer's text."""
+
+    body: str
+    comments: tuple[Mapping[str, Any], ...] = ()  # path, line, side, body (start_line, start_side for a range)
+    kind: str = "review"  # "review", or "answer" (in a thread, or the conversation)
+    why: str = ""  # what made it a dry run: the server's setting or the repository's
+
+    @classmethod
+    def from_dict(cls, value: Any) -> WouldPublish | None:
+        if not isinstance(value, dict) or not isinstance(value.get("body"), str):
+            return None
+        comments = value.get("comments")
+        return cls(
+            body=value["body"],
+            comments=tuple(
+                dict(c)
+                for c in (comments if isinstance(comments, list) else ())
+                if isinstance(c, dict) and isinstance(c.get("path"), str) and isinstance(c.get("body"), str)
+            ),
+            kind=_str(value.get("kind")) or "review",
+            why=_str(value.get("why")) or "",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"body": self.body, "comments": [dict(c) for c in self.comments], "kind": self.kind, "why": self.why}
+
+
+@dataclass(frozen=True)
 class PartAnswer:
     """The model's answer to one part of a large review, kept until the whole answer is stored."""
 
@@ -213,6 +243,7 @@ class JobDetails:
     config_errors: tuple[str, ...] = ()  # problems found in .github/reviewer.yml (defaults applied)
     answer_comment_id: int | None = None  # the answer an answer job posted
     answer_url: str | None = None
+    would_publish: WouldPublish | None = None  # a dry run's review or answer, posted nowhere (review/dry_run.py)
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     @classmethod
@@ -250,6 +281,8 @@ class JobDetails:
             out["incremental"] = self.incremental
         if self.config_errors:
             out["config_errors"] = list(self.config_errors)
+        if self.would_publish is not None:
+            out["would_publish"] = self.would_publish.to_dict()
         return out
 
     def to_json(self) -> str:
@@ -270,6 +303,7 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "report": lambda v: CheckReport.from_dict(v),
     "incremental": lambda v: v if isinstance(v, bool) else None,
     "config_errors": _config_errors,
+    "would_publish": lambda v: WouldPublish.from_dict(v),
 }
 
 

@@ -79,6 +79,20 @@ def find_published_review(
     return None
 
 
+def review_naming_head(reviews: Iterable[Mapping[str, Any]], *, login: str, head_sha: str) -> Mapping[str, Any] | None:
+    """The first review by ``login`` whose marker names ``head_sha``, whichever job wrote it, or None. Only a marker
+    counts here (`reviewer-app review --post` acts as a person, whose own review of the same commit is no review of
+    the app's), and only by ``login`` (anyone can paste a marker)."""
+    head, who = head_sha.lower(), login.casefold()
+    for review in reviews:
+        user = review.get("user") or {}
+        author = user.get("login") if isinstance(user, Mapping) else None
+        if isinstance(author, str) and author.casefold() == who:
+            if any(marker.head_sha == head for marker in parse_markers(review.get("body"))):
+                return review
+    return None
+
+
 def make_reply_marker(effect_id: int, created_at: float) -> str:
     """The marker that ends a reply the outbox posts: its outbox row's id and creation time (in milliseconds).
 

@@ -1,11 +1,13 @@
-"""The app's own calls (the app JWT): the app, its webhook deliveries, its installations and what each may see."""
+"""The app's own calls (the app JWT): the app, its webhook deliveries, its installations, what each may see and which
+one holds a repository; and who the app is on GitHub (its bot, or in token mode the token's person)."""
 
 from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass
 
-from reviewer_app.github.api_transport import PER_PAGE, GitHubTransport, Json
+from reviewer_app.github.api_transport import PER_PAGE, GitHubTransport, Json, split_repo
+from reviewer_app.github.auth import TOKEN_INSTALLATION, PersonalToken
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,28 @@ class AppCalls(GitHubTransport):
         return self._app_info
 
     async def bot_login(self) -> str:
-        """The login the app's reviews and comments carry, e.g. ``reviewer-app[bot]``."""
+        """The login the app's reviews and comments carry, e.g. ``reviewer-app[bot]``; in token mode the login of the
+        person the token belongs to (``GET /user``, asked once)."""
+        if isinstance(self.tokens, PersonalToken):
+            if self._token_login is None:
+                user = await self._get("/user", None, installation_id=TOKEN_INSTALLATION, what="the token's user")
+                self._token_login = str(user["login"])
+            return self._token_login
         return f"{(await self.app_info())['slug']}[bot]"
+
+    async def repo_installation(self, repo: str) -> int | None:
+        """The id of the App's installation that holds ``repo`` (app JWT), None when none does. A repository webhook
+        (`gh webhook forward`) names no installation; the gate asks here."""
+        body, _ = await self._call(
+            "GET",
+            "/repos/{owner}/{name}/installation",
+            split_repo(repo),
+            installation_id=None,
+            what=f"the installation of {repo}",
+            missing_ok=True,
+        )
+        found = body.get("id") if isinstance(body, dict) else None
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
 
     async def list_app_deliveries(self, per_page: int = PER_PAGE, cursor: str | None = None) -> DeliveriesPage:
         body, next_url = await self._call(

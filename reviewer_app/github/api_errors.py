@@ -15,6 +15,7 @@ from reviewer_app.redaction import redact_url
 
 _SECRET_RE = re.compile(
     r"gh[pousr]_[A-Za-z0-9_]+"  # GitHub tokens
+    r"|github_pat_[A-Za-z0-9_]+"  # fine-grained personal access tokens
     r"|eyJ[\w-]+\.[\w-]+\.[\w-]+"  # JWTs
     r"|-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----",  # PEM keys
     re.S,
@@ -46,8 +47,11 @@ def rate_limit_retry_at(status: int, headers: Mapping[str, str], message: str, n
     return limit_wait(headers, now)
 
 
-def map_github_error(exc: BaseException, *, what: str, now: float, secrets: Sequence[str] = ()) -> JobError:
-    """The job error for a failed GitHub call on ``what`` (e.g. "pull request o/r#3"), free of secrets."""
+def map_github_error(
+    exc: BaseException, *, what: str, now: float, secrets: Sequence[str] = (), person: bool = False
+) -> JobError:
+    """The job error for a failed GitHub call on ``what`` (e.g. "pull request o/r#3"), free of secrets. ``person``: the
+    call was made with a person's token (token mode), whose refusals mean something else than an App's."""
     if isinstance(exc, gidgethub.HTTPException):
         status = int(exc.status_code)
         message = redact(str(exc), secrets)
@@ -58,10 +62,14 @@ def map_github_error(exc: BaseException, *, what: str, now: float, secrets: Sequ
             )
         if status >= 500:
             return TransientError(f"GitHub answered {status} on {what}; will retry")
+        if status == 401 and person:
+            return PermanentError(f"GitHub rejected the token on {what}: it is not valid (expired or revoked?)")
         if status == 401:
             return PermanentError(f"GitHub rejected the app's credentials on {what}; check the app id and key")
         if status == 404:
-            return PermanentError(f"{what} not found (deleted?)")
+            return PermanentError(f"{what} not found ({'or the token cannot see it' if person else 'deleted?'})")
+        if status == 403 and person:
+            return PermanentError(f"GitHub refused {what}: {message} (does the token have this permission?)")
         if status == 403 and "suspended" in message.lower():
             return InstallationUnavailable(f"GitHub refused {what}: the installation is suspended")
         if status == 403:

@@ -17,7 +17,7 @@ import yarl
 
 from reviewer_app.core.errors import InstallationUnavailable, PermanentError
 from reviewer_app.github.api_errors import map_github_error
-from reviewer_app.github.auth import AppCredentials, InstallationTokens
+from reviewer_app.github.auth import AppCredentials, InstallationTokens, PersonalToken, TokenSource
 from reviewer_app.github.graphql import graphql_endpoint
 from reviewer_app.github.pacing import WritePacer, WritePriority
 
@@ -103,15 +103,15 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
 
 
 class GitHubTransport:
-    """What every call goes through: one request with the app's auth (installation token or app JWT), reads retried
-    in place, an installation's writes one at a time and paced, a 401 answered by one fresh token, and failures
+    """What every call goes through: one request with the app's auth (installation token or app JWT; in token mode a
+    person's token, github/auth.py's PersonalToken), reads retried in place, an installation's writes one at a time and paced, a 401 answered by one fresh token, and failures
     mapped to ``JobError`` subclasses. ``GitHubClient`` (client.py) adds the calls, one concern per module."""
 
     def __init__(
         self,
         session: aiohttp.ClientSession,
         base_url: str,
-        credentials: AppCredentials,
+        credentials: AppCredentials | PersonalToken,
         *,
         user_agent: str = "reviewer-app",
         clock: Callable[[], float] = time.time,
@@ -126,9 +126,14 @@ class GitHubTransport:
         self._credentials = credentials
         self._clock = clock
         self._read_retry_delays = tuple(read_retry_delays)
-        self.tokens = InstallationTokens(self._gh, credentials, clock=clock, safety_margin=token_safety_margin)
+        self.tokens: TokenSource = (
+            credentials
+            if isinstance(credentials, PersonalToken)
+            else InstallationTokens(self._gh, credentials, clock=clock, safety_margin=token_safety_margin)
+        )
         self.pacer = pacer or WritePacer()
         self._app_info: Json | None = None
+        self._token_login: str | None = None  # token mode: whom the token belongs to (api_app.py's bot_login)
         self._graphql_url = graphql_endpoint(base_url)
 
     # ----------------------------------------------------------------------------------- the core
@@ -172,7 +177,8 @@ class GitHubTransport:
                 status = int(exc.status_code) if isinstance(exc, gidgethub.HTTPException) else None
                 if missing_ok and phase == "send" and status == 404:
                     return None, None
-                if status == 401 and phase == "send" and installation_id is not None and not token_renewed:
+                renewable = installation_id is not None and self.tokens.renews
+                if status == 401 and phase == "send" and renewable and not token_renewed:
                     log.info("GitHub answered 401 on %s; renewing the installation token once", what)
                     self.tokens.invalidate(installation_id)
                     token_renewed = True
@@ -193,7 +199,13 @@ class GitHubTransport:
                     await asyncio.sleep(delay)
                     continue
                 subject = f"installation {installation_id} (token)" if phase == "auth" else what
-                error = map_github_error(exc, what=subject, now=self._clock(), secrets=self.tokens.live_tokens())
+                error = map_github_error(
+                    exc,
+                    what=subject,
+                    now=self._clock(),
+                    secrets=self.tokens.live_tokens(),
+                    person=isinstance(self.tokens, PersonalToken),
+                )
                 if phase == "auth" and status == 422 and repo is not None:
                     # GitHub mints no token for a repository the installation cannot see (removed from it, gone).
                     error = InstallationUnavailable(f"{repo} not found in installation {installation_id} (removed?)")

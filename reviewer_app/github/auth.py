@@ -1,4 +1,5 @@
-"""GitHub App credentials, app JWTs, and a cache of installation tokens (one per repository and kind of work) that\nrenews them before expiry."""
+"""GitHub App credentials, app JWTs, and a cache of installation tokens (one per repository and kind of work) that
+renews them before expiry; or, in token mode (`reviewer-app review`), one person's token used as it is."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import cachetools
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -75,14 +76,59 @@ def parse_github_time(value: str) -> float:
 TokenKey = tuple[int, str | None, str]  # (installation, "owner/name" or None, kind of work)
 
 
+class TokenSource(Protocol):
+    """Where the GitHub client's calls get their auth: an installation's tokens and the App's JWT, or a person's."""
+
+    renews: bool  # whether a token GitHub refused (401) is worth asking for again
+
+    async def get(self, installation_id: int, repo: str | None = None) -> str: ...
+    def app_jwt(self) -> str: ...
+    def invalidate(self, installation_id: int) -> None: ...
+    def live_tokens(self) -> list[str]: ...
+
+
+class PersonalToken:
+    """Token mode: every call acts as the person (or the Actions run) a token belongs to: ``GITHUB_TOKEN``, or the
+    GitHub CLI's. The token is used as it is: not minted by the app, it is neither narrowed to one repository and kind
+    of work nor renewed, and there is no App JWT (the App's own calls refuse). The installation id the calls carry is
+    ignored (``TOKEN_INSTALLATION``)."""
+
+    renews = False
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __repr__(self) -> str:
+        return "PersonalToken(<redacted>)"
+
+    __str__ = __repr__
+
+    async def get(self, installation_id: int, repo: str | None = None) -> str:
+        return self._token
+
+    def app_jwt(self) -> str:
+        raise PermanentError("this call needs the GitHub App's own credentials, and a personal token is not an App")
+
+    def invalidate(self, installation_id: int) -> None:
+        """Nothing to renew: a token GitHub refused stays refused."""
+
+    def live_tokens(self) -> list[str]:
+        return [self._token]
+
+
+TOKEN_INSTALLATION = 0  # the installation a token-mode job names: a person's token speaks for no installation
+
+
 class InstallationTokens:
-    """Installation access tokens, each for one repository and one kind of work's permissions (github/scopes.py),
+    """The App's token source: installation access tokens, each for one repository and one kind of work's permissions (github/scopes.py),
     fetched once and shared until ``safety_margin`` seconds before expiry.
 
     A cached token is dropped from the cache (by cachetools' TLRU timer, driven by ``clock``) as soon as less
     than the margin is left, so no request goes out with a token that may expire on the way. Concurrent callers
     for one key share a single fetch.
     """
+
+    renews = True
 
     def __init__(
         self,

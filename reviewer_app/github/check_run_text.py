@@ -77,6 +77,9 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
         )
     if job.state == JobState.RUNNING:
         return CheckView(key, "in_progress", "Reviewing", f"Claude is reviewing commit {job.head_sha}.")
+    if job.state == JobState.SUCCEEDED and job.details.would_publish is not None:
+        title, summary = check_dry_run(job.head_sha, job.details.would_publish.why)
+        return CheckView(key, "completed", title, summary, "neutral")
     if job.state == JobState.SUCCEEDED:
         details = job.details
         counts = details.counts or ReviewCounts(0, 0, 0, 0)
@@ -163,6 +166,17 @@ def check_reviewed(counts: ReviewCounts, *, head_sha: str, report: CheckReport |
         parts.append(f"{plural(report.resolved, 'earlier review thread')} resolved: the code they pointed at changed.")
     parts.append(f"<sub>{counts.line()}</sub>")
     return title, "\n\n".join(parts)
+
+
+def check_dry_run(head_sha: str, why: str) -> tuple[str, str]:
+    """Title and summary of a dry run's check run: reviewed, nothing posted, and none of what was found (the findings
+    are for the operator, on the dashboard and in `reviewer-app jobs show`, until the app is let speak)."""
+    because = f" ({safe_for_github(why, MAX_REASON_CHARS)})" if why else ""
+    return (
+        "Dry run: review not posted",
+        f"Commit `{head_sha[:12]}` was reviewed in dry-run mode{because}: nothing was posted on this pull request. "
+        "The operator sees what would have been posted on the dashboard and in `reviewer-app jobs show`.",
+    )
 
 
 def check_superseded(new_sha: str | None) -> tuple[str, str]:

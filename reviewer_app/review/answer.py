@@ -28,6 +28,7 @@ from reviewer_app.github.scopes import as_work
 from reviewer_app.review.ask import Ask, store_answer
 from reviewer_app.review.claude import ClaudeReviewer
 from reviewer_app.review.context import plan_context
+from reviewer_app.review.dry_run import answer_dry_run, answer_held_back, hold_back
 from reviewer_app.review.gate import ends_without_access, installation_of, permission_of, refuse
 from reviewer_app.review.publish import post_once
 
@@ -145,9 +146,10 @@ class Answerer:
     """The dispatcher's runner for answer jobs (trigger ``reply:<comment id>``): the review's gate, ask and publish
     stages, around the thread it answers in."""
 
-    def __init__(self, github: GitHubClient, claude: ClaudeReviewer) -> None:
+    def __init__(self, github: GitHubClient, claude: ClaudeReviewer, *, dry_run: bool = False) -> None:
         self.github = github
         self.ask = Ask(github, claude)
+        self.dry_run = dry_run  # REVIEWER_DRY_RUN: answers are kept on their jobs, never posted (review/dry_run.py)
 
     @as_work("answer")
     async def __call__(self, ctx: JobContext) -> str:
@@ -180,6 +182,9 @@ class Answerer:
         host = urllib.parse.urlsplit(str(pr.get("html_url") or "https://github.com")).hostname or "github.com"
         text = plain_suggestions(confine_links(stored.summary, host))
         body = f"{publishable(text, MAX_ANSWER_CHARS)}\n\n{marker}"
+        why = await answer_dry_run(self.github, ctx, pr, server=self.dry_run)
+        if why is not None:
+            return await hold_back(ctx, answer_held_back(body, why))
 
         async def post(before_send: Callable[[], Awaitable[None]]) -> Mapping[str, Any]:
             if thread.review_root is not None:

@@ -52,6 +52,7 @@ from reviewer_app.core.markers import reviewed_by_bot
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
+from reviewer_app.review.installation import learn_installation
 from reviewer_app.review.repo_config import RepoConfig, parse_repo_config
 from reviewer_app.review.settings import ReviewSettings
 from reviewer_app.store.base import Delivery
@@ -119,6 +120,7 @@ class Gate:
     async def __call__(self, ctx: JobContext) -> Wanted:
         """The job's first look: who asked, the pull request now (a request takes the head it finds), the repository's
         settings from the base branch (a pull request cannot rewrite its own review rules), and its trigger's rules."""
+        await learn_installation(self.github, ctx)  # a repository's webhook (`gh webhook forward`) names none
         inst = installation_of(ctx)
         job = ctx.job
         if job.details.verify_permission:

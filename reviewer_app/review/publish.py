@@ -1,7 +1,8 @@
 """The publish stage: the stored answer rendered as one review (repeats of findings still open dropped, comments
 anchored on commentable lines or moved into the body), posted once (reconciled by the job's marker: found means
 done), recorded on the job with what its check run shows, and the pull request's memory tended (the review's
-findings kept, the app's outdated threads resolved). An answer in a thread is posted through the same ``post_once``."""
+findings kept, the app's outdated threads resolved); in a dry run kept on the job instead, posted nowhere
+(review/dry_run.py). An answer in a thread is posted through the same ``post_once``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.check_run_text import MAX_CHECK_SUMMARY_CHARS, conclusion_for
 from reviewer_app.github.client import MAX_PULL_FILES, GitHubClient
+from reviewer_app.review.dry_run import dry_run_reason, hold_back, review_held_back
 from reviewer_app.review.gate import Gate, Wanted, installation_of
 from reviewer_app.review.gather import Change
 from reviewer_app.review.memory import Memory, Recall
@@ -102,6 +104,12 @@ class Publish:
     ) -> str:
         """Publish ``answer`` once and record it; returns the job's outcome in words."""
         review = await self._render(ctx, wanted, change, answer)
+        why = dry_run_reason(self.gate.settings, wanted.config)
+        if why is not None:  # nothing posted, no thread tended: what would have been is kept on the job
+            held = review_held_back(review.body, review.anchored.inline, why)
+            return await hold_back(
+                ctx, held, counts=review.counts, config_errors=wanted.config.errors, check_run_id=check_run_id
+            )
         review_id = await self._publish_once(ctx, review.body, [inline_comment(c) for c in review.anchored.inline])
         resolved = await self._remember(ctx, review_id, review.anchored.inline, change.recall, wanted.config)
         await self._record(ctx, wanted.config, answer, review, review_id, resolved, check_run_id)

@@ -28,6 +28,7 @@ KNOWN_KEYS = frozenset(
         "nits",
         "conclusions",
         "resolve_outdated",
+        "dry_run",
     }
 )
 NITS = ("fold", "off")
@@ -52,6 +53,7 @@ class RepoConfig:
     # The check run's conclusion per severity found (the strongest wins; severities not named give success).
     conclusions: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CONCLUSIONS))
     resolve_outdated: bool = True  # resolve the app's own review threads whose code changed in a later push
+    dry_run: bool = False  # review, but post nothing: what would have been posted is kept on the job (dry_run.py)
     errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
 
 
@@ -72,7 +74,7 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any
-    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated", "batch"):
+    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated", "batch", "dry_run"):
         if key in data:
             if isinstance(data[key], bool):
                 cfg = replace(cfg, **{key: data[key]})

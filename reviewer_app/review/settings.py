@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reviewer_app.config import Config
 from reviewer_app.review.explore import ToolLimits
 
 
@@ -17,3 +18,19 @@ class ReviewSettings:
     context_lines: int = 150  # unchanged lines shown around the changes of one file (0: none)
     repository_tools: bool = False  # the server's default for repositories that do not say
     tool_limits: ToolLimits = field(default_factory=ToolLimits)
+    dry_run: bool = False  # post nothing anywhere (REVIEWER_DRY_RUN; a repository may ask for it alone)
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> ReviewSettings:
+        """The settings of ``cfg``, for the App's reviews and for `reviewer-app review` alike."""
+        return cls(
+            max_input_tokens=cfg.max_input_tokens,
+            max_parts=cfg.max_parts,
+            # A job waiting on another (a ready_for_review job on its draft's review of the same head) looks again
+            # after the first retry delay.
+            wait_seconds=cfg.retry_base_seconds,
+            context_lines=cfg.context_lines,
+            repository_tools=cfg.repository_tools,
+            tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
+            dry_run=cfg.dry_run,
+        )

@@ -150,7 +150,17 @@ class QueueStats:
 
 # Columns a worker may set on its own job while it holds the lease (progress checkpoints).
 PROGRESS_COLUMNS = frozenset(
-    {"check_run_id", "check_run_status", "review_id", "publish_intent_at", "answer", "details", "outcome", "head_sha"}
+    {
+        "check_run_id",
+        "check_run_status",
+        "review_id",
+        "publish_intent_at",
+        "answer",
+        "details",
+        "outcome",
+        "head_sha",
+        "installation_id",  # learned by the gate when the event named none (review/installation.py)
+    }
 )
 
 

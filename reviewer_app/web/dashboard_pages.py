@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from reviewer_app.admin_text import duration
+from reviewer_app.core.job_records import WouldPublish
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Attempt, Job, WorkerStatus
 
@@ -323,7 +324,8 @@ def job_page(
     total_cost = f"${sum(known):,.2f}" if known else "-"
     return (
         f"<table id=facts>{fact_rows}</table>"
-        f"<h2>Token usage</h2><p id=usage>{total_in:,} input and {total_out:,} output tokens over"
+        + held_back_section(job.details.would_publish)
+        + f"<h2>Token usage</h2><p id=usage>{total_in:,} input and {total_out:,} output tokens over"
         f" {len(attempts)} attempt(s), estimated {e(total_cost)}.</p>"
         "<h2>Attempts</h2>"
         + table(
@@ -346,6 +348,27 @@ def job_page(
             empty="No attempt yet.",
         )
     )
+
+
+def held_back_section(would: WouldPublish | None) -> str:
+    """A dry run's review or answer (review/dry_run.py) as the Markdown GitHub would have got, shown as text: what
+    the model wrote is never rendered as HTML here."""
+    if would is None:
+        return ""
+    kind = "answer" if would.kind == "answer" else "review"
+    parts = [
+        f"<h2>Would have posted (dry run)</h2><p id=dry-run>Nothing was posted: {e(would.why or 'dry run')}. "
+        f"The {kind}, as GitHub would have got it:</p>",
+        f"<pre id=would-publish>{e(would.body)}</pre>",
+    ]
+    for c in would.comments:
+        start = c.get("start_line")
+        where = f"lines {start}-{c.get('line')}" if start else f"line {c.get('line')}"
+        parts.append(
+            f"<h3 class=would-comment>{e(c.get('path'))} {e(where)} ({e(c.get('side') or 'RIGHT')})</h3>"
+            f"<pre>{e(c.get('body'))}</pre>"
+        )
+    return "".join(parts)
 
 
 # The spend table's token columns (each row also says how many of its tokens went through Message Batches).

@@ -47,11 +47,12 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class AuthInfo:
-    kind: str  # "none", "jwt", "bad_jwt", "token", "bad_token"
+    kind: str  # "none", "jwt", "bad_jwt", "token" (an installation's), "user" (a person's token), "bad_token"
     installation_id: int | None = None
     expired: bool = False
     repositories: frozenset[str] | None = None  # a token's repositories by name (None: all of the installation's)
     permissions: tuple[tuple[str, str], ...] = ()  # a token's (permission, level) pairs
+    user: str | None = None  # whom a person's token acts as
 
 
 AUTH = web.RequestKey("auth", AuthInfo)  # who made the request (set by the middleware)

@@ -1,5 +1,5 @@
-"""Who is calling and what they may touch: the API's headers, app JWTs and installation tokens, and the guards every
-route calls before it reads or writes."""
+"""Who is calling and what they may touch: the API's headers, app JWTs, installation tokens and a person's tokens, and
+the guards every route calls before it reads or writes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aiohttp import web
 
 from tests.fakes.github.api import API_MEDIA_TYPE, API_VERSIONS, AUTH, ApiError, AuthInfo
 from tests.fakes.github.model import Pull, Repo
-from tests.fakes.github.permissions import ENDPOINT_PERMISSIONS, has_permission, token_covers
+from tests.fakes.github.permissions import ENDPOINT_PERMISSIONS, has_permission, sees
 from tests.fakes.github.state import GitHubState
 
 JWT_MAX_LIFETIME = 600 + 60  # GitHub caps app JWTs at 10 minutes; a little slack for clock drift
@@ -44,11 +44,12 @@ def identify(gh: GitHubState, request: web.Request) -> AuthInfo:
     if expired:
         gh.counters["expired_token_requests"] += 1
     return AuthInfo(
-        "token",
+        "token" if token.user is None else "user",
         installation_id=token.installation_id,
         expired=expired,
         repositories=token.repositories,
         permissions=token.permissions,
+        user=token.user,
     )
 
 
@@ -74,14 +75,24 @@ def require_installation(gh: GitHubState, auth: AuthInfo) -> int:
     return auth.installation_id
 
 
+def require_user(auth: AuthInfo) -> str:
+    """The person a good, unexpired token of theirs acts as."""
+    if auth.kind != "user" or auth.expired or auth.user is None:
+        raise ApiError(401, "Bad credentials")
+    return auth.user
+
+
 def repo_for(gh: GitHubState, request: web.Request) -> Repo:
     auth: AuthInfo = request[AUTH]
     if auth.kind == "jwt":
         raise ApiError(403, "Resource not accessible by integration")
-    installation_id = require_installation(gh, auth)
+    if auth.kind == "user":
+        require_user(auth)
+    else:
+        require_installation(gh, auth)
     full_name = f"{request.match_info['owner']}/{request.match_info['repo']}"
     repo = gh.repos.get(full_name)
-    if repo is None or repo.installation_id != installation_id or not token_covers(auth, repo):
+    if repo is None or not sees(auth, repo):
         raise ApiError(404, "Not Found")  # GitHub does not say a repository exists that the token cannot see
     require_permission(auth, request.method, request.match_info.route.resource)
     if repo.archived and request.method in ("POST", "PATCH", "PUT", "DELETE"):
@@ -104,4 +115,5 @@ def require_permission(auth: AuthInfo, method: str, resource: object) -> None:
     if needed is None:
         raise ApiError(500, f"the fake knows no permission for {method} {canonical}: add it to permissions.py")
     if not has_permission(auth, needed):
-        raise ApiError(403, "Resource not accessible by integration")
+        who = "personal access token" if auth.kind == "user" else "integration"
+        raise ApiError(403, f"Resource not accessible by {who}")

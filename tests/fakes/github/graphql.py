@@ -27,7 +27,7 @@ from aiohttp import web
 from graphql import GraphQLError, GraphQLScalarType, GraphQLSchema, build_schema, execute_sync, parse, validate
 
 from tests.fakes.github.api import AUTH, AuthInfo
-from tests.fakes.github.permissions import has_permission, token_covers
+from tests.fakes.github.permissions import actor, has_permission, sees
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
@@ -112,7 +112,7 @@ def is_resolved(fake: FakeGitHub, comment_id: int) -> bool:
 
 
 async def _graphql(fake: FakeGitHub, request: web.Request) -> web.Response:
-    if request[AUTH].kind != "token":
+    if request[AUTH].kind not in ("token", "user") or request[AUTH].expired:
         return web.json_response({"message": "Bad credentials"}, status=401)
     try:
         data = await request.json()
@@ -171,7 +171,7 @@ class _Root(dict[str, Any]):
 def _visible(fake: FakeGitHub, auth: AuthInfo, repo: str) -> bool:
     """The token's installation has ``repo`` and the token was minted for it (GitHub: "Could not resolve")."""
     found = fake.repos.get(repo)
-    return found is not None and found.installation_id == auth.installation_id and token_covers(auth, found)
+    return found is not None and sees(auth, found)
 
 
 def _require(auth: AuthInfo, needed: tuple[tuple[str, str], ...]) -> None:
@@ -256,6 +256,6 @@ def _reply(fake: FakeGitHub, auth: AuthInfo, info: Any, input: Json) -> Json:
     body = str(input.get("body") or "")
     if not body.strip():
         raise GraphQLError("Body can't be blank")
-    reply = add_thread_reply(fake, repo, number, root["id"], f"{fake.app_slug}[bot]", body)
+    reply = add_thread_reply(fake, repo, number, root["id"], actor(fake.app_slug, auth), body)
     fake.counters["thread_replies"] += 1
     return {"comment": _comment_node(fake, reply), "clientMutationId": input.get("clientMutationId")}

@@ -70,10 +70,11 @@ class Pull:
 
 @dataclass
 class IssuedToken:
-    installation_id: int
+    installation_id: int | None  # None for a person's token
     expires_at: int
     repositories: frozenset[str] | None = None  # names (without owner) the token may touch; None: all
     permissions: tuple[tuple[str, str], ...] = ()  # (permission, level), as granted
+    user: str | None = None  # a person's token (a personal access token, the GitHub CLI's): whom it acts as
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Which of a GitHub App's permissions each endpoint the fake serves needs, from GitHub's REST reference ("Fine-grained
 access tokens ... require the following permissions"); an endpoint that takes either of two lists both. A token
-lacking all of them gets 403 "Resource not accessible by integration", as on GitHub."""
+lacking all of them gets 403 "Resource not accessible by integration" (by "personal access token" for a person's),
+as on GitHub. Who sees which repository, and whose name goes on what a token writes."""
 
 from __future__ import annotations
 
@@ -35,6 +36,21 @@ ENDPOINT_PERMISSIONS: dict[tuple[str, str], Needed] = {
     ("GET", REPO + "/contents"): (("contents", "read"),),
     ("GET", REPO + "/collaborators/{user}/permission"): (("metadata", "read"),),
 }
+
+
+def sees(auth: AuthInfo, repo: Repo) -> bool:
+    """An installation token sees its installation's repositories it was minted for; a person's token the ones its
+    person may read (any public one, a private one they have a role in) that it was made for."""
+    if not token_covers(auth, repo):
+        return False
+    if auth.kind == "user":
+        return not repo.private or repo.permissions.get(auth.user or "", "none") != "none"
+    return repo.installation_id == auth.installation_id
+
+
+def actor(app_slug: str, auth: AuthInfo) -> str:
+    """The login GitHub shows as the author of what ``auth`` writes: the App's bot, or the token's person."""
+    return auth.user if auth.kind == "user" and auth.user else f"{app_slug}[bot]"
 
 
 def token_covers(auth: AuthInfo, repo: Repo) -> bool:

@@ -292,6 +292,30 @@ class GitHubState:
             if installation_id in (None, tok.installation_id):
                 tok.expires_at = min(tok.expires_at, int(self.clock()))
 
+    def add_user_token(
+        self,
+        login: str,
+        *,
+        repositories: Iterable[str] | None = None,
+        permissions: dict[str, str] | None = None,
+        expires_at: float | None = None,
+    ) -> str:
+        """A person's token (a fine-grained personal access token, or the GitHub CLI's): it acts as ``login`` and
+        sees what ``login`` may read (of those, only ``repositories``, names without the owner, when given), with
+        ``permissions`` (by default what a review by a person needs; no ``checks``: only an App writes check runs).
+        It lives a year unless ``expires_at`` says when it stops working."""
+        value = "github_pat_" + secrets.token_hex(20)
+        granted = permissions or {"pull_requests": "write", "contents": "read", "issues": "write", "metadata": "read"}
+        self.tokens[value] = IssuedToken(
+            installation_id=None,
+            expires_at=int(self.clock() + 365 * 86400 if expires_at is None else expires_at),
+            repositories=None if repositories is None else frozenset(repositories),
+            permissions=tuple(sorted(granted.items())),
+            user=login,
+        )
+        self.issued_tokens.append(value)
+        return value
+
     def revoke_tokens(self, installation_id: int | None = None) -> None:
         for value, tok in list(self.tokens.items()):
             if installation_id in (None, tok.installation_id):

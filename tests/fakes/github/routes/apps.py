@@ -1,5 +1,5 @@
-"""The app and its installations: the app itself, the manifest flow that creates it, installation tokens and
-what an installation sees."""
+"""The app and its installations: the app itself, the manifest flow that creates it, installation tokens, what an
+installation sees and which installation holds a repository; and the person a personal token belongs to."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yarl
 from aiohttp import web
 
 from tests.fakes.github.api import AUTH, ApiError, page, read_body
-from tests.fakes.github.auth import require_installation, require_jwt
+from tests.fakes.github.auth import require_installation, require_jwt, require_user
 from tests.fakes.github.model import Installation, IssuedToken
 from tests.fakes.github.permissions import token_covers
 from tests.fakes.github.routes.pulls import repo_json
@@ -191,6 +191,49 @@ async def list_installation_repos(gh: GitHubState, request: web.Request) -> web.
     return page(request, repos, lambda chunk: {"total_count": total, "repositories": chunk})
 
 
+async def get_repo_installation(gh: GitHubState, request: web.Request) -> web.Response:
+    """The App's installation that holds the repository (app JWT): 404 when none of its installations does."""
+    require_jwt(request)
+    repo = gh.repos.get(f"{request.match_info['owner']}/{request.match_info['repo']}")
+    inst = gh.installations.get(repo.installation_id) if repo is not None else None
+    if inst is None:
+        raise ApiError(404, "Not Found")
+    return web.json_response(installation_json(gh, inst))
+
+
+async def get_user(gh: GitHubState, request: web.Request) -> web.Response:
+    """The person a token belongs to (GitHub's `private-user`); an installation's token is not a person's: 403."""
+    if request[AUTH].kind == "token":
+        raise ApiError(403, "Resource not accessible by integration")
+    login = require_user(request[AUTH])
+    public = user_json(login)
+    created = iso(0)
+    return web.json_response(
+        {
+            **public,
+            "name": None,
+            "company": None,
+            "blog": "",
+            "location": None,
+            "email": None,
+            "hireable": None,
+            "bio": None,
+            "public_repos": 0,
+            "public_gists": 0,
+            "followers": 0,
+            "following": 0,
+            "created_at": created,
+            "updated_at": created,
+            "private_gists": 0,
+            "total_private_repos": 0,
+            "owned_private_repos": 0,
+            "disk_usage": 0,
+            "collaborators": 0,
+            "two_factor_authentication": True,
+        }
+    )
+
+
 ROUTES = [
     ("GET", "/app", get_app),
     ("POST", "/app-manifests/{code}/conversions", convert_manifest),
@@ -200,4 +243,6 @@ ROUTES = [
     ("GET", "/app/installations", list_installations),
     ("GET", "/app/installations/{installation_id}", get_installation),
     ("GET", "/installation/repositories", list_installation_repos),
+    ("GET", "/repos/{owner}/{repo}/installation", get_repo_installation),
+    ("GET", "/user", get_user),
 ]

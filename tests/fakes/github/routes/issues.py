@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tests.fakes.github.api import REPO_PATH, ApiError, page, read_body
+from tests.fakes.github.api import AUTH, REPO_PATH, ApiError, page, read_body
 from tests.fakes.github.auth import pull_for, repo_for
+from tests.fakes.github.permissions import actor
 from tests.fakes.github.shapes import Json, iso, user_json
 from tests.fakes.github.state import GitHubState
 
@@ -26,7 +27,7 @@ async def create_issue_comment(gh: GitHubState, request: web.Request) -> web.Res
             "Validation Failed",
             errors=[{"resource": "IssueComment", "code": "missing_field", "field": "body"}],
         )
-    comment = gh.comment_json(pull.repo, pull.number, f"{gh.app_slug}[bot]", data["body"])
+    comment = gh.comment_json(pull.repo, pull.number, actor(gh.app_slug, request[AUTH]), data["body"])
     gh.issue_comments.setdefault((pull.repo, pull.number), []).append(comment)
     return web.json_response(comment, status=201)
 
@@ -53,7 +54,7 @@ async def _react(gh: GitHubState, request: web.Request, kind: dict[tuple[str, in
         raise ApiError(
             422, "Validation Failed", errors=[{"resource": "Reaction", "code": "invalid", "field": "content"}]
         )
-    bot = f"{gh.app_slug}[bot]"
+    bot = actor(gh.app_slug, request[AUTH])
     reactions = gh.reactions.setdefault(comment_id, [])
     for reaction in reactions:
         if reaction["content"] == content and reaction["user"]["login"] == bot:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tests.fakes.github.api import REPO_PATH, ApiError, page, read_body
+from tests.fakes.github.api import AUTH, REPO_PATH, ApiError, page, read_body
 from tests.fakes.github.auth import pull_for
 from tests.fakes.github.diffs import commentable_lines, hunk_lines
+from tests.fakes.github.permissions import actor
 from tests.fakes.github.shapes import Json, user_json
 from tests.fakes.github.state import GitHubState
 
@@ -36,7 +37,7 @@ async def create_review(gh: GitHubState, request: web.Request) -> web.Response:
     files = {f["filename"]: f for f in pull.files_by_sha[commit_id]}
     for comment in comments:
         check_anchor(comment, files)
-    bot = f"{gh.app_slug}[bot]"
+    bot = actor(gh.app_slug, request[AUTH])  # the App's bot, or the person whose token it is
     review = gh.review_json(pull.repo, pull.number, bot, body, REVIEW_EVENTS.get(event or "", "PENDING"), commit_id)
     gh.reviews.setdefault((pull.repo, pull.number), []).append(review)
     for comment in comments:

@@ -12,8 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.github.api import REPO_PATH, ApiError, page, read_body
+from tests.fakes.github.api import AUTH, REPO_PATH, ApiError, page, read_body
 from tests.fakes.github.auth import pull_for
+from tests.fakes.github.permissions import actor
 from tests.fakes.github.shapes import iso, user_json
 from tests.fakes.github.state import GitHubState
 
@@ -134,7 +135,7 @@ async def reply(gh: GitHubState, request: web.Request) -> web.Response:
         "body": data["body"],
         "commit_id": root.get("commit_id"),
         "in_reply_to_id": root_id,
-        "user": user_json(f"{gh.app_slug}[bot]"),
+        "user": user_json(actor(gh.app_slug, request[AUTH])),
         "author_association": "NONE",
         "created_at": iso(gh.clock()),
     }
