@@ -61,6 +61,7 @@ from hypothesis.stateful import (
 
 from reviewer_app.core.markers import answer_marker_of, parse_markers
 from reviewer_app.core.states import JobState
+from reviewer_app.review.batches import BatchPoller
 from reviewer_app.service import Service, build_service
 from reviewer_app.store.base import StoreUnavailable
 from tests.fakes.github import added_file, iso
@@ -571,6 +572,12 @@ class PRWorkMachine(RuleBasedStateMachine):
         dispatcher = self.h.svc.dispatcher
         assert dispatcher is not None
         dispatcher.clock = dispatcher.rescuer.clock = lambda: time.time() + offset
+        # The host's batch poller reads the same clock: a result it records is timed as the host's attempts are.
+        poll = self.h.svc.batch_poll
+        for duty_part in vars(poll).values() if poll is not None else ():
+            poller = getattr(duty_part, "__self__", None)
+            if isinstance(poller, BatchPoller):
+                poller._clock = dispatcher.clock
         dispatcher.wake()
 
     @rule()
