@@ -40,6 +40,8 @@ class Config:
     context_lines: int = 150
     repository_tools: bool = False
     dry_run: bool = False
+    verify: bool = True
+    verify_model: str = "claude-haiku-4-5"
     max_tool_turns: int = 3
     max_tool_bytes: int = 20000
     concurrency: int = 4

@@ -158,7 +158,13 @@ async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: 
                         max_output_tokens=cfg.max_output_tokens,
                         malformed_retries=cfg.malformed_retries,
                     )
-                    reviewer = OnePullRequest(github, claude, ReviewSettings.from_config(cfg))
+                    verifier = ClaudeReviewer(
+                        client,
+                        cfg.verify_model,
+                        max_output_tokens=cfg.max_output_tokens,
+                        malformed_retries=cfg.malformed_retries,
+                    )
+                    reviewer = OnePullRequest(github, claude, ReviewSettings.from_config(cfg), verifier)
                     return await review_one(
                         store, reviewer, ref, post=post, clock=time.time, timeout=cfg.job_timeout_seconds
                     )

@@ -158,12 +158,16 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
     claude = ClaudeReviewer(
         client, cfg.model, max_output_tokens=cfg.max_output_tokens, malformed_retries=cfg.malformed_retries
     )
+    # The verification pass's model: built always, a repository may turn verification on where the server does not.
+    verifier = ClaudeReviewer(
+        client, cfg.verify_model, max_output_tokens=cfg.max_output_tokens, malformed_retries=cfg.malformed_retries
+    )
     settings = ReviewSettings.from_config(cfg)
     # With REVIEWER_BATCH=0 nothing new is batched, but requests already out are still collected and used.
     submitter = BatchSubmitter(client, gather_seconds=cfg.batch_gather_seconds, clock=time.time)
     batches = Batches(submitter, claude, BatchPolicy(enabled=cfg.batch, after_seconds=cfg.batch_after_seconds))
     poller = BatchPoller(client, store, clock=time.time, on_usage=metrics.usage if metrics is not None else None)
-    pipeline = ReviewPipeline(github, claude, checks, settings, batches)
+    pipeline = ReviewPipeline(github, claude, checks, settings, batches, verifier)
     answerer = Answerer(github, claude, dry_run=cfg.dry_run)
     return ReviewStack(session, github, checks, pipeline, answerer, client, poller)
 

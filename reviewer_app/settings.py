@@ -91,6 +91,20 @@ SETTINGS: tuple[Setting, ...] = (
         "let the model read the repository (read-only, at the head commit) before it submits, for repositories whose .github/reviewer.yml does not say",
     ),
     Setting(
+        "REVIEWER_VERIFY",
+        "verify",
+        bool,
+        True,
+        "check each review's findings in a second model call before publishing (refuted and unconfident ones are withheld), for repositories whose .github/reviewer.yml does not say",
+    ),
+    Setting(
+        "REVIEWER_VERIFY_MODEL",
+        "verify_model",
+        str,
+        "claude-haiku-4-5",
+        "Claude model of the verification pass (a cheaper one than REVIEWER_MODEL by default)",
+    ),
+    Setting(
         "REVIEWER_MAX_TOOL_TURNS",
         "max_tool_turns",
         int,

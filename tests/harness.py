@@ -201,6 +201,9 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
                 "REVIEWER_SWEEP_SECONDS": "0",
                 # Every review interactive unless a test turns Message Batches on (tests/test_batches*.py).
                 "REVIEWER_BATCH": "0",
+                # Findings published as the model wrote them unless a test turns the verification pass on
+                # (tests/test_verification.py); the evidence check runs always.
+                "REVIEWER_VERIFY": "0",
                 "REVIEWER_BATCH_POLL_SECONDS": "1",
                 **env,
             }

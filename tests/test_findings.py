@@ -145,7 +145,7 @@ def test_earlier_findings_in_the_review_body_are_counted_linked_and_cannot_ping(
         summary="s",
         inline=(),
         moved_comments=(),
-        nits=(),
+        folded=(),
         not_covered=(),
         incremental_note=None,
         marker="<!-- m -->",

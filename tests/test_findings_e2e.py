@@ -59,8 +59,9 @@ async def revision_1(h: Harness) -> tuple[Pull, list[int]]:
     h.github.set_file(REPO, PATH, "\n".join(V1), ref=pull.head_sha)
     answer = await h.deliver("pull_request", h.pr_payload(pull))
     await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
-    ids = [c["id"] for c in h.github.review_comments_for(REPO, 1)]
-    assert len(ids) == 2
+    by_line = {c["line"]: c["id"] for c in h.github.review_comments_for(REPO, 1)}
+    ids = [by_line[4], by_line[8]]  # posted most severe first: the division, then the unclosed file
+    assert len(by_line) == 2
     assert min(ids) > 2**31 and h.reviews()[0]["id"] > 2**31  # GitHub-sized ids (tests/fakes/github/state.py)
     return pull, ids
 
@@ -85,7 +86,7 @@ async def test_a_finding_on_unchanged_code_is_not_posted_again_even_when_the_cod
     pull, (unclosed, division) = await revision_1(h)
     repo_id = h.github.repos[REPO].id
     remembered = await h.store.open_findings(repo_id, 1)
-    assert [(f.line, f.comment_id, f.thread_id) for f in remembered] == [
+    assert sorted((f.line, f.comment_id, f.thread_id) for f in remembered) == [
         (4, unclosed, f"PRRT_{unclosed}"),
         (8, division, f"PRRT_{division}"),
     ]
@@ -93,7 +94,7 @@ async def test_a_finding_on_unchanged_code_is_not_posted_again_even_when_the_cod
     # Two lines added on top: the same code two lines further down. The model repeats one finding (reworded,
     # at its new line) and raises a new one.
     moved = ["# Loading helpers.", "# See the docs.", *V1]
-    new = comment(1, "The header names the wrong module.", "suggestion")
+    new = comment(1, "The header names the wrong module.", "warning")
     job_id = await push(h, pull, moved, {"summary": "One new problem.", "comments": [comment(6, UNCLOSED), new]})
 
     prompt = user_text(h.anthropic.message_requests[-1])
@@ -230,9 +231,9 @@ async def test_findings_are_remembered_when_the_review_is_found_by_its_marker(h:
 
     assert len(h.reviews()) == 1
     remembered = await h.store.open_findings(h.github.repos[REPO].id, 1)
-    assert [(f.comment_id, f.thread_id) for f in remembered] == [
-        (unclosed, f"PRRT_{unclosed}"),
-        (division, f"PRRT_{division}"),
+    assert sorted((f.line, f.comment_id, f.thread_id) for f in remembered) == [
+        (4, unclosed, f"PRRT_{unclosed}"),
+        (8, division, f"PRRT_{division}"),
     ]
 
 

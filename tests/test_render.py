@@ -110,7 +110,7 @@ def body(**overrides: object) -> str:
         "marker": make_marker(9, SHA),
         "counts": COUNTS,
         "inline": [],
-        "nits": [],
+        "folded": [],
         "links": Links("https://github.com/octo/widgets/pull/4", SHA),
         **overrides,
     }

@@ -29,7 +29,7 @@ def patch_between(old: list[str], new: list[str], context: int = 1) -> str:
     return "\n".join(lines[2:])
 
 
-async def test_severity_shows_inline_and_in_the_body_most_severe_first_with_links(tmp_path) -> None:
+async def test_severity_shows_inline_and_in_the_body_most_severe_first_with_links_suggestions_folded(tmp_path) -> None:
     async with harness(tmp_path) as h:
         h.anthropic.script_tool_answer(
             {
@@ -51,15 +51,17 @@ async def test_severity_shows_inline_and_in_the_body_most_severe_first_with_link
         comments = {c["line"]: c["body"] for c in h.github.review_comments_for(REPO, 1)}
         assert comments[4].startswith("**🔴 Critical**\n\nf2 returns the wrong value.")
         assert comments[6].startswith("**🟠 Warning**")
-        assert comments[2].startswith("**🔵 Suggestion**")
+        assert 2 not in comments  # suggestion-level findings are listed folded, not posted as threads
         [review] = h.reviews()
         body = review["body"]
-        findings = body.split("### Findings", 1)[1].split("\n\n<sub>", 1)[0].strip().splitlines()
+        findings = body.split("### Findings", 1)[1].split("\n\n<details>", 1)[0].strip().splitlines()
         assert findings == [
             f"- 🔴 Critical · [`src/widget.py` line 4]({diff_anchor('src/widget.py', 4)}): f2 returns the wrong value.",
             f"- 🟠 Warning · [`src/widget.py` line 6]({diff_anchor('src/widget.py', 6)}): f3 ignores errors.",
-            f"- 🔵 Suggestion · [`src/widget.py` line 2]({diff_anchor('src/widget.py', 2)}): Name the constant.",
         ]
+        folded = body.split("<summary>1 more finding, folded</summary>", 1)[1].split("</details>")[0]
+        permalink = f"https://github.com/{REPO}/blob/{pull.head_sha}/src/widget.py#L2"
+        assert f"- 🔵 Suggestion · [`src/widget.py` line 2]({permalink}): Name the constant." in folded
         assert "3 findings (1 critical, 1 warning, 1 suggestion)" in body
 
 
@@ -215,7 +217,7 @@ async def test_the_check_run_shows_summary_top_findings_the_reviews_link_and_cou
         assert "The retry loop can spin forever." in out["summary"]
         top = out["summary"].split("### Top findings\n\n", 1)[1].split("\n\n")[0].splitlines()
         assert top[0].startswith("- 🔴 Critical · [`src/widget.py` line 4]") and top[0].endswith("Infinite loop.")
-        assert len(top) == 4 and "Caller breaks." in top[2]
+        assert len(top) == 3 and "Caller breaks." in top[2]  # the suggestion is folded in the review
         assert "Not reviewed: 1 file (1 lock file)" in out["summary"]
         assert pull.head_sha not in out["summary"].split("\n\n")[0]  # a short sha, not a wall of hex
 
@@ -254,7 +256,7 @@ async def test_committable_suggestions_apply_to_the_head_file_exactly_and_the_re
         {
             "path": "src/values.py",
             "line": line,
-            "severity": "suggestion",
+            "severity": "warning",
             "body": f"Fix {line}.",
             "suggestion": text,
             **({"start_line": start} if start else {}),
@@ -265,6 +267,7 @@ async def test_committable_suggestions_apply_to_the_head_file_exactly_and_the_re
         {"path": "src/values.py", "line": 300, "severity": "warning", "body": "Off the diff.", "suggestion": "x = 1"}
     )
     async with harness(tmp_path) as h:
+        h.github.set_file(REPO, ".github/reviewer.yml", "max_comments: 10\n")
         h.anthropic.script_tool_answer({"summary": "Types are mixed.", "comments": comments})
         pull, job_id = await h.open_pr(files=[changed])
         await h.wait_state(job_id, JobState.SUCCEEDED)

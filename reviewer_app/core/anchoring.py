@@ -47,7 +47,7 @@ def anchor(
     moved: list[ModelComment] = []
     for comment in comments:
         text = " ".join(comment.body.split())
-        comment = replace(comment, path=_resolve_path(comment.path, diffs))
+        comment = replace(comment, path=resolve_path(comment.path, diffs))
         key = (comment.path, comment.line, comment.side, text)
         if not text or key in seen:
             continue
@@ -86,7 +86,7 @@ def _suggestion(comment: ModelComment, diff: FileDiff) -> str | None:
     return None
 
 
-def _resolve_path(path: str, diffs: Mapping[str, FileDiff]) -> str:
+def resolve_path(path: str, diffs: Mapping[str, object]) -> str:
     """The diff's own spelling of ``path`` when the model added a "./", "/", "a/" or "b/" prefix."""
     if path in diffs:
         return path

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from reviewer_app.core.precision import REASONS, VERDICTS, Verdict, Withheld
 from reviewer_app.core.review_model import ModelComment, ReviewCounts
 
 R = TypeVar("R")
@@ -56,6 +57,11 @@ def _comment(value: Any) -> ModelComment | None:
         severity=_str(value.get("severity")),
         suggestion=_str(value.get("suggestion")),
         start_line=_int(value.get("start_line")),
+        quote=_str(value.get("quote")),
+        failure=_str(value.get("failure")),
+        verdict=value["verdict"] if value.get("verdict") in VERDICTS else None,
+        confidence=_int(value.get("confidence")),
+        verdict_reason=_str(value.get("verdict_reason")),
     )
 
 
@@ -65,7 +71,52 @@ def _comments(value: Any) -> tuple[ModelComment, ...]:
 
 
 def _comment_json(comment: ModelComment) -> dict[str, Any]:
-    return {f.name: getattr(comment, f.name) for f in fields(ModelComment)}
+    """A comment's JSON; the evidence and verdict fields only when set (an older answer has none)."""
+    return {f.name: v for f in fields(ModelComment) if (v := getattr(comment, f.name)) is not None or f.name in _ALWAYS}
+
+
+_ALWAYS = frozenset({"path", "line", "body", "side", "severity", "suggestion", "start_line"})
+
+
+def _withheld(value: Any) -> tuple[Withheld, ...]:
+    """Stored withheld findings; an entry without a known reason or a usable comment is left out."""
+    out: list[Withheld] = []
+    for entry in value if isinstance(value, list) else ():
+        if isinstance(entry, dict) and entry.get("reason") in REASONS:
+            comment = _comment(entry.get("comment"))
+            if comment is not None:
+                out.append(Withheld(comment, entry["reason"]))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class VerifyAnswer:
+    """The verification pass's answer, checkpointed until the review's answer is stored: verdicts by the index of the
+    finding in the request, and the model that gave them."""
+
+    verdicts: Mapping[int, Verdict]
+    model: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any) -> VerifyAnswer | None:
+        if not isinstance(value, dict) or not isinstance(value.get("verdicts"), list):
+            return None
+        verdicts: dict[int, Verdict] = {}
+        for row in value["verdicts"]:
+            if (
+                isinstance(row, list)
+                and len(row) == 4
+                and _int(row[0]) is not None
+                and row[1] in VERDICTS
+                and _int(row[2]) is not None
+                and isinstance(row[3], str)
+            ):
+                verdicts[row[0]] = Verdict(row[1], row[2], row[3])
+        return cls(verdicts, _str(value.get("model")) or "")
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = [[i, v.verdict, v.confidence, v.reason] for i, v in sorted(self.verdicts.items())]
+        return {"verdicts": rows, "model": self.model}
 
 
 def _counts(value: Any) -> ReviewCounts | None:
@@ -85,6 +136,10 @@ class CheckReport:
     conclusion: str = ""
     resolved: int = 0  # the app's own earlier threads it resolved on this pull request (review/memory.py)
     answers: int = 0  # answers the app posted in this pull request's threads so far (review/answer.py)
+    # Findings held back (withheld before publication, or folded past the cap): how many, and the folded section's
+    # lines (why, by reason, then the findings withheld), rendered when the review was published.
+    withheld_count: int = 0
+    withheld: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, value: Any) -> CheckReport | None:
@@ -99,6 +154,8 @@ class CheckReport:
             conclusion=_str(value.get("conclusion")) or "",
             resolved=value["resolved"] if type(value.get("resolved")) is int else 0,
             answers=value["answers"] if type(value.get("answers")) is int else 0,
+            withheld_count=value["withheld_count"] if type(value.get("withheld_count")) is int else 0,
+            withheld=tuple(str(t) for t in withheld) if isinstance(withheld := value.get("withheld"), list) else (),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,6 +170,9 @@ class CheckReport:
             out["resolved"] = self.resolved
         if self.answers:
             out["answers"] = self.answers
+        if self.withheld:
+            out["withheld_count"] = self.withheld_count
+            out["withheld"] = list(self.withheld)
         return out
 
 
@@ -171,6 +231,7 @@ class ModelProgress:
 
     parts: Mapping[str, PartAnswer] = field(default_factory=dict)
     turns: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    verified: Mapping[str, VerifyAnswer] = field(default_factory=dict)  # the verification pass's answer, by request
 
     @classmethod
     def from_dict(cls, value: Any) -> ModelProgress | None:
@@ -178,24 +239,35 @@ class ModelProgress:
             return None
         parts = value.get("parts") if isinstance(value.get("parts"), dict) else {}
         turns = value.get("turns") if isinstance(value.get("turns"), dict) else {}
+        verified = value.get("verified") if isinstance(value.get("verified"), dict) else {}
         read = {k: PartAnswer.from_dict(v) for k, v in parts.items()}
+        checked = {k: VerifyAnswer.from_dict(v) for k, v in verified.items()}
         return cls(
             parts={k: v for k, v in read.items() if v is not None},
             turns={k: tuple(t for t in v if isinstance(t, dict)) for k, v in turns.items() if isinstance(v, list)},
+            verified={k: v for k, v in checked.items() if v is not None},
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "parts": {k: v.to_dict() for k, v in self.parts.items()},
             "turns": {k: list(v) for k, v in self.turns.items()},
         }
+        if self.verified:
+            out["verified"] = {k: v.to_dict() for k, v in self.verified.items()}
+        return out
 
     def with_turn(self, key: str, turn: dict[str, Any]) -> ModelProgress:
         return replace(self, turns={**self.turns, key: (*self.turns.get(key, ()), turn)})
 
     def with_part(self, key: str, part: PartAnswer) -> ModelProgress:
         """``part`` finished: kept, and its turns dropped."""
-        return ModelProgress({**self.parts, key: part}, {k: v for k, v in self.turns.items() if k != key})
+        return ModelProgress(
+            {**self.parts, key: part}, {k: v for k, v in self.turns.items() if k != key}, self.verified
+        )
+
+    def with_verified(self, key: str, answer: VerifyAnswer) -> ModelProgress:
+        return replace(self, verified={**self.verified, key: answer})
 
 
 # JobDetails' fields by their JSON type; the rest are records of their own.
@@ -213,6 +285,7 @@ _TEXT = (
 )
 _INTS = ("comment_id", "rerun_of", "in_reply_to", "answer_comment_id")
 _FLAGS = ("full", "verify_permission")
+_COUNTED = frozenset(f.name for f in fields(ReviewCounts)) - {"folded"}  # written even when 0 (folded: when set)
 
 
 @dataclass(frozen=True)
@@ -274,7 +347,10 @@ class JobDetails:
         if self.model_progress is not None:
             out["model_progress"] = self.model_progress.to_dict()
         if self.counts is not None:
-            out["counts"] = {f.name: getattr(self.counts, f.name) for f in fields(ReviewCounts)}
+            counts = self.counts
+            out["counts"] = {
+                f.name: v for f in fields(ReviewCounts) if (v := getattr(counts, f.name)) or f.name in _COUNTED
+            }
         if self.report is not None:
             out["report"] = self.report.to_dict()
         if self.incremental is not None:
@@ -322,6 +398,10 @@ class StoredAnswer:
     model: str = ""
     parts: int = 0
     incremental_note: str | None = None
+    # Findings held back before publication (an invented quote, refuted, low confidence), for the check run; an
+    # answer stored before the checks existed has none.
+    withheld: tuple[Withheld, ...] = ()
+    verified_by: str = ""  # the model of the verification pass; empty when the findings were not verified
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     @classmethod
@@ -341,6 +421,8 @@ class StoredAnswer:
             model=_str(value.get("model")) or "",
             parts=_int(value.get("parts")) or 0,
             incremental_note=_str(value.get("incremental_note")),
+            withheld=_withheld(value.get("withheld")),
+            verified_by=_str(value.get("verified_by")) or "",
             extra={k: v for k, v in value.items() if k not in known},
         )
 
@@ -355,6 +437,12 @@ class StoredAnswer:
                 "model": self.model,
                 "parts": self.parts,
                 "incremental_note": self.incremental_note,
+                **({"verified_by": self.verified_by} if self.verified_by else {}),
+                **(
+                    {"withheld": [{"reason": w.reason, "comment": _comment_json(w.comment)} for w in self.withheld]}
+                    if self.withheld
+                    else {}
+                ),
             }
         ).decode()
 

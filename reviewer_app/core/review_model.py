@@ -30,6 +30,15 @@ class ModelComment:
     # A committable fix: the new text of new-side lines start_line..line (start_line None: just ``line``).
     suggestion: str | None = None
     start_line: int | None = None
+    # The evidence (core/evidence.py): the exact code the finding is about, as the model quoted it, and the failure it
+    # predicts. None in answers stored before the model was asked for them (such a finding is published unchecked).
+    quote: str | None = None
+    failure: str | None = None
+    # The verification pass's word on it (core/precision.py): confirmed, refuted or uncertain, a confidence 0-100 and
+    # one line of reason; None when it was not verified.
+    verdict: str | None = None
+    confidence: int | None = None
+    verdict_reason: str | None = None
 
     @property
     def rank(self) -> str:
@@ -83,6 +92,7 @@ class ReviewCounts:
     warning: int = 0
     suggestion: int = 0
     nit: int = 0
+    folded: int = 0  # of the findings, those listed folded in the body (suggestion-level, nits, past the cap)
 
     @property
     def findings(self) -> int:
@@ -104,6 +114,8 @@ class ReviewCounts:
             parts.append(f"{plural(self.inline, 'inline comment')}")
         if self.moved:
             parts.append(f"{plural(self.moved, 'comment')} outside the diff")
+        if self.folded:
+            parts.append(f"{self.folded} folded")
         if self.not_covered:
             parts.append(f"{plural(self.not_covered, 'file')} not reviewed")
         return " · ".join(parts)

@@ -16,6 +16,7 @@ from reviewer_app.store.base import Job
 
 MAX_REASON_CHARS = 1_000
 MAX_CHECK_SUMMARY_CHARS = 3_000  # the review's summary as the check run repeats it
+MAX_FOLD_CHARS = 6_000  # a folded section of the check run (the findings held back)
 # Check-run conclusions a repository may map a severity to, least severe first.
 CONCLUSIONS: tuple[str, ...] = ("success", "neutral", "failure")
 DEFAULT_CONCLUSIONS: Mapping[str, str] = {"critical": "neutral"}
@@ -32,11 +33,20 @@ class CheckView:
     title: str
     summary: str
     conclusion: str | None = None
+    folds: tuple[tuple[str, str], ...] = ()  # (title, text) of folded sections after the summary
 
     def output(self) -> dict[str, str]:
         # The summary is Markdown and may quote an error, a login or .github/reviewer.yml: neutralised as a whole
-        # (our own text has nothing safe_for_github changes), so no part of it can ping or hide anything.
-        return {"title": self.title[:255], "summary": safe_for_github(self.summary, 60000)}
+        # (our own text has nothing safe_for_github changes), so no part of it can ping or hide anything. A folded
+        # section's title and text are neutralised apart, inside our own <details> (safe_for_github escapes a
+        # line-leading "<" and closes an open fence, so nothing in them can close the fold early).
+        summary = safe_for_github(self.summary, 60000 - MAX_FOLD_CHARS * len(self.folds))
+        for title, text in self.folds:
+            summary += (
+                f"\n\n<details>\n<summary>{safe_for_github(' '.join(title.split()), 200)}</summary>\n\n"
+                f"{safe_for_github(text, MAX_FOLD_CHARS - 300)}\n\n</details>"
+            )
+        return {"title": self.title[:255], "summary": summary}
 
 
 def check_key(job: Job) -> str:
@@ -90,7 +100,10 @@ def desired_check(job: Job, *, newer_sha: str | None = None) -> CheckView:
                 f"- {p}" for p in details.config_errors
             )
         conclusion = report.conclusion
-        return CheckView(key, "completed", title, summary, conclusion if conclusion in CONCLUSIONS else "success")
+        folds = ((withheld_title(report.withheld_count), "\n".join(report.withheld)),) if report.withheld else ()
+        return CheckView(
+            key, "completed", title, summary, conclusion if conclusion in CONCLUSIONS else "success", folds
+        )
     if job.state == JobState.SUPERSEDED:
         sha = newer_sha or _first_sha(job.outcome or "") or "a newer commit"
         title, summary = check_superseded(sha)
@@ -177,6 +190,11 @@ def check_dry_run(head_sha: str, why: str) -> tuple[str, str]:
         f"Commit `{head_sha[:12]}` was reviewed in dry-run mode{because}: nothing was posted on this pull request. "
         "The operator sees what would have been posted on the dashboard and in `reviewer-app jobs show`.",
     )
+
+
+def withheld_title(count: int) -> str:
+    """The title of the check run's folded section on the findings held back."""
+    return f"{plural(count, 'finding')} held back: why"
 
 
 def check_superseded(new_sha: str | None) -> tuple[str, str]:

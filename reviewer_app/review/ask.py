@@ -1,9 +1,12 @@
-"""The ask stage: the model, however it is reached. Callers hand it a question and get an answer; which way each part
-takes is decided here. A part answered already (by an earlier attempt, or by its Message Batch) is taken as it is; a
-part a batch is to answer waits on it (the job is deferred, no attempt counted); the others are asked now, with the
-read-only repository tools where the repository opts in, each tool turn and finished part checkpointed on the job.
-An answer in a thread is one plain question. Every token spent goes to the usage ledger as it is spent, and the
-answer is stored on the job before anything is published."""
+"""The ask stage: the model, however it is reached, and its findings checked. Callers hand it a question and get an
+answer; which way each part takes is decided here. A part answered already (by an earlier attempt, or by its Message
+Batch) is taken as it is; a part a batch is to answer waits on it (the job is deferred, no attempt counted); the others
+are asked now, with the read-only repository tools where the repository opts in, each tool turn and finished part
+checkpointed on the job. Then each finding's quote is checked against the code (core/evidence.py), and the findings
+that hold go to the verification pass (review/verify.py): one more request, batched when the review is, checkpointed
+like a part, whose verdicts decide what is published (core/precision.py). An answer in a thread is one plain question.
+Every token spent goes to the usage ledger as it is spent (the verification's as its own kind), and the answer is
+stored on the job before anything is published."""
 
 from __future__ import annotations
 
@@ -12,16 +15,31 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from reviewer_app.core.job_records import ModelProgress, PartAnswer, StoredAnswer
-from reviewer_app.core.review_model import ModelAnswer
+from anthropic.types import Message
+
+from reviewer_app.core.anchoring import resolve_path
+from reviewer_app.core.evidence import FileText, base_lines, check_evidence
+from reviewer_app.core.job_records import ModelProgress, PartAnswer, StoredAnswer, VerifyAnswer
+from reviewer_app.core.precision import INVENTED, Withheld, apply_verdicts
+from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
-from reviewer_app.review.batches import PENDING, Batches
-from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
+from reviewer_app.review.batches import PENDING, Batches, BatchRoute
+from reviewer_app.review.claude import ClaudeReviewer, MalformedAnswers, UsageMeter
+from reviewer_app.review.claude_parse import parse_tool_answer
 from reviewer_app.review.explore import RepositoryTools
 from reviewer_app.review.gate import installation_of
-from reviewer_app.review.gather import Part, Question
-from reviewer_app.store.base import Usage
+from reviewer_app.review.gather import Part, Question, Sources
+from reviewer_app.review.reading import ContentReader
+from reviewer_app.review.verify import (
+    VERIFY_SYSTEM_PROMPT,
+    VERIFY_TOOL,
+    VERIFY_TOOL_NAME,
+    VerifyRequest,
+    parse_verdicts,
+    verify_request,
+)
+from reviewer_app.store.base import REVIEW, VERIFICATION, Usage
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +49,20 @@ NOTHING_REVIEWED = "There was nothing in this pull request that the reviewer rev
 class Ask:
     """The ask stage, for review jobs (a question in parts) and answers in threads (one plain question)."""
 
-    def __init__(self, github: GitHubClient, claude: ClaudeReviewer, batches: Batches | None = None) -> None:
+    def __init__(
+        self,
+        github: GitHubClient,
+        claude: ClaudeReviewer,
+        batches: Batches | None = None,
+        *,
+        reader: ContentReader | None = None,
+        verifier: ClaudeReviewer | None = None,
+    ) -> None:
         self.github = github
         self.claude = claude
         self.batches = batches  # Message Batches for work that can wait (review/batches.py); None: all interactive
+        self.reader = reader  # files for the evidence check; None: findings are not checked against the code
+        self.verifier = verifier  # the verification pass's model; None: no verification
 
     async def __call__(
         self, ctx: JobContext, question: Question, *, still_wanted: Callable[[], Awaitable[None]]
@@ -59,13 +87,13 @@ class Ask:
                     done = batched
                     await _save(ctx, _progress(ctx).with_part(part.key, done))
                 else:
-                    done = await self._ask_part(ctx, part, question.shared, tools)
+                    # Kept on the job when another request follows (a part, the verification): a retry pays it once.
+                    keep = question.shared or self._verifies(question)
+                    done = await self._ask_part(ctx, part, question.shared, tools, keep=keep)
             answers.append(done)
         if route is not None:
             await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
-        # A verification pass (a second model call per review that confirms or refutes each finding) goes here: it
-        # takes the question and the parts' answers, and what it keeps is the answer joined and stored.
-        return _joined(question, answers)
+        return await self._checked(ctx, question, _joined(question, answers), route, still_wanted)
 
     async def plain(self, ctx: JobContext, system: str, user: str) -> StoredAnswer:
         """A plain-text answer to one question (an answer in a thread), stored as a review's summary is."""
@@ -84,7 +112,9 @@ class Ask:
         job = ctx.job
         return RepositoryTools(self.github, installation_of(ctx), job.repo_full_name, job.head_sha, question.tools)
 
-    async def _ask_part(self, ctx: JobContext, part: Part, shared: bool, tools: RepositoryTools | None) -> PartAnswer:
+    async def _ask_part(
+        self, ctx: JobContext, part: Part, shared: bool, tools: RepositoryTools | None, *, keep: bool
+    ) -> PartAnswer:
         """Ask the model about one part. Each tool turn is checkpointed with the job as it completes (a resumed
         attempt replays the stored turns instead of paying for them again), and so is a finished part of a large
         review. Every turn's tokens go to the usage ledger as soon as they are spent."""
@@ -115,18 +145,146 @@ class Ask:
             # What was paid for is on record, even when the call failed or the process dies next.
             await record()
         done = PartAnswer(answer.summary, answer.comments, answer.model)
-        if shared:
-            await _save(ctx, _progress(ctx).with_part(part.key, done))  # a later part that fails does not cost it again
+        if keep:
+            await _save(ctx, _progress(ctx).with_part(part.key, done))  # a later request that fails does not cost it
         return done
 
-    def _usage(self, spent: UsageMeter) -> Usage:
-        return Usage(
-            model=self.claude.model,
-            input_tokens=spent.input_tokens,
-            output_tokens=spent.output_tokens,
-            cache_creation_tokens=spent.cache_creation_input_tokens,
-            cache_read_tokens=spent.cache_read_input_tokens,
+    def _verifies(self, question: Question) -> bool:
+        return question.verify is not None and self.verifier is not None
+
+    async def _checked(
+        self,
+        ctx: JobContext,
+        question: Question,
+        answer: StoredAnswer,
+        route: BatchRoute | None,
+        still_wanted: Callable[[], Awaitable[None]],
+    ) -> StoredAnswer:
+        """The answer with its findings checked: those whose quote is not in the code withheld, the rest (when the
+        review verifies) put to the verification pass, refuted and unconfident ones withheld."""
+        sources = question.sources
+        comments = [replace(c, path=resolve_path(c.path, sources.diffs)) for c in answer.comments]
+        if not comments or self.reader is None:
+            return answer
+        texts = await self._texts(ctx, sources, comments)
+        evidence = check_evidence(comments, texts)
+        withheld = tuple(Withheld(c, INVENTED) for c in evidence.invented)
+        if evidence.invented or evidence.reanchored:
+            log.info(
+                "job %s: evidence check: %d finding(s) kept (%d moved onto their quote, %d unchecked), %d invented",
+                ctx.job.id,
+                len(evidence.kept),
+                evidence.reanchored,
+                evidence.unchecked,
+                len(evidence.invented),
+            )
+        kept = evidence.kept
+        if question.verify is None or self.verifier is None or not kept:
+            return replace(answer, comments=kept, withheld=withheld)
+        request = verify_request(sources.title, sources.description, kept, texts, sources.diffs)
+        verified = await self._verified(ctx, request, route, still_wanted)
+        judged, refused = apply_verdicts(
+            request.findings, verified.verdicts, min_confidence=question.verify.min_confidence
         )
+        log.info(
+            "job %s: verification by %s: %d of %d finding(s) kept",
+            ctx.job.id,
+            verified.model or "(none)",
+            len(judged),
+            len(request.findings),
+        )
+        return replace(
+            answer,
+            comments=(*judged, *kept[len(request.findings) :]),  # past the request's limit: published unverified
+            withheld=(*withheld, *refused),
+            verified_by=verified.model,
+        )
+
+    async def _texts(self, ctx: JobContext, sources: Sources, comments: Sequence[ModelComment]) -> dict[str, FileText]:
+        """Each commented file at the head (read, cached by blob) and at the base (rebuilt from the head and its
+        diff), as far as they are known."""
+        assert self.reader is not None
+        job = ctx.job
+        out: dict[str, FileText] = {}
+        for path in dict.fromkeys(c.path for c in comments):
+            diff = sources.diffs.get(path)
+            head: list[str] | None = [] if diff is not None and diff.status == "removed" else None
+            if head is None:
+                text, _ = await self.reader.try_read(
+                    installation_of(ctx), job.repo_full_name, path, job.head_sha, blob_sha=sources.blobs.get(path)
+                )
+                head = text.split("\n") if text is not None else None
+            base = base_lines(diff, None if diff is not None and diff.status == "removed" else head)
+            out[path] = FileText(head, base)
+        return out
+
+    async def _verified(
+        self,
+        ctx: JobContext,
+        request: VerifyRequest,
+        route: BatchRoute | None,
+        still_wanted: Callable[[], Awaitable[None]],
+    ) -> VerifyAnswer:
+        """The verifier's answer to ``request``: checkpointed already, from its Message Batch (sent when the review is
+        batched; the job waits on it), or asked now; checkpointed before it is used."""
+        done = _progress(ctx).verified.get(request.key)
+        if done is not None:
+            return done
+        await still_wanted()
+        verifier = self.verifier
+        assert verifier is not None
+        count = len(request.findings)
+
+        async def params() -> dict[str, Any]:
+            return verifier.tool_params(VERIFY_SYSTEM_PROMPT, request.user, VERIFY_TOOL)
+
+        def read(message: Message) -> VerifyAnswer:
+            verdicts = parse_tool_answer(message, VERIFY_TOOL_NAME, lambda data: parse_verdicts(data, count))
+            return VerifyAnswer(verdicts, str(message.model))
+
+        batched = await route.request(request.key, params, read, model=verifier.model) if route else None
+        if batched is PENDING and route is not None:
+            await route.defer()  # raises Deferred: the verification waits on its batch
+        done = batched if isinstance(batched, VerifyAnswer) else await self._verify_now(ctx, request)
+        await _save(ctx, _progress(ctx).with_verified(request.key, done))
+        return done
+
+    async def _verify_now(self, ctx: JobContext, request: VerifyRequest) -> VerifyAnswer:
+        """The verification asked interactively. An answer that never fits the tool publishes the findings unverified
+        (the check is a filter, not a gate): a review is not lost to its verifier."""
+        verifier = self.verifier
+        assert verifier is not None
+        meter = UsageMeter()
+        count = len(request.findings)
+        try:
+            verdicts, model = await verifier.ask_tool(
+                VERIFY_SYSTEM_PROMPT,
+                request.user,
+                VERIFY_TOOL,
+                lambda data: parse_verdicts(data, count),
+                meter=meter,
+            )
+        except MalformedAnswers as exc:
+            log.warning("job %s: verification not usable (%s); the findings are published unverified", ctx.job.id, exc)
+            return VerifyAnswer({}, "")
+        finally:
+            if meter.input_tokens or meter.output_tokens:
+                await ctx.record_usage(_usage(meter, verifier.model, VERIFICATION))
+        return VerifyAnswer(verdicts, model)
+
+    def _usage(self, spent: UsageMeter) -> Usage:
+        return _usage(spent, self.claude.model, REVIEW)
+
+
+def _usage(spent: UsageMeter, model: str, kind: str) -> Usage:
+    return Usage(
+        model=model,
+        input_tokens=spent.input_tokens,
+        output_tokens=spent.output_tokens,
+        cache_creation_tokens=spent.cache_creation_input_tokens,
+        cache_read_tokens=spent.cache_read_input_tokens,
+        kind=kind,
+    )
 
 
 async def store_answer(ctx: JobContext, answer: StoredAnswer) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 from anthropic.types import Message
@@ -31,6 +31,7 @@ from reviewer_app.review.claude_parse import MalformedAnswer, answer_from
 from reviewer_app.store.base import BatchRequest, Store, Usage
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # A deferred job runs again when the duty records its result (it wakes the job); this is only the net under that,
 # for a wake-up lost with a crashed process: the job looks at its requests again after this long.
@@ -124,19 +125,35 @@ class BatchRoute:
         self._ctx = ctx
         self.reason = reason
         self._requests = requests
-        self._to_send: list[tuple[str, str, dict[str, Any]]] = []  # (custom_id, part key, request)
+        self._to_send: list[tuple[str, str, str, dict[str, Any]]] = []  # (custom_id, part key, model, request)
         self._out: set[str] = set()  # batch ids a part waits on
 
     async def answer(self, key: str, blocks: Sequence[str], *, shared: bool) -> PartAnswer | Pending | None:
         """The part's answer from its batch, PENDING while it is out (or about to be sent), or None: ask it now."""
+        claude = self._batches.claude
+
+        async def params() -> dict[str, Any]:
+            return await claude.batch_params(list(blocks), shared_blocks=1 if shared else 0)
+
+        def read(message: Message) -> PartAnswer:
+            answer = answer_from(message)
+            return PartAnswer(answer.summary, answer.comments, answer.model)
+
+        return await self.request(key, params, read, model=claude.model)
+
+    async def request(
+        self, key: str, params: Callable[[], Awaitable[dict[str, Any]]], read: Callable[[Message], T], *, model: str
+    ) -> T | Pending | None:
+        """The answer to request ``key`` from its batch (``read`` of its Message; it raises MalformedAnswer or
+        ValueError for one that is not usable), PENDING while it is out (or about to be sent with ``params``), or None:
+        ask it now."""
         job = self._ctx.job
         name = custom_id(job.id, key)
         request = self._requests.get(name)
         if request is None:
             if self.reason is None:
                 return None
-            params = await self._batches.claude.batch_params(list(blocks), shared_blocks=1 if shared else 0)
-            self._to_send.append((name, key, {"custom_id": name, "params": params}))
+            self._to_send.append((name, key, model, {"custom_id": name, "params": await params()}))
             return PENDING
         if request.state == "pending":
             self._out.add(request.batch_id)
@@ -151,30 +168,31 @@ class BatchRoute:
             )
             return None
         try:
-            answer = answer_from(Message.model_validate_json(request.result))
+            answer = read(Message.model_validate_json(request.result))
         except (MalformedAnswer, ValueError) as exc:
             log.warning(
-                "job %s: the batch's answer to %s is not a usable review (%s); asking interactively", job.id, name, exc
+                "job %s: the batch's answer to %s is not a usable answer (%s); asking interactively", job.id, name, exc
             )
             return None
-        log.info("job %s: answer for part %s came from Message Batch %s", job.id, key, request.batch_id)
-        return PartAnswer(answer.summary, answer.comments, answer.model)
+        log.info("job %s: answer for %s came from Message Batch %s", job.id, key, request.batch_id)
+        return answer
 
     async def defer(self) -> None:
         """Send what is to be sent, record it with the job, and defer the job while any part waits on a batch."""
         ctx = self._ctx
         if self._to_send:
-            to_send = list(self._to_send)
+            to_send, self._to_send = list(self._to_send), []
 
             async def send_and_record() -> str:
-                batch_id = await self._batches.submitter.submit([r for _, _, r in to_send])
-                await ctx.store.record_batch_requests(
-                    ctx.job.id,
-                    batch_id=batch_id,
-                    model=self._batches.claude.model,
-                    parts=[(name, key) for name, key, _ in to_send],
-                    now=ctx.clock(),
-                )
+                batch_id = await self._batches.submitter.submit([r for _, _, _, r in to_send])
+                for model in dict.fromkeys(m for _, _, m, _ in to_send):
+                    await ctx.store.record_batch_requests(
+                        ctx.job.id,
+                        batch_id=batch_id,
+                        model=model,
+                        parts=[(name, key) for name, key, m, _ in to_send if m == model],
+                        now=ctx.clock(),
+                    )
                 return batch_id
 
             # Seen through to its record even if the runner is cancelled while the batch gathers (a lost lease, a

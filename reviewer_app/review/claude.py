@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anthropic
 from anthropic.types import Message
@@ -15,10 +15,17 @@ from anthropic.types import Message
 from reviewer_app.core.errors import PermanentError, TransientError
 from reviewer_app.core.review_model import ModelAnswer
 from reviewer_app.review.claude_errors import describe, map_api_error
-from reviewer_app.review.claude_parse import MalformedAnswer, feedback_turns, parse_review, usage_dict
+from reviewer_app.review.claude_parse import (
+    MalformedAnswer,
+    feedback_turns,
+    parse_review,
+    parse_tool_answer,
+    usage_dict,
+)
 from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT, estimate_tokens
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 EPHEMERAL = {"type": "ephemeral"}
 # The minimum cacheable prompt per model, as Anthropic documents it (first matching name prefix wins). Below it a
@@ -32,6 +39,10 @@ MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
     ("claude-3-5-haiku", 2048),
 )
 DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+
+
+class MalformedAnswers(PermanentError):
+    """The model's answers did not fit the forced tool, however often it was asked."""
 
 
 @dataclass
@@ -243,6 +254,36 @@ class ClaudeReviewer:
         if not text:
             raise TransientError(f"the model's answer had no text (stop_reason={response.stop_reason})")
         return text, response.model
+
+    async def ask_tool(
+        self, system: str, user: str, tool: dict[str, Any], parse: Callable[[Any], T], *, meter: UsageMeter
+    ) -> tuple[T, str]:
+        """One answer through the forced ``tool`` (the verification pass): ``parse`` of its input, and the model that
+        gave it. No cache marks (the question is asked once). A malformed answer is asked again with the problem fed
+        back, as a review's is; ``parse`` raises MalformedAnswer."""
+        params = self.tool_params(system, user, tool)
+        del params["model"], params["max_tokens"]
+        feedback: list[dict[str, Any]] = []
+        tries = 1 + self._malformed_retries
+        for attempt in range(1, tries + 1):
+            response = await self._call(meter, **{**params, "messages": params["messages"] + feedback})
+            try:
+                return parse_tool_answer(response, tool["name"], parse), str(response.model)
+            except MalformedAnswer as exc:
+                log.warning("%s answer malformed (try %d of %d): %s", tool["name"], attempt, tries, exc)
+                feedback = feedback_turns(response, str(exc), tool["name"])
+        raise MalformedAnswers(f"model returned a malformed {tool['name']} answer {tries} times")
+
+    def tool_params(self, system: str, user: str, tool: dict[str, Any]) -> dict[str, Any]:
+        """The Messages parameters of a forced call of ``tool`` with this reviewer's model (one request of a batch)."""
+        return {
+            "model": self.model,
+            "max_tokens": self._max_output_tokens,
+            "system": [{"type": "text", "text": system}],
+            "tools": [tool],
+            "tool_choice": {"type": "tool", "name": tool["name"]},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": user}]}],
+        }
 
     async def batch_params(self, user_blocks: str | Sequence[str], *, shared_blocks: int = 0) -> dict[str, Any]:
         """The Messages parameters of the review's first (forced, tool-less) call, as ``review`` would send them: one

@@ -3,7 +3,8 @@ when its tool call does not fit it."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from anthropic.types import Message
 
@@ -11,6 +12,7 @@ from reviewer_app.core.review_model import ModelAnswer, ModelComment, Side
 from reviewer_app.review.prompt import REVIEW_TOOL_NAME
 
 _MAX_FEEDBACK_CHARS = 1_000
+T = TypeVar("T")
 
 
 class MalformedAnswer(ValueError):
@@ -55,6 +57,16 @@ def parse_review(response: Message) -> tuple[str, tuple[ModelComment, ...]]:
     return parse_review_input(call.input)
 
 
+def parse_tool_answer(response: Message, tool_name: str, parse: Callable[[Any], T]) -> T:
+    """``parse`` of the input of the ``tool_name`` call in ``response``; raises MalformedAnswer."""
+    call = next((b for b in response.content if b.type == "tool_use" and b.name == tool_name), None)
+    if call is None:
+        raise MalformedAnswer(f"no {tool_name} tool call in the answer (stop_reason={response.stop_reason})")
+    if response.stop_reason == "max_tokens":
+        raise MalformedAnswer("the answer was cut off at max_tokens; keep it shorter")
+    return parse(call.input)
+
+
 def parse_review_input(data: object) -> tuple[str, tuple[ModelComment, ...]]:
     """Check the tool input against the review schema; unknown keys are ignored (there is no verdict field)."""
     if not isinstance(data, dict):
@@ -92,6 +104,11 @@ def _parse_comment(i: int, raw: object) -> ModelComment:
         raise MalformedAnswer(f"{where}.suggestion must be a string")
     if start_line is not None and (not isinstance(start_line, int) or isinstance(start_line, bool) or start_line < 1):
         raise MalformedAnswer(f"{where}.start_line must be an integer >= 1")
+    quote, failure = raw.get("quote"), raw.get("failure")
+    if quote is not None and not isinstance(quote, str):
+        raise MalformedAnswer(f"{where}.quote must be a string")
+    if failure is not None and not isinstance(failure, str):
+        raise MalformedAnswer(f"{where}.failure must be a string")
     checked_side: Side = "LEFT" if side == "LEFT" else "RIGHT"
     # An unknown severity is kept as a warning (severity_of), not refused: the text is what matters.
     return ModelComment(
@@ -102,10 +119,14 @@ def _parse_comment(i: int, raw: object) -> ModelComment:
         severity=severity,
         suggestion=suggestion,
         start_line=start_line,
+        # Without a quote (the schema asks for one; a batch sent by an older version did not) the finding is not
+        # checked against the code, only verified.
+        quote=quote,
+        failure=failure.strip() if failure else None,
     )
 
 
-def feedback_turns(response: Message, problem: str) -> list[dict[str, Any]]:
+def feedback_turns(response: Message, problem: str, tool_name: str = REVIEW_TOOL_NAME) -> list[dict[str, Any]]:
     """The turns that tell the model what was wrong with its tool call, so the next try can fix it.
 
     Without a tool call there is nothing to answer; the original request is simply sent again.
@@ -119,8 +140,8 @@ def feedback_turns(response: Message, problem: str) -> list[dict[str, Any]]:
             "type": "tool_result",
             "tool_use_id": b.id,
             "is_error": True,
-            "content": f"Invalid {REVIEW_TOOL_NAME} input: {problem[:_MAX_FEEDBACK_CHARS]}. "
-            f"Call {REVIEW_TOOL_NAME} again with input that matches its schema.",
+            "content": f"Invalid {tool_name} input: {problem[:_MAX_FEEDBACK_CHARS]}. "
+            f"Call {tool_name} again with input that matches its schema.",
         }
         for b in calls
     ]

@@ -151,6 +151,18 @@ def plan_context(diff: FileDiff, head_text: str, *, max_context_lines: int = MAX
     return ContextPlan(windows, note, len(spans), by_parser, by_indent, size)
 
 
+def enclosing_scope(path: str, text: str, first: int, last: int | None = None) -> tuple[int, int] | None:
+    """The lines of the smallest function, method or class around lines ``first``..``last`` of ``text`` (tree-sitter
+    where a grammar is installed, else indentation); None when none is found."""
+    last = first if last is None else last
+    lines = text.split("\n")
+    if not 1 <= first <= last <= len(lines):
+        return None
+    tree = _parse(path, text)
+    scope = _tree_scope(tree, first, last) if tree is not None else None
+    return scope if scope is not None else _indent_scope(lines, first, last)
+
+
 def _hunk_span(hunk: Hunk) -> tuple[int, int]:
     """The new-side lines a hunk covers (a hunk that only deletes covers the line before the deletion)."""
     if hunk.new_length:

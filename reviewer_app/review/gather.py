@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from reviewer_app.core.diff import FileDiff
 from reviewer_app.core.errors import JobError
@@ -30,6 +31,7 @@ from reviewer_app.review.prompt import (
     render_file,
 )
 from reviewer_app.review.reading import ContentReader
+from reviewer_app.review.repo_config import RepoConfig
 from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.review.settings import ReviewSettings
 
@@ -66,6 +68,23 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Sources:
+    """What the ask stage checks the model's findings against, and the verifier is told about the pull request."""
+
+    diffs: Mapping[str, FileDiff] = field(default_factory=dict)  # the pull request's, by path
+    blobs: Mapping[str, str] = field(default_factory=dict)  # each changed file's blob at the head, by path
+    title: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The verification pass is on for this review: findings under ``min_confidence`` are not published."""
+
+    min_confidence: int
+
+
+@dataclass(frozen=True)
 class Question:
     """The gather stage's hand-off to the ask stage: the parts to ask, how the model may be reached, and what the
     answer says of the files that are in no part."""
@@ -76,6 +95,10 @@ class Question:
     incremental_note: str | None
     tools: ToolLimits | None  # the read-only repository tools, when the repository (or the server) opts in
     batch: bool | None  # the repository's `batch:` setting (core/batching.py decides with it)
+    # What the answer's findings are checked against: the pull request's diffs and blobs (the evidence check reads the
+    # files they name), its title and description (for the verifier), and whether and how strictly to verify.
+    sources: Sources = field(default_factory=Sources)
+    verify: Verification | None = None
 
     @property
     def shared(self) -> bool:
@@ -182,6 +205,13 @@ class Gather:
             incremental_note=scope.note,
             tools=tools,
             batch=rc.batch,
+            sources=Sources(
+                diffs={**{p: f.diff for p, f in prepared.files.items()}, **change.diffs},
+                blobs={c.path: c.blob_sha for c in change.selection.changed if c.blob_sha},
+                title=str(pr.get("title") or ""),
+                description=str(pr.get("body") or ""),
+            ),
+            verify=Verification(rc.min_confidence) if _verifies(self.settings, rc) else None,
         )
 
     async def _recall(self, ctx: JobContext) -> Recall:
@@ -227,6 +257,11 @@ class Gather:
             f"(up to {job.head_sha[:12]}). Comment `/review full` to review the whole pull request."
         )
         return Scope(select_files(compared, ignore=change.ignore), note, base=last)
+
+
+def _verifies(settings: ReviewSettings, rc: RepoConfig) -> bool:
+    """The repository's `verify:` setting, or the server's default when it does not say."""
+    return settings.verify if rc.verify is None else rc.verify
 
 
 def part_key(asked: PromptPR) -> str:

@@ -87,13 +87,20 @@ class OneReview:
 class OnePullRequest:
     """The review stages, composed for one pull request and a person's token."""
 
-    def __init__(self, github: GitHubClient, claude: ClaudeReviewer, settings: ReviewSettings) -> None:
+    def __init__(
+        self,
+        github: GitHubClient,
+        claude: ClaudeReviewer,
+        settings: ReviewSettings,
+        verifier: ClaudeReviewer | None = None,
+    ) -> None:
         reader = ContentReader(github)
         memory = Forgetful(github, reader)
         self.github = github
         self.gate = Gate(github, replace(settings, dry_run=False))
         self.gather = Gather(github, reader, memory, settings)
-        self.ask = Ask(github, claude)  # interactive: the person waits for the answer
+        # Interactive (the person waits for the answer); its findings checked as the App checks them.
+        self.ask = Ask(github, claude, reader=reader, verifier=verifier)
         self.render = Publish(github, memory, Gate(github, replace(settings, dry_run=True)))
         self.publish = Publish(github, memory, self.gate)
 

@@ -2,8 +2,9 @@
 
     gate     is the review still wanted, and for whom          -> Wanted (the pull request, the repository's settings)
     gather   what changed, and what the model is asked about it -> Change, then Question (only without a stored answer)
-    ask      the model, however it is reached                   -> StoredAnswer (stored on the job before publishing)
-    publish  render, post once (reconciled by marker), record, tend the PR's threads -> the outcome in words
+    ask      the model, however it is reached, and its findings checked (evidence, verification)
+                                                                -> StoredAnswer (stored on the job before publishing)
+    publish  rank and cap, render, post once (reconciled by marker), record, tend the PR's threads -> the outcome
 
 A stage imports only the stages above it in this list (a later stage takes an earlier one's hand-off, and asks the
 gate again before each model call and before it posts); none imports this module. Every external write is
@@ -42,13 +43,14 @@ class ReviewPipeline:
         checks: CheckRuns,
         settings: ReviewSettings,
         batches: Batches | None = None,
+        verifier: ClaudeReviewer | None = None,
     ) -> None:
         reader = ContentReader(github)
         memory = Memory(github, reader)
         self.checks = checks
         self.gate = Gate(github, settings)
         self.gather = Gather(github, reader, memory, settings)
-        self.ask = Ask(github, claude, batches)
+        self.ask = Ask(github, claude, batches, reader=reader, verifier=verifier)
         self.publish = Publish(github, memory, self.gate)
 
     @as_work("review")

@@ -63,6 +63,11 @@ What to comment on:
 handling, and clear maintainability problems that will hurt the next person who changes this code.
 - Do not comment on style a formatter or linter would catch, on personal taste, or to praise the change.
 - Say what is wrong, why it matters, and how to fix it, in a few sentences. No comment is better than a weak one.
+- Back every comment with its evidence. In "quote", copy the exact code the comment is about from the file as shown \
+(one or a few whole lines, without the line numbers and diff markers): the app checks it against the file and drops \
+a comment whose code is not there. In "failure", name the input or state that leads to which wrong outcome (for a \
+maintainability problem, what the next change will get wrong). A problem you cannot tie to code you see and to a \
+concrete failure is not worth a comment.
 - If the change looks good, return an empty comments list and say so briefly in the summary.
 - Give each comment a severity: "critical" (a bug, data loss or security hole that should block merging), \
 "warning" (likely wrong or fragile; worth fixing before merging), "suggestion" (a clear improvement). People see \
@@ -141,6 +146,17 @@ REVIEW_TOOL: dict[str, Any] = {
                             "description": "RIGHT for added or unchanged lines, LEFT only for removed lines.",
                         },
                         "body": {"type": "string", "description": "The comment, in Markdown."},
+                        "quote": {
+                            "type": "string",
+                            "description": (
+                                "The exact code the comment is about, copied from the file as shown: one or a few "
+                                "whole lines, without line numbers or diff markers."
+                            ),
+                        },
+                        "failure": {
+                            "type": "string",
+                            "description": "The failure it predicts: which input or state leads to which wrong outcome.",
+                        },
                         "severity": {
                             "type": "string",
                             "enum": list(SEVERITIES),
@@ -160,7 +176,7 @@ REVIEW_TOOL: dict[str, Any] = {
                             "description": "First new-file line the suggestion replaces; defaults to line.",
                         },
                     },
-                    "required": ["path", "line", "body", "severity"],
+                    "required": ["path", "line", "body", "severity", "quote", "failure"],
                     "additionalProperties": False,
                 },
             },

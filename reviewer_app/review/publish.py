@@ -1,5 +1,6 @@
-"""The publish stage: the stored answer rendered as one review (repeats of findings still open dropped, comments
-anchored on commentable lines or moved into the body), posted once (reconciled by the job's marker: found means
+"""The publish stage: the stored answer rendered as one review (repeats of findings still open dropped, the rest
+ranked by severity and confidence and capped, the shown ones anchored on commentable lines or moved into the body,
+the others listed folded), posted once (reconciled by the job's marker: found means
 done), recorded on the job with what its check run shows, and the pull request's memory tended (the review's
 findings kept, the app's outdated threads resolved); in a dry run kept on the job instead, posted nowhere
 (review/dry_run.py). An answer in a thread is posted through the same ``post_once``."""
@@ -18,6 +19,7 @@ from reviewer_app.core.errors import JobError, RateLimited
 from reviewer_app.core.job_records import CheckReport, StoredAnswer
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker
+from reviewer_app.core.precision import rank_and_cap
 from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment, ReviewCounts
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
@@ -35,6 +37,7 @@ from reviewer_app.review.render import (
     not_reviewed_line,
     render_review_body,
     top_findings,
+    withheld_lines,
 )
 from reviewer_app.review.repo_config import RepoConfig
 from reviewer_app.store.base import Finding
@@ -89,6 +92,8 @@ class Review:
     anchored: AnchorResult
     counts: ReviewCounts
     links: Links
+    held_back: int  # findings withheld before publication, or past the cap
+    withheld: list[str]  # the check run's folded account of them
 
 
 class Publish:
@@ -127,10 +132,13 @@ class Publish:
             summary = f"{unlisted}\n\n{summary}"
         # What an earlier review raised on code that did not change is not posted again, even if the model repeats it.
         comments = await self.memory.drop_repeats(ctx, list(answer.comments), change.recall)
-        # Nits never go inline: folded in the body when the repository wants them, otherwise not shown.
-        nits = [c for c in comments if c.rank == "nit"] if rc.nits == "fold" else []
-        anchored = anchor([c for c in comments if c.rank != "nit"], change.diffs)
-        counts = _counts(answer, anchored, nits)
+        # Nits are folded in the body when the repository wants them, otherwise not shown.
+        if rc.nits != "fold":
+            comments = [c for c in comments if c.rank != "nit"]
+        # The most severe and most confident first; past the cap, and below warning, they are listed folded.
+        shown = rank_and_cap(comments, max_comments=rc.max_comments)
+        anchored = anchor(shown.shown, change.diffs)
+        counts = _counts(answer, anchored, shown.folded)
         links = Links(
             str(pr.get("html_url") or f"https://github.com/{job.repo_full_name}/pull/{job.pr_number}"), job.head_sha
         )
@@ -138,7 +146,7 @@ class Publish:
             summary=summary,
             inline=anchored.inline,
             moved_comments=anchored.moved,
-            nits=nits,
+            folded=shown.folded,
             not_covered=answer.not_covered,
             incremental_note=answer.incremental_note,
             marker=make_marker(job.id, job.head_sha),
@@ -146,7 +154,14 @@ class Publish:
             links=links,
             earlier=[_earlier_entry(s.finding, s.line, links) for s in change.recall.still_open],
         )
-        return Review(summary, body, anchored, counts, links)
+        withheld = withheld_lines(
+            answer.withheld,
+            len(shown.past_cap),
+            links,
+            min_confidence=rc.min_confidence,
+            max_comments=rc.max_comments,
+        )
+        return Review(summary, body, anchored, counts, links, len(answer.withheld) + len(shown.past_cap), withheld)
 
     async def _publish_once(self, ctx: JobContext, body: str, comments: list[dict[str, object]]) -> int:
         """Find this job's review by the app's bot, or post it once. Never posts for a head that moved on."""
@@ -204,6 +219,8 @@ class Publish:
             conclusion=conclusion_for(review.counts, rc.conclusions),
             resolved=resolved,
             answers=await _answers_on_pr(ctx),
+            withheld_count=review.held_back,
+            withheld=tuple(review.withheld),
         )
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(
@@ -244,9 +261,9 @@ class Publish:
         return await ctx.store.resolved_findings(job.repo_id, job.pr_number)
 
 
-def _counts(answer: StoredAnswer, anchored: AnchorResult, nits: Sequence[ModelComment]) -> ReviewCounts:
+def _counts(answer: StoredAnswer, anchored: AnchorResult, folded: Sequence[ModelComment]) -> ReviewCounts:
     severities = Counter(
-        [*(c.severity for c in anchored.inline), *(c.rank for c in anchored.moved), *("nit" for _ in nits)]
+        [*(c.severity for c in anchored.inline), *(c.rank for c in anchored.moved), *(c.rank for c in folded)]
     )
     return ReviewCounts(
         files_reviewed=answer.files_reviewed,
@@ -254,6 +271,7 @@ def _counts(answer: StoredAnswer, anchored: AnchorResult, nits: Sequence[ModelCo
         moved=len(anchored.moved),
         not_covered=len(answer.not_covered),
         **{s: severities[s] for s in SEVERITIES},
+        folded=len(folded),
     )
 
 

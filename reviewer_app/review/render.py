@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from reviewer_app.core.markdown import inline_text, publishable
 from reviewer_app.core.markers import safe_for_github, strip_markers
+from reviewer_app.core.precision import INVENTED, LOW_CONFIDENCE, PAST_CAP, REFUTED, Withheld, withheld_counts
 from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment, ReviewCounts, plural
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses review bodies over 65,536 characters
@@ -20,6 +21,7 @@ MAX_REASON_CHARS = 1_000
 MAX_HEADLINE_CHARS = 120
 MAX_FALLBACK_CHARS = 4_000
 TOP_FINDINGS = 5
+MAX_WITHHELD_ENTRIES = 20  # findings withheld listed one by one in the check run
 _BACKTICKS = re.compile(r"`+")
 LABELS = {"critical": "🔴 Critical", "warning": "🟠 Warning", "suggestion": "🔵 Suggestion", "nit": "⚪ Nit"}
 
@@ -73,7 +75,7 @@ def render_review_body(
     summary: str,
     inline: Sequence[InlineComment],
     moved_comments: Sequence[ModelComment],
-    nits: Sequence[ModelComment],
+    folded: Sequence[ModelComment],
     not_covered: Iterable[tuple[str, str]],
     incremental_note: str | None,
     marker: str,
@@ -83,8 +85,9 @@ def render_review_body(
     earlier: Sequence[str] = (),
 ) -> str:
     """The review body: note, the one summary, findings by severity with links, comments outside the diff (with
-    permalinks), earlier findings still open (``earlier``: entries from ``earlier_finding_entry``), folded nits, folded
-    files not reviewed (grouped by reason), counts, marker last.
+    permalinks), earlier findings still open (``earlier``: entries from ``earlier_finding_entry``), one folded list of
+    the findings not shown as comments (``folded``: suggestion-level ones, nits, those past the cap), folded files not
+    reviewed (grouped by reason), counts, marker last.
 
     Everything except ``marker`` is treated as untrusted. Sections that do not fit in ``max_chars`` keep their
     first entries and a line saying how many were left out; empty sections are not shown.
@@ -99,7 +102,9 @@ def render_review_body(
 
     findings = [f.entry for f in top_findings(inline, moved_comments, links, limit=None)]
     moved = [_moved_entry(c, links) for c in moved_comments]
-    folded = [_index_entry(c, links.of(c, inline=False), with_label=False) for c in nits]
+    only_nits = all(c.rank == "nit" for c in folded)
+    listed = [_index_entry(c, links.of(c, inline=False), with_label=not only_nits) for c in folded]
+    fold_title = plural(len(folded), "nit" if only_nits else "more finding") + ", folded"
     groups = group_by_reason(not_covered)
     skipped = [line for reason, paths in groups for line in _group_lines(reason, paths)]
     sections: list[str] = []
@@ -107,7 +112,7 @@ def render_review_body(
         ("### Findings", findings, "\n", "finding", None),
         ("### Outside the diff", moved, "\n\n", "comment", None),
         (f"### Still open from earlier reviews: {len(earlier)}", list(earlier), "\n", "finding", None),
-        ("", folded, "\n", "nit", f"{plural(len(nits), 'nit')}, folded"),
+        ("", listed, "\n", "nit" if only_nits else "finding", fold_title),
         ("", skipped, "\n", "line", not_reviewed_line(groups)),
     ]
     wanted = [p for p in parts if p[1]]
@@ -129,6 +134,39 @@ def top_findings(
     found += [Finding(c.rank, _index_entry(c, links.of(c, inline=False))) for c in moved if c.rank != "nit"]
     found.sort(key=lambda f: SEVERITIES.index(f.severity))
     return found if limit is None else found[:limit]
+
+
+def withheld_lines(
+    withheld: Sequence[Withheld],
+    past_cap: int,
+    links: Links,
+    *,
+    min_confidence: int,
+    max_comments: int,
+    limit: int = MAX_WITHHELD_ENTRIES,
+) -> list[str]:
+    """The check run's folded account of the findings held back: how many for each reason, then each one withheld
+    (its place, its headline and the verifier's reason), at most ``limit``."""
+    labels = {
+        INVENTED: "quoted code that is not in the file (invented)",
+        REFUTED: "refuted by the verification pass",
+        LOW_CONFIDENCE: f"below the confidence threshold ({min_confidence} of 100)",
+        PAST_CAP: f"past the cap of {max_comments} comments (listed folded in the review)",
+    }
+    lines = [f"- {n} {labels[reason]}" for reason, n in withheld_counts(withheld, past_cap)]
+    if withheld:
+        lines.append("")
+    for w in withheld[:limit]:
+        c = w.comment
+        why = w.reason if c.confidence is None else f"{w.reason}, confidence {c.confidence}"
+        if c.verdict_reason:
+            why += f": {inline_text(c.verdict_reason, MAX_HEADLINE_CHARS)}"
+        where = f"line {c.line}" + (" (old)" if c.side == "LEFT" else "")
+        url = links.of(c, inline=False)
+        lines.append(f"- {LABELS[c.rank]} · [{_code(c.path)} {where}]({url}): {_headline(c.body)} _({why})_")
+    if len(withheld) > limit:
+        lines.append(f"- _…and {len(withheld) - limit} more_")
+    return lines
 
 
 def earlier_finding_entry(severity: str, path: str, line: int, title: str, url: str) -> str:

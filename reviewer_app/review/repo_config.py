@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from reviewer_app.core.gate import CONFIG_PATH
+from reviewer_app.core.precision import DEFAULT_MAX_COMMENTS, DEFAULT_MIN_CONFIDENCE
 from reviewer_app.github.check_run_text import CONCLUSIONS, DEFAULT_CONCLUSIONS
 from reviewer_app.review.selection import compile_ignore
 
@@ -29,8 +30,12 @@ KNOWN_KEYS = frozenset(
         "conclusions",
         "resolve_outdated",
         "dry_run",
+        "verify",
+        "min_confidence",
+        "max_comments",
     }
 )
+MAX_COMMENTS_LIMIT = 50
 NITS = ("fold", "off")
 SEVERITY_NAMES = ("critical", "warning", "suggestion", "nit")
 
@@ -54,6 +59,10 @@ class RepoConfig:
     conclusions: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CONCLUSIONS))
     resolve_outdated: bool = True  # resolve the app's own review threads whose code changed in a later push
     dry_run: bool = False  # review, but post nothing: what would have been posted is kept on the job (dry_run.py)
+    # The verification pass (a second model call that confirms or refutes each finding); None: the server's default.
+    verify: bool | None = None
+    min_confidence: int = DEFAULT_MIN_CONFIDENCE  # findings the verifier gives less are not published (0-100)
+    max_comments: int = DEFAULT_MAX_COMMENTS  # critical and warning findings shown; the rest are listed folded
     errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
 
 
@@ -74,7 +83,7 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any
-    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated", "batch", "dry_run"):
+    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated", "batch", "dry_run", "verify"):
         if key in data:
             if isinstance(data[key], bool):
                 cfg = replace(cfg, **{key: data[key]})
@@ -118,6 +127,13 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
                 cfg = replace(cfg, **{key: ceiling})
             else:
                 cfg = replace(cfg, **{key: value})
+    for key, low, high in (("min_confidence", 0, 100), ("max_comments", 1, MAX_COMMENTS_LIMIT)):
+        if key in data:
+            value = data[key]
+            if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+                cfg = replace(cfg, **{key: value})
+            else:
+                errors.append(f"{key} must be a whole number from {low} to {high}")
     if "nits" in data:
         if data["nits"] in NITS:
             cfg = replace(cfg, nits=data["nits"])

@@ -19,6 +19,7 @@ class ReviewSettings:
     repository_tools: bool = False  # the server's default for repositories that do not say
     tool_limits: ToolLimits = field(default_factory=ToolLimits)
     dry_run: bool = False  # post nothing anywhere (REVIEWER_DRY_RUN; a repository may ask for it alone)
+    verify: bool = True  # the verification pass, for repositories whose .github/reviewer.yml does not say
 
     @classmethod
     def from_config(cls, cfg: Config) -> ReviewSettings:
@@ -33,4 +34,5 @@ class ReviewSettings:
             repository_tools=cfg.repository_tools,
             tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
             dry_run=cfg.dry_run,
+            verify=cfg.verify,
         )

@@ -166,7 +166,7 @@ class DrivenStore(FencedFinishes, abc.ABC):
         await self._run(lambda: p.changes(s.MARK_EFFECT, (error, done, now, effect_id)))
 
     async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
-        rows = [dict(r) for r in await self._rows(s.USAGE_BY_REPO, (since, since))]
+        rows = [dict(r) for r in await self._rows(s.USAGE_BY_REPO, (since, since, since))]
         return [{**r, "batched": bool(r["batched"])} for r in rows]
 
     # -- Message Batches ----------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ class DrivenStore(FencedFinishes, abc.ABC):
         return [Job.from_row(r) for r in await self._rows(s.FAILED_SINCE, (since, limit))]
 
     async def spend_by_day(self, *, since: float, until: float) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._rows(s.SPEND_BY_DAY, (since, until, since, until))]
+        return [dict(r) for r in await self._rows(s.SPEND_BY_DAY, (since, until, since, until, since, until))]
 
     # -- the worker registry ------------------------------------------------------------------------------
 

@@ -131,6 +131,12 @@ class AdmitResult:
         return self.outcome == "enqueued"
 
 
+# What model tokens were spent on: the review itself (and answers in threads), or the verification of its findings,
+# metered apart (the attempt's verify_* columns; a batched verification's request key starts with "verify-").
+REVIEW = "review"
+VERIFICATION = "verification"
+
+
 @dataclass(frozen=True)
 class Usage:
     model: str = ""
@@ -138,6 +144,7 @@ class Usage:
     output_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
+    kind: str = REVIEW
 
 
 @dataclass

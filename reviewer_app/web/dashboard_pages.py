@@ -384,7 +384,14 @@ def spend_page(*, days: int, spend: Spend) -> str:
     """The chart, the table behind it (cost per day of each repository it draws), and the tokens per repository
     and per day. Rows of ``spend.totals`` and ``spend.per_day`` have ``jobs``, the token columns, ``cost`` and
     ``unpriced``. Days without any spend are left out of the tables."""
-    head = ("jobs", *(name for name, _ in SPEND_COLUMNS), "of them batched", "est. cost", "saved by batching")
+    head = (
+        "jobs",
+        *(name for name, _ in SPEND_COLUMNS),
+        "of them batched",
+        "est. cost",
+        "of it verification",
+        "saved by batching",
+    )
 
     def cells(r: Mapping[str, Any]) -> list[str]:
         return [
@@ -392,11 +399,13 @@ def spend_page(*, days: int, spend: Spend) -> str:
             *(num(r[key]) for _, key in SPEND_COLUMNS),
             num(r["batched_tokens"]),
             money(r["cost"], unpriced=r["unpriced"]),
+            money(r["verify_cost"]),
             money(r["saved"]),
         ]
 
     total_cost = sum(r["cost"] for r in spend.totals)
     total_saved = sum(r["saved"] for r in spend.totals)
+    total_verify = sum(r["verify_cost"] for r in spend.totals)
     names = list(spend.series)
     spent = [(i, day) for i, day in enumerate(spend.per_day) if day["jobs"]][::-1]
     behind = [
@@ -404,7 +413,8 @@ def spend_page(*, days: int, spend: Spend) -> str:
         for i, day in spent
     ]
     return (
-        f"<p id=total>Estimated cost of the last {days} days: <b>${total_cost:,.2f}</b>, of which Message Batches saved"
+        f"<p id=total>Estimated cost of the last {days} days: <b>${total_cost:,.2f}</b>, of which the verification of"
+        f" findings cost <b id=verify>${total_verify:,.2f}</b> and Message Batches saved"
         f" <b id=saved>${total_saved:,.2f}</b> (list prices per model, batched tokens at their batch price:"
         " REVIEWER_PRICES adds or overrides them; a model without a price shows ?).</p>"
         "<img class=chart id=chart src='/dashboard/spend.svg' width=960 height=400"

@@ -34,6 +34,7 @@ def _empty(repo: str) -> dict[str, Any]:
         "unpriced": False,
         "batched_tokens": 0,  # of the token columns, those sent through Message Batches (half price)
         "saved": 0.0,  # what batching saved against the interactive price
+        "verify_cost": 0.0,  # of ``cost``, what the verification pass of the reviews' findings cost
         **{key: 0 for _, key in SPEND_COLUMNS},
     }
 
@@ -49,6 +50,8 @@ def _add(into: dict[str, Any], row: Mapping[str, Any], dollars: float | None, sa
     else:
         into["cost"] += dollars
         into["saved"] += saved or 0.0
+        if row.get("verification"):
+            into["verify_cost"] += dollars
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], prices: Mapping[str, Price], *, now: float) -> Spend:

@@ -123,9 +123,19 @@ class FakeAnthropic:
     ``requests``.
     """
 
-    def __init__(self, *, api_key: str | None = None, tool_name: str = "submit_review") -> None:
+    def __init__(
+        self, *, api_key: str | None = None, tool_name: str = "submit_review", verify_tool: str = "submit_verdicts"
+    ) -> None:
         self.api_key = api_key  # when set, any other key gets 401
         self.tool_name = tool_name
+        # Requests that force ``verify_tool`` (the verification pass) take their steps from a queue of their own
+        # (``script_verify_*``), so scripting a review's answers is not disturbed by its verification. Unscripted, the
+        # verifier confirms every finding of the request with ``verify_confidence``, or answers what ``verifier``
+        # computes from the request's body.
+        self.verify_tool = verify_tool
+        self.verify_confidence = 90
+        self.verifier: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        self._verify_script: deque[_Step] = deque()
         self.default_answer: dict[str, Any] = dict(DEFAULT_MODEL_ANSWER)
         # When set, what an unscripted request gets, computed from its body (see ``_unscripted``).
         self.responder: Callable[[dict[str, Any]], dict[str, Any] | str] | None = None
@@ -246,6 +256,39 @@ class FakeAnthropic:
         """Process the prompt (its cache breakpoints are written), then drop the connection without answering."""
         self._queue(_LostAnswer(), times)
 
+    def script_verify_answer(self, verdicts: list[dict[str, Any]], *, times: int = 1) -> None:
+        """The next verification request(s) get these verdicts (``{"id": "F1", "verdict": ..., "confidence": ...,
+        "reason": ...}``)."""
+        block = {"type": "tool_use", "name": self.verify_tool, "input": {"verdicts": list(verdicts)}}
+        self._verify_script.extend([_Answer([block], "tool_use", None)] * times)
+
+    def script_verify_malformed(self, *, times: int = 1) -> None:
+        """The next verification request(s) get a tool call that breaks the verdicts schema."""
+        block = {"type": "tool_use", "name": self.verify_tool, "input": {"verdicts": "all fine"}}
+        self._verify_script.extend([_Answer([block], "tool_use", None)] * times)
+
+    def script_verify_error(self, status: int, error_type: str, message: str, *, times: int = 1) -> None:
+        """The next verification request(s) get an API error."""
+        self._verify_script.extend([_Fault(status, error_type, message)] * times)
+
+    @property
+    def verify_requests(self) -> list[RecordedRequest]:
+        """The recorded ``POST /v1/messages`` requests of the verification pass, in order."""
+        return [r for r in self.message_requests if self._verifies(r.body)]
+
+    @property
+    def review_requests(self) -> list[RecordedRequest]:
+        """The recorded ``POST /v1/messages`` requests that are not the verification pass's, in order."""
+        return [r for r in self.message_requests if not self._verifies(r.body)]
+
+    def _verifies(self, body: Any) -> bool:
+        choice = body.get("tool_choice") if isinstance(body, dict) else None
+        return isinstance(choice, dict) and choice.get("name") == self.verify_tool
+
+    def _next_step(self, body: dict[str, Any]) -> _Step | None:
+        queue = self._verify_script if self._verifies(body) else self._script
+        return queue.popleft() if queue else None
+
     def script_batch_create_error(self, status: int, error_type: str, message: str, *, times: int = 1) -> None:
         """Answer the next batch creation(s) with an API error."""
         self._batch_create_faults.extend([_Fault(status, error_type, message)] * times)
@@ -317,7 +360,7 @@ class FakeAnthropic:
         if rejection is not None:
             return rejection
         assert body is not None
-        step = self._script.popleft() if self._script else None
+        step = self._next_step(body)
         if isinstance(step, _LostAnswer):
             self._usage(body, [])
         if isinstance(step, _Disconnect | _LostAnswer):
@@ -431,7 +474,7 @@ class FakeAnthropic:
             if forced is not None:
                 batch.results[name] = _result_of_type(forced)
                 continue
-            step = self._script.popleft() if self._script else None
+            step = self._next_step(params)
             if isinstance(step, _Fault):
                 batch.results[name] = _errored(step.error_type, step.message)
             elif isinstance(step, _Disconnect | _LostAnswer):
@@ -515,12 +558,25 @@ class FakeAnthropic:
     def _unscripted(self, body: dict[str, Any]) -> _Answer:
         """What a request gets when nothing is scripted: ``responder``'s answer to it (a dict is the review tool's
         input, a str a text answer), else a tool call carrying ``default_answer``."""
+        if self._verifies(body):
+            verdicts = self.verifier(body) if self.verifier is not None else self._confirm_all(body)
+            return _Answer([{"type": "tool_use", "name": self.verify_tool, "input": verdicts}], "tool_use", None)
         answer: dict[str, Any] | str = dict(self.default_answer)
         if self.responder is not None:
             answer = self.responder(body)
         if isinstance(answer, str):
             return _Answer([{"type": "text", "text": answer}], "end_turn", None)
         return _Answer([{"type": "tool_use", "name": self.tool_name, "input": answer}], "tool_use", None)
+
+    def _confirm_all(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Every finding the request names (``<finding id="F1" ...>``) confirmed with ``verify_confidence``."""
+        ids = dict.fromkeys(re.findall(r'<finding id="(F\d+)"', _prompt_text(_blocks(body)).replace('\\"', '"')))
+        return {
+            "verdicts": [
+                {"id": i, "verdict": "confirmed", "confidence": self.verify_confidence, "reason": "It holds."}
+                for i in ids
+            ]
+        }
 
     def _message(self, body: dict[str, Any], answer: _Answer) -> web.Response:
         payload = self._message_payload(body, answer)

@@ -14,7 +14,7 @@ from reviewer_app.core.cancel_reasons import cancel_reason
 from reviewer_app.core.states import JobState
 from reviewer_app.store import statements as s
 from reviewer_app.store.procedures.steps import Count, Many, Procedure, Rows, Wake
-from reviewer_app.store.records import PROGRESS_COLUMNS, Job, Lease, Usage
+from reviewer_app.store.records import PROGRESS_COLUMNS, VERIFICATION, Job, Lease, Usage
 
 
 def usage_params(u: Usage | None) -> tuple[str | None, int, int, int, int]:
@@ -148,7 +148,9 @@ def skip_if_unpoked(lease: Lease, *, pokes: int, now: float, outcome: str) -> Pr
 
 
 def record_usage(lease: Lease, usage: Usage) -> Procedure[bool]:
-    return (yield Count(s.ADD_ATTEMPT_USAGE, (*usage_params(usage), lease.token))) == 1
+    """Tokens on the attempt: a verification's in its own columns, everything else in the attempt's."""
+    statement = s.ADD_ATTEMPT_VERIFY_USAGE if usage.kind == VERIFICATION else s.ADD_ATTEMPT_USAGE
+    return (yield Count(statement, (*usage_params(usage), lease.token))) == 1
 
 
 def rescue_expired(*, now: float) -> Procedure[list[int]]:

@@ -169,6 +169,15 @@ UPDATE attempts SET model = COALESCE(?, model),
  WHERE lease_token = ?
 """
 
+# The verification pass's tokens, apart from the review's (migration 0014).
+ADD_ATTEMPT_VERIFY_USAGE = """
+UPDATE attempts SET verify_model = COALESCE(?, verify_model),
+       verify_input_tokens = verify_input_tokens + ?, verify_output_tokens = verify_output_tokens + ?,
+       verify_cache_creation_tokens = verify_cache_creation_tokens + ?,
+       verify_cache_read_tokens = verify_cache_read_tokens + ?
+ WHERE lease_token = ?
+"""
+
 # End an automatic job skipped (cancelled, its outcome says why) only while this attempt holds the lease and no
 # event for its revision arrived since the attempt read the job.
 SKIP_IF_LEASE_HELD_AND_UNPOKED = f"""
@@ -218,6 +227,7 @@ __all__ = [
     "CLOSE_ATTEMPTS_FROM_JSON",
     "REQUEUE_IF_LEASE_HELD",
     "ADD_ATTEMPT_USAGE",
+    "ADD_ATTEMPT_VERIFY_USAGE",
     "SKIP_IF_LEASE_HELD_AND_UNPOKED",
     "SELECT_EXPIRED",
     "SELECT_EXPIRED_FOR_RESCUE",
