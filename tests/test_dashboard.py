@@ -13,7 +13,7 @@ from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.pricing import DEFAULT_PRICES, Price, cost, estimate, parse_prices, price_of
 from reviewer_app.service import build_service
-from reviewer_app.store.base import Delivery, Usage
+from reviewer_app.store.base import VERIFICATION, Delivery, Usage
 from reviewer_app.web.dashboard import COOKIE, PAST_DAYS_SECONDS, Dashboard
 from tests.dashboard_seed import EVIL_REPO, MODEL, _admit, queue_counts, seed
 from tests.helpers import SECRET, eventually, sha
@@ -460,3 +460,34 @@ async def test_cookies_can_be_forced_secure_and_are_unless_the_app_is_on_loopbac
     async with TestClient(TestServer(app)) as client:
         r = await login(client)  # plain http, no X-Forwarded-Proto: Secure all the same
         assert "Secure" in r.headers["Set-Cookie"]
+
+
+async def test_the_spend_page_shows_what_the_verification_of_findings_cost(dash) -> None:
+    client, seeded, store = dash
+    await login(client)
+    html = await (await client.get("/dashboard/spend")).text()
+    assert "<b id=verify>$0.00</b>" in html and "of it verification" in html
+    now = time.time()
+    spec = JobSpec(repo_id=6, repo_full_name="octo/verified", installation_id=7, pr_number=1, head_sha=sha("v"))
+    await store.admit(Delivery("spend-verify", "pull_request", "opened"), Enqueue(spec), now=now, max_attempts=3)
+    [lease] = [le for le in await store.claim(owner="w", limit=10, now=now, lease_seconds=60) if le.job.repo_id == 6]
+    verifier = "claude-haiku-4-5"
+    await store.record_usage_if_lease_held(lease, Usage(verifier, 1_000_000, 0, 0, 0, kind=VERIFICATION))
+    await store.complete_if_lease_held(lease, now=now, outcome="done", usage=Usage(MODEL, 1_000_000, 0, 0, 0))
+    verify_cost = cost(
+        DEFAULT_PRICES,
+        verifier,
+        input_tokens=1_000_000,
+        output_tokens=0,
+        cache_creation_tokens=0,
+        cache_read_tokens=0,
+        batched=False,
+    ).dollars
+    assert verify_cost is not None and verify_cost > 0
+    html = await (await client.get("/dashboard/spend")).text()
+    assert f"<b id=verify>${verify_cost:,.2f}</b>" in html
+    row = next(r for r in html.split("<tr>") if r.startswith("<td>octo/verified</td>"))
+    assert "<td class=n>2,000,000</td>" in row and f"<td class=n>${verify_cost:,.2f}</td>" in row
+    usage = {r["kind"]: r for r in await store.usage_by_repo(since=now - 1) if r["repo"] == "octo/verified"}
+    assert (usage["verification"]["model"], usage["verification"]["input_tokens"]) == (verifier, 1_000_000)
+    assert usage["reviews"]["model"] == MODEL

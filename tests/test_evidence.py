@@ -8,7 +8,7 @@ import difflib
 import pytest
 
 from reviewer_app.core.diff import parse_patch
-from reviewer_app.core.evidence import FileText, base_lines, check_evidence, find_quote
+from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence, find_quote
 from reviewer_app.core.review_model import ModelComment
 
 BASE = [
@@ -152,3 +152,9 @@ def test_a_suggestion_whose_quote_holds_its_range_or_lies_within_it_stays() -> N
     assert check_evidence([context], FILES).kept == (context,)
     inside = finding(11, "return 0", start_line=9, suggestion="if not xs:\n    return 0.0\nreturn 1")
     assert check_evidence([inside], FILES).kept == (inside,)
+
+
+def test_an_added_files_diff_is_its_whole_head() -> None:
+    added = parse_patch(PATH, diff_of([], HEAD).patch, status="added")
+    assert added_lines(added) == HEAD
+    assert added_lines(diff_of(BASE, HEAD)) is None and added_lines(None) is None

@@ -152,3 +152,43 @@ def test_details_read_back_equal_the_same_details_built_and_stay_frozen() -> Non
     with pytest.raises(dataclasses.FrozenInstanceError):
         read.title = "changed"  # type: ignore[misc]
     assert JobDetails.from_dict({}) == JobDetails() and JobDetails.from_dict({}).extra == {}
+
+
+def test_evidence_verdicts_and_withheld_findings_round_trip_and_older_answers_lack_them() -> None:
+    from reviewer_app.core.job_records import VerifyAnswer
+    from reviewer_app.core.precision import REFUTED, Verdict, Withheld
+
+    checked = ModelComment(
+        "src/a.py",
+        3,
+        "Off by one.",
+        quote="for i in range(n + 1):",
+        failure="n=0 reads past the end.",
+        verdict="confirmed",
+        confidence=90,
+        verdict_reason="Traced.",
+    )
+    refuted = replace(checked, line=9, verdict="refuted", confidence=80)
+    answer = StoredAnswer("Risky.", (checked,), withheld=(Withheld(refuted, REFUTED),), verified_by="claude-haiku-4-5")
+    assert StoredAnswer.from_json(answer.to_json()) == answer
+    # An answer stored before quotes and verdicts (a checkpoint of an in-flight job) loads without them.
+    older = StoredAnswer.from_json(orjson.dumps({"summary": "s", "comments": [COMMENT]}))
+    assert older is not None and older.withheld == () and older.verified_by == ""
+    assert (older.comments[0].quote, older.comments[0].confidence, older.comments[0].verdict) == (None, None, None)
+    assert "quote" not in orjson.loads(older.to_json())["comments"][0]  # written back as it was read
+    # An unknown reason or verdict is not trusted: the entry or the value reads as absent.
+    odd = {
+        "summary": "s",
+        "withheld": [{"reason": "bored", "comment": COMMENT}],
+        "comments": [{**COMMENT, "verdict": "yes"}],
+    }
+    read = StoredAnswer.from_json(orjson.dumps(odd))
+    assert read is not None and read.withheld == () and read.comments[0].verdict is None
+
+    progress = ModelProgress(parts={"k1": PartAnswer("p", (checked,))}).with_verified(
+        "verify-abc", VerifyAnswer({0: Verdict("uncertain", 55, "Needs the caller.")}, "claude-haiku-4-5")
+    )
+    assert ModelProgress.from_dict(progress.to_dict()) == progress
+    assert "verified" not in ModelProgress(parts={"k1": PartAnswer("p")}).to_dict()
+    # A part finishing keeps the verification checkpointed beside it.
+    assert progress.with_part("k2", PartAnswer("q")).verified == progress.verified

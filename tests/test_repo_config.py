@@ -249,3 +249,17 @@ def test_nits_and_conclusions() -> None:
         "nits must be fold or off",
         "conclusions must map critical, warning, suggestion or nit to success, neutral or failure",
     )
+
+
+def test_verification_threshold_and_cap_are_read_within_their_bounds() -> None:
+    cfg = parse(None)
+    assert (cfg.verify, cfg.min_confidence, cfg.max_comments) == (None, 60, 5)
+    cfg = parse("verify: false\nmin_confidence: 75\nmax_comments: 12\n")
+    assert (cfg.verify, cfg.min_confidence, cfg.max_comments, cfg.errors) == (False, 75, 12, ())
+    cfg = parse("verify: sometimes\nmin_confidence: 101\nmax_comments: 0\n")
+    assert (cfg.verify, cfg.min_confidence, cfg.max_comments) == (None, 60, 5)
+    assert cfg.errors == (
+        "verify must be true or false",
+        "min_confidence must be a whole number from 0 to 100",
+        "max_comments must be a whole number from 1 to 50",
+    )

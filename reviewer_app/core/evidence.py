@@ -69,6 +69,13 @@ def base_lines(diff: FileDiff | None, head: Sequence[str] | None) -> list[str] |
     return out
 
 
+def added_lines(diff: FileDiff | None) -> list[str] | None:
+    """The whole file at the head when the diff holds it (an added file's diff is its every line), else None."""
+    if diff is None or diff.status != "added" or not diff.hunks:
+        return None
+    return [ln.text for h in diff.hunks for ln in h.lines if ln.kind != "removed"]
+
+
 def check_evidence(
     comments: Sequence[ModelComment], files: Mapping[str, FileText], *, window: int = REANCHOR_LINES
 ) -> Evidence:

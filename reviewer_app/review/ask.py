@@ -18,7 +18,7 @@ from typing import Any
 from anthropic.types import Message
 
 from reviewer_app.core.anchoring import resolve_path
-from reviewer_app.core.evidence import FileText, base_lines, check_evidence
+from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence
 from reviewer_app.core.job_records import ModelProgress, PartAnswer, StoredAnswer, VerifyAnswer
 from reviewer_app.core.precision import INVENTED, Withheld, apply_verdicts
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
@@ -208,7 +208,7 @@ class Ask:
         out: dict[str, FileText] = {}
         for path in dict.fromkeys(c.path for c in comments):
             diff = sources.diffs.get(path)
-            head: list[str] | None = [] if diff is not None and diff.status == "removed" else None
+            head = [] if diff is not None and diff.status == "removed" else added_lines(diff)
             if head is None:
                 text, _ = await self.reader.try_read(
                     installation_of(ctx), job.repo_full_name, path, job.head_sha, blob_sha=sources.blobs.get(path)
