@@ -137,3 +137,30 @@ def test_verdicts_are_read_strictly_and_ids_that_name_no_finding_are_ignored() -
     ):
         with pytest.raises(MalformedAnswer):
             parse_verdicts(bad, 1)
+
+
+JAVA = [
+    "public class Reader {",
+    "  private int pos;",
+    "",
+    "  private boolean fillBuffer(int minimum) {",
+    "    pos = 0;",
+    "    return true;",
+    "  }",
+    "",
+    "  void consume() {",
+    "    int p = pos;",
+    "    if (!fillBuffer(5)) {",
+    "      return;",
+    "    }",
+    "  }",
+    "}",
+]
+
+
+def test_a_callee_is_shown_from_its_own_definition_not_from_the_class_around_it() -> None:
+    finding = ModelComment("Reader.java", 10, "Stale p.", quote="    if (!fillBuffer(5)) {")
+    request = verify_request("t", "", [finding], {"Reader.java": FileText(JAVA, JAVA)}, {})
+    shown = request.user.split('what="definition of fillBuffer">', 1)[1].split("</code>", 1)[0]
+    assert shown.strip().splitlines()[0].split(maxsplit=1) == ["4", "private boolean fillBuffer(int minimum) {"]
+    assert "public class Reader" not in shown

@@ -253,11 +253,11 @@ def test_nits_and_conclusions() -> None:
 
 def test_verification_threshold_and_cap_are_read_within_their_bounds() -> None:
     cfg = parse(None)
-    assert (cfg.verify, cfg.min_confidence, cfg.max_comments) == (None, 60, 5)
+    assert (cfg.verify, cfg.min_confidence, cfg.max_comments) == (None, 50, 5)
     cfg = parse("verify: false\nmin_confidence: 75\nmax_comments: 12\n")
     assert (cfg.verify, cfg.min_confidence, cfg.max_comments, cfg.errors) == (False, 75, 12, ())
     cfg = parse("verify: sometimes\nmin_confidence: 101\nmax_comments: 0\n")
-    assert (cfg.verify, cfg.min_confidence, cfg.max_comments) == (None, 60, 5)
+    assert (cfg.verify, cfg.min_confidence, cfg.max_comments) == (None, 50, 5)
     assert cfg.errors == (
         "verify must be true or false",
         "min_confidence must be a whole number from 0 to 100",

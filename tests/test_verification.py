@@ -79,7 +79,7 @@ async def test_only_confirmed_confident_findings_with_real_quotes_are_published_
         fold = summary.split("<details>\n<summary>3 findings held back: why</summary>\n\n", 1)[1].split("</details>")[0]
         assert "- 1 quoted code that is not in the file (invented)" in fold
         assert "- 1 refuted by the verification pass" in fold
-        assert "- 1 below the confidence threshold (60 of 100)" in fold
+        assert "- 1 below the confidence threshold (50 of 100)" in fold
         assert "f3 ignores errors. _(refuted, confidence 85: Nothing can raise in `return 3`.)_" in fold
         assert "f4 may overflow. _(low confidence, confidence 40: Depends on the caller's types.)_" in fold
         assert "f5 reads a closed file. _(invented quote)_" in fold

@@ -180,8 +180,7 @@ def excerpts(comment: ModelComment, text: FileText | None, diff: FileDiff | None
         definition = _definition(name, lines)
         if definition is None or definition in covered:
             continue
-        span = enclosing_scope(comment.path, whole, definition) or (definition, definition + MARGIN_LINES)
-        span = (span[0], min(span[1], span[0] + MAX_CALLEE_LINES - 1))
+        span = _definition_span(comment.path, whole, definition)
         out.append(excerpt([span], f"definition of {name}"))
         covered |= set(range(span[0], span[1] + 1))
     return out
@@ -235,6 +234,15 @@ def _finding(index: int, comment: ModelComment, shown: Sequence[Excerpt]) -> str
         parts.append("(the file could not be read: judge from the claim and the quote)")
     parts.append("</finding>")
     return "\n".join(parts)
+
+
+def _definition_span(path: str, text: str, definition: int) -> tuple[int, int]:
+    """The lines of the function defined at ``definition``: the scope around its first body line when that scope opens
+    at the definition (or a decorator just above it), else a margin below it; at most MAX_CALLEE_LINES."""
+    scope = enclosing_scope(path, text, definition + 1)
+    if scope is None or not definition - SCOPE_HEAD_LINES <= scope[0] <= definition:
+        scope = (definition, definition + MARGIN_LINES)
+    return scope[0], min(scope[1], scope[0] + MAX_CALLEE_LINES - 1)
 
 
 def _callees(quote: str) -> list[str]:

@@ -1,0 +1,567 @@
+"""The review's quality on real pull requests with known issues: precision, recall and F1, with and without each filter.
+
+Each case of ``bench/quality_corpus/*.json`` (a real change that a later commit fixed, the files before and after it,
+and the issues the fix shows) is built as a pull request on the fake GitHub and reviewed by the whole app in process
+(tests/harness.py), with the production settings that matter here: the verification pass on, its cheaper model, the
+default threshold and cap. The model side (bench/quality_model.py) answers each request the app makes from a recording
+keyed by the request's hash, or from the real API when ANTHROPIC_API_KEY is set (recording what it answers).
+
+A judge then matches every finding the model made (published or held back) against the case's known issues, pairwise:
+"the same underlying issue?" (its request is answered the same way: recorded, or the API). From the job's stored
+answer (the findings kept, with their verdicts, and those withheld, with why) every variant is computed: no filter, each
+filter alone, each left out, all three; what the app published must be the "all" variant. A finding counts when it is
+shown (inline or outside the diff: folded ones are not what people read); precision is the share of shown findings
+that match a known issue, recall the share of known issues matched by a shown finding; both summed over the cases of
+a language (micro averages). Model cost per review comes from the recordings' usage, with and without the verification.
+
+    python bench/review_quality.py                      # replay (or the API with ANTHROPIC_API_KEY); --json
+    python bench/review_quality.py --record-missing     # requests without a recording go to quality_recordings/pending
+    python bench/review_quality.py --save-answer HASH answer.json   # a stand-in's answer to a pending request
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import difflib
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from aiohttp import web  # noqa: E402
+
+from bench.quality_model import JUDGE_TOOL, ModelSide  # noqa: E402
+from reviewer_app.core.job_records import StoredAnswer  # noqa: E402
+from reviewer_app.core.precision import (  # noqa: E402
+    DEFAULT_MAX_COMMENTS,
+    DEFAULT_MIN_CONFIDENCE,
+    INVENTED,
+    rank_and_cap,
+)
+from reviewer_app.core.pricing import DEFAULT_PRICES, cost  # noqa: E402
+from reviewer_app.core.review_model import ModelComment  # noqa: E402
+
+CORPUS = ROOT / "bench" / "quality_corpus"
+RECORDINGS = ROOT / "bench" / "quality_recordings"
+REVIEW_MODEL = "claude-sonnet-4-5"
+VERIFY_MODEL = "claude-haiku-4-5"
+JUDGE_MODEL = "claude-sonnet-4-5"
+DIFF_CONTEXT = 3  # lines of context in the patches, as GitHub's
+
+JUDGE_SYSTEM = f"""\
+You judge an automated code review against the known issues of a pull request: problems a later commit fixed, each \
+described in one sentence with its file and line. For each finding of the review, decide which known issue it is \
+about, if any: the same underlying issue, even when the finding words it differently, points at a neighbouring line, \
+or proposes another fix. A finding about a different problem in the same code, a vaguer worry that would not lead a \
+reader to the known issue, or a style point is not a match. Each finding matches at most one known issue. Answer by \
+calling {JUDGE_TOOL} once, with one entry per finding.
+"""
+JUDGE_TOOL_SCHEMA: dict[str, Any] = {
+    "name": JUDGE_TOOL,
+    "description": "Submit, for every finding, the known issue it is about or none.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "matches": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "finding": {"type": "string", "description": 'The finding\'s id, e.g. "F1".'},
+                        "issue": {"type": "string", "description": 'The known issue\'s id, e.g. "K1", or "none".'},
+                        "reason": {"type": "string", "description": "One line."},
+                    },
+                    "required": ["finding", "issue", "reason"],
+                },
+            }
+        },
+        "required": ["matches"],
+    },
+}
+
+# Variants: (name, evidence check, verification, cap).
+VARIANTS: tuple[tuple[str, bool, bool, bool], ...] = (
+    ("no filter", False, False, False),
+    ("evidence check only", True, False, False),
+    ("verification only", False, True, False),
+    ("cap only", False, False, True),
+    ("all but the evidence check", False, True, True),
+    ("all but verification", True, False, True),
+    ("all but the cap", True, True, False),
+    ("all three (production)", True, True, True),
+)
+
+
+# --------------------------------------------------------------------------------------------------- the corpus
+
+
+def load_cases(corpus: Path, names: Sequence[str] = ()) -> list[dict[str, Any]]:
+    cases = [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
+    if names:
+        wanted = set(names)
+        cases = [c for c in cases if c["id"] in wanted]
+        missing = wanted - {c["id"] for c in cases}
+        if missing:
+            raise SystemExit(f"no such case: {', '.join(sorted(missing))}")
+    return cases
+
+
+def pull_entry(path: str, base: str | None, head: str | None) -> dict[str, Any]:
+    """A GitHub-shaped entry of the pull request's file list, its patch computed as GitHub's (3 lines of context)."""
+    a, b = _lines(base), _lines(head)
+    lines = list(difflib.unified_diff(a, b, lineterm="", n=DIFF_CONTEXT))[2:]
+    adds = sum(1 for ln in lines if ln.startswith("+"))
+    dels = sum(1 for ln in lines if ln.startswith("-"))
+    status = "added" if base is None else "removed" if head is None else "modified"
+    return {
+        "filename": path,
+        "status": status,
+        "additions": adds,
+        "deletions": dels,
+        "changes": adds + dels,
+        "patch": "\n".join(lines),
+    }
+
+
+def _lines(text: str | None) -> list[str]:
+    """A file's lines as a diff has them: split on "\\n" only, a final newline ending the last line (not a line)."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def head_sha(case: dict[str, Any]) -> str:
+    sha = str(case["source"]).rstrip("/").rsplit("/", 1)[-1]
+    return sha if re.fullmatch(r"[0-9a-f]{40}", sha) else (sha * 40)[:40]
+
+
+# ---------------------------------------------------------------------------------------------------- reviewing
+
+
+@dataclass
+class CaseRun:
+    """One case reviewed: what the app stored and published, what the judge matched, what the model calls cost."""
+
+    case: dict[str, Any]
+    state: str
+    answer: StoredAnswer | None
+    published: int  # findings the app showed (inline and outside the diff)
+    candidates: list[tuple[ModelComment, str | None]] = field(default_factory=list)  # (finding, withheld reason)
+    matches: dict[int, int] = field(default_factory=dict)  # candidate index -> known issue index
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)  # by kind: review, verify, judge
+    answered_by: set[str] = field(default_factory=set)  # who answered the recordings used: api, stand-in
+    missing: int = 0  # requests without a recording
+
+    @property
+    def complete(self) -> bool:
+        return self.missing == 0 and self.state == "succeeded"
+
+
+@contextlib.asynccontextmanager
+async def serving(model: ModelSide) -> AsyncIterator[str]:
+    runner = web.AppRunner(model.make_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def review(case: dict[str, Any], model: ModelSide, url: str, work: Path) -> CaseRun:
+    """The whole app reviews ``case`` as a pull request; its stored answer and what it published."""
+    from reviewer_app.core.states import JobState
+    from tests.harness import harness
+
+    env = {
+        "ANTHROPIC_BASE_URL": url,
+        "REVIEWER_MODEL": REVIEW_MODEL,
+        "REVIEWER_VERIFY": "1",
+        "REVIEWER_VERIFY_MODEL": VERIFY_MODEL,
+        "REVIEWER_MALFORMED_RETRIES": "0",
+        "REVIEWER_MAX_ATTEMPTS": "1",
+        "REVIEWER_MODEL_TIMEOUT_SECONDS": "600",
+    }
+    async with harness(work, **env) as h:
+        repo = case["repo"]
+        h.github.add_repo(repo, h.installation_id)
+        files = [pull_entry(f["path"], f["base"], f["head"]) for f in case["files"]]
+        pull = h.github.add_pull(
+            repo, 1, head_sha(case), files=files, title=case["title"], body=case.get("body") or "", user="author"
+        )
+        for f in case["files"]:
+            if f["head"] is not None:
+                h.github.set_file(repo, f["path"], f["head"], ref=pull.head_sha)
+            if f["base"] is not None:
+                h.github.set_file(repo, f["path"], f["base"], ref=pull.base_sha)
+        delivered = await h.deliver("pull_request", h.pr_payload(pull))
+        job = await h.wait_state(delivered["job_id"], JobState.SUCCEEDED, JobState.FAILED, timeout=600)
+        counts = job.details.counts
+        published = (counts.inline + counts.moved) if counts is not None else 0
+        return CaseRun(case, job.state.value, job.answer, published)
+
+
+def candidates_of(answer: StoredAnswer | None) -> list[tuple[ModelComment, str | None]]:
+    """Every finding the model made, as the app left it: kept ones (with their verdicts), then withheld ones."""
+    if answer is None:
+        return []
+    return [*((c, None) for c in answer.comments), *((w.comment, w.reason) for w in answer.withheld)]
+
+
+# ------------------------------------------------------------------------------------------------------ judging
+
+
+def judge_body(case: dict[str, Any], findings: Sequence[ModelComment]) -> dict[str, Any]:
+    issues = "\n".join(
+        f'<issue id="K{i + 1}" path="{k["path"]}" line="{k["line"]}">{k["issue"]}</issue>'
+        for i, k in enumerate(case["known_issues"])
+    )
+    shown = "\n".join(
+        f'<finding id="F{i + 1}" path="{c.path}" line="{c.line}" side="{c.side}" severity="{c.rank}">\n'
+        f"{c.body.strip()}\n" + (f"<quote>\n{c.quote.strip()}\n</quote>\n" if c.quote else "") + "</finding>"
+        for i, c in enumerate(findings)
+    )
+    user = (
+        f"Pull request: {case['repo']}: {case['title']}\n\n<known_issues>\n{issues}\n</known_issues>\n\n"
+        f"<findings>\n{shown}\n</findings>\n\nMatch every finding to the known issue it is about, or none, then call "
+        f"{JUDGE_TOOL} once."
+    )
+    return {
+        "model": JUDGE_MODEL,
+        "max_tokens": 4096,
+        "system": JUDGE_SYSTEM,
+        "tools": [JUDGE_TOOL_SCHEMA],
+        "tool_choice": {"type": "tool", "name": JUDGE_TOOL},
+        "messages": [{"role": "user", "content": user}],
+    }
+
+
+async def judge(run: CaseRun, model: ModelSide) -> None:
+    """The judge's matches of every finding the model made. The findings are put in a fixed order (by place and
+    text), so the judge's request is the same whatever the filters kept or held back."""
+    order = sorted(range(len(run.candidates)), key=lambda i: _place(run.candidates[i][0]))
+    findings = [run.candidates[i][0] for i in order]
+    if not findings:
+        return
+    message = await model.answer(judge_body(run.case, findings))
+    data = message["content"][0].get("input") or {}
+    for row in data.get("matches") or []:
+        f = re.fullmatch(r"F(\d+)", str(row.get("finding", "")).strip())
+        k = re.fullmatch(r"K(\d+)", str(row.get("issue", "")).strip())
+        if f and k and int(f.group(1)) <= len(findings) and int(k.group(1)) <= len(run.case["known_issues"]):
+            run.matches[order[int(f.group(1)) - 1]] = int(k.group(1)) - 1
+
+
+def _place(c: ModelComment) -> tuple[str, str, int, str]:
+    return (c.path, c.side, c.line, c.body)
+
+
+# ------------------------------------------------------------------------------------------------------ scoring
+
+
+def shown(
+    candidates: Sequence[tuple[ModelComment, str | None]],
+    *,
+    evidence: bool,
+    verify: bool,
+    cap: bool,
+    min_confidence: int = DEFAULT_MIN_CONFIDENCE,
+    max_comments: int = DEFAULT_MAX_COMMENTS,
+) -> list[int]:
+    """The indexes of the candidates a variant shows. Without the evidence check an invented finding is kept (it was
+    never verified: it stays unverified); verification withholds the refuted and those under ``min_confidence``; the
+    cap shows the first ``max_comments`` critical and warning findings, ranked, and folds the rest."""
+    kept = []
+    for i, (c, reason) in enumerate(candidates):
+        if evidence and reason == INVENTED:
+            continue
+        if verify and (c.verdict == "refuted" or (c.confidence is not None and c.confidence < min_confidence)):
+            continue
+        kept.append(i)
+    if not cap:
+        return kept
+    chosen = rank_and_cap([candidates[i][0] for i in kept], max_comments=max_comments).shown
+    ids = {id(c) for c in chosen}
+    return [i for i in kept if id(candidates[i][0]) in ids]
+
+
+@dataclass
+class Score:
+    findings: int = 0
+    hits: int = 0  # shown findings that match a known issue
+    issues: int = 0
+    found: int = 0  # known issues matched by a shown finding
+
+    def add(self, other: Score) -> None:
+        self.findings += other.findings
+        self.hits += other.hits
+        self.issues += other.issues
+        self.found += other.found
+
+    @property
+    def precision(self) -> float:
+        return self.hits / self.findings if self.findings else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.issues if self.issues else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "findings": self.findings,
+            "matching": self.hits,
+            "known_issues": self.issues,
+            "found": self.found,
+            "precision": round(self.precision, 3),
+            "recall": round(self.recall, 3),
+            "f1": round(self.f1, 3),
+        }
+
+
+def score(run: CaseRun, indexes: Sequence[int]) -> Score:
+    return Score(
+        findings=len(indexes),
+        hits=sum(1 for i in indexes if i in run.matches),
+        issues=len(run.case["known_issues"]),
+        found=len({run.matches[i] for i in indexes if i in run.matches}),
+    )
+
+
+def table(runs: Sequence[CaseRun], **thresholds: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per variant: per language and overall, the summed score."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, evidence, verify, cap in VARIANTS:
+        by: dict[str, Score] = {}
+        for run in runs:
+            s = score(run, shown(run.candidates, evidence=evidence, verify=verify, cap=cap, **thresholds))
+            by.setdefault(run.case["language"], Score()).add(s)
+            by.setdefault("overall", Score()).add(s)
+        out[name] = {lang: s.row() for lang, s in sorted(by.items(), key=lambda kv: (kv[0] == "overall", kv[0]))}
+    return out
+
+
+def sweep(runs: Sequence[CaseRun]) -> dict[str, dict[str, Any]]:
+    """All three filters at other thresholds and caps: what the defaults trade."""
+    out: dict[str, dict[str, Any]] = {}
+    for min_confidence in (0, 40, 50, 60, 70, 80, 90):
+        total = Score()
+        for run in runs:
+            total.add(
+                score(run, shown(run.candidates, evidence=True, verify=True, cap=True, min_confidence=min_confidence))
+            )
+        out[f"min_confidence {min_confidence}"] = total.row()
+    for max_comments in (1, 2, 3, 5, 8, 50):
+        total = Score()
+        for run in runs:
+            total.add(
+                score(run, shown(run.candidates, evidence=True, verify=True, cap=True, max_comments=max_comments))
+            )
+        out[f"max_comments {max_comments}"] = total.row()
+    return out
+
+
+def price(model: str, usage: dict[str, int]) -> float:
+    priced = cost(
+        DEFAULT_PRICES,
+        model,
+        input_tokens=usage.get("input_tokens", 0),
+        output_tokens=usage.get("output_tokens", 0),
+        cache_creation_tokens=usage.get("cache_creation_input_tokens", 0),
+        cache_read_tokens=usage.get("cache_read_input_tokens", 0),
+        batched=False,
+    )
+    return priced.dollars or 0.0
+
+
+def costs(runs: Sequence[CaseRun]) -> dict[str, Any]:
+    """Tokens and dollars per review from the recordings' usage: the review's requests, and the verification's."""
+    reviewed = [r for r in runs if r.usage.get("review")]
+    if not reviewed:
+        return {}
+    n = len(reviewed)
+
+    def mean(kind: str, key: str) -> float:
+        return sum(r.usage.get(kind, {}).get(key, 0) for r in reviewed) / n
+
+    review_usd = sum(price(REVIEW_MODEL, r.usage.get("review", {})) for r in reviewed) / n
+    verify_usd = sum(price(VERIFY_MODEL, r.usage.get("verify", {})) for r in reviewed) / n
+    return {
+        "reviews": n,
+        "verified_reviews": sum(1 for r in reviewed if r.usage.get("verify")),
+        "review_input_tokens": round(mean("review", "input_tokens")),
+        "review_output_tokens": round(mean("review", "output_tokens")),
+        "verify_input_tokens": round(mean("verify", "input_tokens")),
+        "verify_output_tokens": round(mean("verify", "output_tokens")),
+        "usd_per_review_verification_off": round(review_usd, 4),
+        "usd_per_review_verification_on": round(review_usd + verify_usd, 4),
+        "verification_share": round(verify_usd / (review_usd + verify_usd), 3) if review_usd + verify_usd else 0.0,
+        "by": sorted({who for r in reviewed for who in r.answered_by}),
+    }
+
+
+# -------------------------------------------------------------------------------------------------------- running
+
+
+async def run(
+    cases: Sequence[dict[str, Any]],
+    *,
+    recordings: Path = RECORDINGS,
+    record_missing: bool = False,
+    live: Any = None,
+    model: ModelSide | None = None,
+) -> list[CaseRun]:
+    model = model or ModelSide(recordings, live=live, record_missing=record_missing)
+    runs: list[CaseRun] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with serving(model) as url:
+            for index, case in enumerate(cases):
+                model.start_case(case["id"])
+                (Path(tmp) / str(index)).mkdir()
+                result = await review(case, model, url, Path(tmp) / str(index))
+                result.candidates = candidates_of(result.answer)
+                if not model.missing:
+                    await judge(result, model)
+                result.missing = len(model.missing)
+                for recording in model.answered:
+                    kind = recording["kind"]
+                    into = result.usage.setdefault(kind, {})
+                    for key, value in recording["usage"].items():
+                        into[key] = into.get(key, 0) + int(value or 0)
+                result.answered_by = {r["by"] for r in model.answered}
+                runs.append(result)
+    return runs
+
+
+def check(runs: Sequence[CaseRun]) -> list[str]:
+    """Where the app's publication differs from the scoring's production variant (it must not)."""
+    problems = []
+    for r in runs:
+        expected = len(shown(r.candidates, evidence=True, verify=True, cap=True))
+        if r.complete and expected != r.published:
+            problems.append(f"{r.case['id']}: the app showed {r.published} findings, the scoring {expected}")
+    return problems
+
+
+def report(runs: Sequence[CaseRun]) -> dict[str, Any]:
+    complete = [r for r in runs if r.complete]
+    return {
+        "cases": len(runs),
+        "complete": len(complete),
+        "incomplete": [r.case["id"] for r in runs if not r.complete],
+        "languages": sorted({r.case["language"] for r in complete}),
+        "variants": table(complete),
+        "sweep": sweep(complete),
+        "cost": costs(complete),
+        "held_back": {
+            reason: sum(1 for r in complete for _, why in r.candidates if why == reason)
+            for reason in sorted({why for r in complete for _, why in r.candidates if why})
+        },
+        "model_findings": sum(len(r.candidates) for r in complete),
+        "consistency": check(complete),
+        "per_case": [
+            {
+                "id": r.case["id"],
+                "language": r.case["language"],
+                "findings": len(r.candidates),
+                "shown": r.published,
+                "known_issues": len(r.case["known_issues"]),
+                "found": score(r, shown(r.candidates, evidence=True, verify=True, cap=True)).found,
+                "found_unfiltered": score(r, shown(r.candidates, evidence=False, verify=False, cap=False)).found,
+            }
+            for r in complete
+        ],
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        f"cases: {result['complete']} complete of {result['cases']}"
+        + (f" (incomplete: {', '.join(result['incomplete'])})" if result["incomplete"] else ""),
+        f"findings the model made: {result['model_findings']}; held back before publication: {result['held_back']}",
+        "",
+        f"{'variant':28} {'language':12} {'shown':>5} {'match':>5} {'issues':>6} {'found':>5} {'P':>5} {'R':>5} {'F1':>5}",
+    ]
+    for variant, rows in result["variants"].items():
+        for lang, s in rows.items():
+            lines.append(
+                f"{variant:28} {lang:12} {s['findings']:5} {s['matching']:5} {s['known_issues']:6} {s['found']:5} "
+                f"{s['precision']:5.0%} {s['recall']:5.0%} {s['f1']:5.2f}"
+            )
+    lines.append("")
+    for name, s in result["sweep"].items():
+        lines.append(
+            f"{name:20} shown {s['findings']:3}  P {s['precision']:4.0%}  R {s['recall']:4.0%}  F1 {s['f1']:.2f}"
+        )
+    if result["cost"]:
+        c = result["cost"]
+        lines += [
+            "",
+            f"model cost per review ({c['reviews']} reviews, {c['verified_reviews']} verified; usage by {c['by']}):",
+            f"  review:       {c['review_input_tokens']:,} input + {c['review_output_tokens']:,} output tokens",
+            f"  verification: {c['verify_input_tokens']:,} input + {c['verify_output_tokens']:,} output tokens",
+            f"  US$ {c['usd_per_review_verification_off']:.4f} without verification, "
+            f"{c['usd_per_review_verification_on']:.4f} with ({c['verification_share']:.0%} of it verification)",
+        ]
+    if result["consistency"]:
+        lines += ["", "INCONSISTENT:", *result["consistency"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--recordings", type=Path, default=RECORDINGS)
+    parser.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
+    parser.add_argument("--exclude", default="", help="comma-separated case ids to leave out")
+    parser.add_argument("--record-missing", action="store_true", help="dump unanswered requests to pending/")
+    parser.add_argument("--save-answer", nargs=2, metavar=("HASH", "FILE"), help="record a stand-in's answer")
+    parser.add_argument("--prune", action="store_true", help="delete recordings a whole-corpus run did not use")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.save_answer:
+        key, file = args.save_answer
+        answer = json.loads(Path(file).read_text() if file != "-" else sys.stdin.read())
+        print(ModelSide(args.recordings).save_answer(key, answer))
+        return 0
+    logging.disable(logging.WARNING)
+    cases = load_cases(args.corpus, [c for c in args.cases.split(",") if c])
+    excluded = {c for c in args.exclude.split(",") if c}
+    cases = [c for c in cases if c["id"] not in excluded]
+    live = None
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        import anthropic
+
+        live = anthropic.AsyncAnthropic()
+    model = ModelSide(args.recordings, live=live, record_missing=args.record_missing)
+    runs = asyncio.run(run(cases, model=model))
+    result = report(runs)
+    unused = model.unused()
+    if args.prune and not args.cases and not excluded:
+        for path in unused:
+            path.unlink()
+    result["unused_recordings"] = len(unused)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 1 if result["consistency"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

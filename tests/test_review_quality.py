@@ -1,0 +1,137 @@
+"""bench/review_quality.py in replay mode: the whole app reviews a case as a pull request against recorded model
+answers, the judge's recorded matches score it, and what the app published is the scoring's production variant.
+
+A crafted case of our own runs everywhere: it goes through the whole recording loop (each unanswered request dumped,
+answered, then replayed). Two real cases of the quality corpus replay from the committed recordings where the corpus
+is built (its case files hold third-party source text and are built locally: bench/quality_corpus/README.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.quality_model import ModelSide, request_hash
+from bench.review_quality import CORPUS, check, load_cases, report, run, shown
+
+BASE = "def total(xs):\n    return sum(xs)\n"
+HEAD = "def total(xs):\n    return sum(xs)\n\n\ndef average(xs):\n    return total(xs) / len(xs)\n"
+CASE: dict[str, Any] = {
+    "id": "crafted-average",
+    "language": "python",
+    "repo": "octo-org/stats",
+    "license": "MIT",
+    "source": "https://github.com/octo-org/stats/commit/" + "ab" * 20,
+    "fix": "https://github.com/octo-org/stats/commit/" + "cd" * 20,
+    "title": "Add average()",
+    "body": "",
+    "files": [{"path": "stats.py", "base": BASE, "head": HEAD}],
+    "known_issues": [{"path": "stats.py", "line": 6, "issue": "average([]) divides by zero."}],
+}
+REVIEW = {
+    "summary": "average() has no guard for an empty list.",
+    "comments": [
+        {
+            "path": "stats.py",
+            "line": 6,
+            "severity": "critical",
+            "body": "Division by zero for an empty list.",
+            "quote": "return total(xs) / len(xs)",
+            "failure": "average([]) raises ZeroDivisionError.",
+        },
+        {
+            "path": "stats.py",
+            "line": 2,
+            "severity": "warning",
+            "body": "total() ignores None values.",
+            "quote": "return sum(x for x in xs if x is not None)",  # not in the file: invented
+            "failure": "total([1, None]) raises TypeError.",
+        },
+        {
+            "path": "stats.py",
+            "line": 5,
+            "severity": "warning",
+            "body": "average() should document its return type.",
+            "quote": "def average(xs):",
+            "failure": "Callers do not know it returns a float.",
+        },
+    ],
+}
+VERDICTS = {
+    "verdicts": [
+        {"id": "F1", "verdict": "confirmed", "confidence": 95, "reason": "len([]) is 0."},
+        {"id": "F2", "verdict": "refuted", "confidence": 90, "reason": "Documentation, not a defect."},
+    ]
+}
+
+
+def judged(request: dict[str, Any]) -> dict[str, Any]:
+    """The judge's answer: the finding about the division matches the known issue, the others none."""
+    ids = re.findall(r'<finding id="(F\d+)"[^>]*>\n([^\n]*)', request["user"])
+    return {
+        "matches": [
+            {"finding": f, "issue": "K1" if "Division by zero" in body else "none", "reason": "."} for f, body in ids
+        ]
+    }
+
+
+async def test_the_recording_loop_then_replay_scores_a_crafted_case(tmp_path: Path) -> None:
+    answers = {"review": lambda _: REVIEW, "verify": lambda _: VERDICTS, "judge": judged}
+    kinds = []
+    for _ in range(4):  # review, then its verification, then the judge, then a replay with nothing missing
+        [result] = await run([CASE], model=ModelSide(tmp_path, record_missing=True))
+        pending = sorted((tmp_path / "pending").glob("*.json")) if (tmp_path / "pending").exists() else []
+        if not pending:
+            break
+        for path in pending:
+            request = json.loads(path.read_text())
+            assert request_hash(request["body"]) == request["hash"] and request["case"] == "crafted-average"
+            kinds.append(request["kind"])
+            ModelSide(tmp_path).save_answer(request["hash"], answers[request["kind"]](request))
+    assert kinds == ["review", "verify", "judge"]
+    recordings = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert {r["by"] for r in recordings} == {"stand-in"} and all(r["usage"]["input_tokens"] > 0 for r in recordings)
+
+    [replayed] = await run([CASE], recordings=tmp_path)
+    assert replayed.complete and check([replayed]) == []
+    reasons = sorted((c.line, why) for c, why in replayed.candidates)
+    assert reasons == [(2, "invented quote"), (5, "refuted"), (6, None)]
+    assert replayed.published == 1
+    result = report([replayed])
+    unfiltered = result["variants"]["no filter"]["overall"]
+    production = result["variants"]["all three (production)"]["overall"]
+    assert (unfiltered["findings"], unfiltered["precision"], unfiltered["recall"]) == (3, 0.333, 1.0)
+    assert (production["findings"], production["precision"], production["recall"]) == (1, 1.0, 1.0)
+    assert result["variants"]["all but the evidence check"]["overall"]["findings"] == 2  # the invented one is back
+    assert result["held_back"] == {"invented quote": 1, "refuted": 1}
+    cost = result["cost"]
+    assert cost["verified_reviews"] == 1
+    assert cost["usd_per_review_verification_on"] > cost["usd_per_review_verification_off"] > 0
+
+
+REAL = ["encode-httpx-fd3b69d", "serde-rs-json-92970d0"]
+
+
+@pytest.mark.skipif(
+    not all((CORPUS / f"{case}.json").exists() for case in REAL),
+    reason="the quality corpus is not built here (bench/quality_corpus/build.py)",
+)
+async def test_two_corpus_cases_replay_from_the_committed_recordings() -> None:
+    runs = await run(load_cases(CORPUS, REAL))
+    assert [r.complete for r in runs] == [True, True] and check(runs) == []
+    httpx, serde = runs  # the corpus's order: by case id
+    # httpx: three findings, all confirmed; only the double-hashed HA1 is the known issue.
+    assert (len(httpx.candidates), httpx.published, len(httpx.matches)) == (3, 3, 1)
+    assert len(shown(httpx.candidates, evidence=True, verify=True, cap=False, min_confidence=91)) == 1
+    # serde: both unwraps of invalid UTF-8 found; the verifier was unsure but above the threshold, so both are shown.
+    assert (len(serde.candidates), serde.published, sorted(serde.matches.values())) == (2, 2, [0, 1])
+    production = report(runs)["variants"]["all three (production)"]["overall"]
+    assert (production["findings"], production["matching"], production["found"], production["known_issues"]) == (
+        5,
+        3,
+        3,
+        3,
+    )
