@@ -78,21 +78,24 @@ def judged(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def json_files(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
 async def test_the_recording_loop_then_replay_scores_a_crafted_case(tmp_path: Path) -> None:
     answers = {"review": lambda _: REVIEW, "verify": lambda _: VERDICTS, "judge": judged}
     kinds = []
     for _ in range(4):  # review, then its verification, then the judge, then a replay with nothing missing
-        [result] = await run([CASE], model=ModelSide(tmp_path, record_missing=True))
-        pending = sorted((tmp_path / "pending").glob("*.json")) if (tmp_path / "pending").exists() else []
+        await run([CASE], model=ModelSide(tmp_path, record_missing=True))
+        pending = json_files(tmp_path / "pending")
         if not pending:
             break
-        for path in pending:
-            request = json.loads(path.read_text())
+        for request in pending:
             assert request_hash(request["body"]) == request["hash"] and request["case"] == "crafted-average"
             kinds.append(request["kind"])
             ModelSide(tmp_path).save_answer(request["hash"], answers[request["kind"]](request))
     assert kinds == ["review", "verify", "judge"]
-    recordings = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    recordings = json_files(tmp_path)
     assert {r["by"] for r in recordings} == {"stand-in"} and all(r["usage"]["input_tokens"] > 0 for r in recordings)
 
     [replayed] = await run([CASE], recordings=tmp_path)
