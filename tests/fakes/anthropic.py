@@ -5,7 +5,8 @@ shapes: a batch is ``in_progress`` until it is processed (at the first look afte
 it: ``hold_batches``), then ``ended`` with ``request_counts`` and a ``results_url``. Each request of a batch takes the
 next scripted step like an interactive call would (an answer succeeds, an error or a dropped connection errors);
 ``batch_outcomes`` forces a request's result type, ``expire_batches`` expires what is still processing, and
-``reverse_results`` returns results in another order than the requests."""
+``reverse_results`` returns results in another order than the requests. Requests of the verification pass (those
+forcing ``verify_tool``) take their steps from a queue of their own (``script_verify_*``)."""
 
 from __future__ import annotations
 
