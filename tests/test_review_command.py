@@ -116,8 +116,9 @@ def test_the_review_is_printed_as_the_app_would_post_it_and_nothing_is_posted(wo
     assert "#### `src/widget.py` line 4" in out and "**🟠 Warning**\n\nf2 returns a constant." in out
     assert [m.head_sha for m in parse_markers(out)] == [head]
     assert "reviewed, not posted" in one_line(err) and "--post posts it" in err
-    # The App's prompt and tool, the files as the App shows them.
-    [asked] = world.anthropic.message_requests
+    # The App's prompt and tool, the files as the App shows them; its finding checked by the verification pass.
+    [asked] = world.anthropic.review_requests
+    assert len(world.anthropic.verify_requests) == 1
     assert asked.system[0]["text"] == SYSTEM_PROMPT
     assert [t["name"] for t in asked.tools] == ["submit_review"]
     assert "src/widget.py" in files_shown(asked)
@@ -176,7 +177,8 @@ def test_post_publishes_the_review_once_and_a_second_post_publishes_nothing(worl
     status, out, err = world.review(world.url, "--post", capsys=capsys)
     assert status == 0, err
     assert world.reviews() == [review]  # nothing posted twice
-    assert len(world.anthropic.message_requests) == 1  # and the model not asked again
+    # And the model not asked again (the review, and the verification of its finding, once each).
+    assert (len(world.anthropic.review_requests), len(world.anthropic.verify_requests)) == (1, 1)
     assert "already reviewed" in one_line(err) and f"#pullrequestreview-{review['id']}" in err
     assert review["body"] in out
 
