@@ -70,7 +70,8 @@ def test_killed_after_the_model_answered_publishes_once_without_a_second_model_c
             wait_until(lambda: job_row(db, job_id)["state"] == "succeeded")
             reviews = fakes.call(github.reviews_for, REPO, 1)
             assert len(reviews) == 1 and "Stored answer." in reviews[0]["body"]
-            assert len(anthropic.message_requests) == 1
+            # The stored answer is published: neither the review nor its verification is asked again.
+            assert (len(anthropic.review_requests), len(anthropic.verify_requests)) == (1, 1)
             with sqlite3.connect(db) as conn:
                 outcomes = [
                     r[0] for r in conn.execute("SELECT outcome FROM attempts WHERE job_id = ? ORDER BY id", (job_id,))
