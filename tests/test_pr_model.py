@@ -61,6 +61,7 @@ from hypothesis.stateful import (
 
 from reviewer_app.core.markers import answer_marker_of, parse_markers
 from reviewer_app.core.states import JobState
+from reviewer_app.dispatch.duty import DUTY_LEASE_SECONDS
 from reviewer_app.review.batches import BatchPoller
 from reviewer_app.service import Service, build_service
 from reviewer_app.store.base import StoreUnavailable
@@ -79,6 +80,9 @@ PROFILES = {
 }
 PROFILE = os.environ.get("REVIEWER_MODEL_PROFILE", "ci")
 QUIET_TIMEOUT = 45.0
+# A host stopped while it held a duty's lease (check-run sync, outbox) leaves it to the others only when the lease
+# expires (DUTY_LEASE_SECONDS) if it could not release it: quiet then comes that much later, by design.
+QUIET_TIMEOUT_AFTER_A_SECOND_HOST = QUIET_TIMEOUT + DUTY_LEASE_SECONDS
 LEASE_SECONDS = 3
 REDELIVERIES = 5  # a delivery answered 503 is redelivered: at most this many tries in all
 GITHUB_LAG = 900.0  # seconds GitHub's clock stays behind the app's (more than a sequence's events can add)
@@ -164,6 +168,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.gh = self.h.github
         self.h.anthropic.responder = fake_model
         self.second: Service | None = None  # a second host on the same PostgreSQL store, while it runs
+        self.hosts_stopped = 0
         # GitHub's clock moves a second per event, as people and CI do: its one-second timestamps then order events
         # as they happened, and a delivery held back carries the time GitHub gave it, not the time it arrives. It
         # stays behind the app's clock (GITHUB_LAG), as a delivery always arrives after its event happened: a
@@ -627,6 +632,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.attempt_faults += 1
         self.calls_at_risk += self.h.svc.cfg.concurrency
         second, self.second = self.second, None
+        self.hosts_stopped += 1
         assert second is not None and second.dispatcher is not None
 
         async def stop() -> None:
@@ -746,7 +752,8 @@ class PRWorkMachine(RuleBasedStateMachine):
             return not busy and not effects
 
         try:
-            await eventually(quiet, timeout=QUIET_TIMEOUT, interval=0.05)
+            timeout = QUIET_TIMEOUT_AFTER_A_SECOND_HOST if self.hosts_stopped else QUIET_TIMEOUT
+            await eventually(quiet, timeout=timeout, interval=0.05)
         except AssertionError:
             jobs = await store.list_jobs(limit=10000)
             busy = [
