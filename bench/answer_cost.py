@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from reviewer_app.core.states import JobState  # noqa: E402
 from tests.harness import harness  # noqa: E402
-from tests.test_replies import reply_payload, reviewed_thread  # noqa: E402
+from tests.review.test_replies import reply_payload, reviewed_thread  # noqa: E402
 
 
 async def measure(answers: int) -> dict[str, object]:

@@ -148,7 +148,7 @@ def generated_case() -> dict[str, Any]:
         "body": "Renames the retry attempt counter; regenerates the Unicode table.",
         "files": [
             entry("reviewer_app/core/retry.py", source, changed, None),
-            entry("tests/test_duty.py", test, test_new, None),
+            entry("tests/dispatch/test_duty.py", test, test_new, None),
             entry("src/unicode_table.py", None, "\n".join(table) + "\n", "generated"),
             entry("requirements.txt", None, "\n".join(pins) + "\n", "lock"),
             entry("native/values.c", crlf_old, crlf_new, "whitespace"),

@@ -192,17 +192,17 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
                 "REVIEWER_SCAN_SECONDS": "0.05",
                 "REVIEWER_CHECK_SYNC_SECONDS": "0.05",
                 "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
-                # Writes one at a time but not a second apart (tests/test_write_pacing.py paces them).
+                # Writes one at a time but not a second apart (tests/github/test_write_pacing.py paces them).
                 "REVIEWER_GITHUB_WRITE_INTERVAL_SECONDS": "0",
                 "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
                 "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
                 "REVIEWER_DEBOUNCE_SECONDS": "0",
                 "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
                 "REVIEWER_SWEEP_SECONDS": "0",
-                # Every review interactive unless a test turns Message Batches on (tests/test_batches*.py).
+                # Every review interactive unless a test turns Message Batches on (tests/review/test_batches*.py).
                 "REVIEWER_BATCH": "0",
                 # Findings published as the model wrote them unless a test turns the verification pass on
-                # (tests/test_verification.py); the evidence check runs always.
+                # (tests/review/test_verification.py); the evidence check runs always.
                 "REVIEWER_VERIFY": "0",
                 "REVIEWER_BATCH_POLL_SECONDS": "1",
                 **env,

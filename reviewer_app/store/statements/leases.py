@@ -16,7 +16,7 @@ INSERT INTO attempts (job_id, attempt, lease_owner, lease_token, started_at) VAL
 # claimed rows come back whole, so a worker starts without reading its job again. Parameters: owner, lease expiry,
 # now, limit. PostgreSQL skips rows another claimer has locked and writes the attempt rows in the same statement.
 # SQLite is told its index: without statistics its planner may search another index on state and sort every queued
-# job to take the first few (an index on (state, id) once made the claim O(backlog); tests/test_query_plans.py).
+# job to take the first few (an index on (state, id) once made the claim O(backlog); tests/store/test_query_plans.py).
 CLAIM_QUEUED = Dialects(
     f"""
 UPDATE jobs SET state = '{JobState.RUNNING.value}', lease_owner = ?1, lease_token = lower(hex(randomblob(16))),

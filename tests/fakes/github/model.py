@@ -98,7 +98,7 @@ class RecordedRequest:
     token_expired: bool
     status: int
     fault: str | None
-    route: str = ""  # the route's pattern, e.g. /repos/{owner}/{name}/check-runs (tests/test_fake_schema.py)
+    route: str = ""  # the route's pattern, e.g. /repos/{owner}/{name}/check-runs (tests/github/test_fake_schema.py)
     request_json: Any = None  # a write's JSON body as the app sent it
     response_json: Any = None  # the JSON the fake answered
     arrived: float = 0.0  # time.time() when the request came in (pacing and rate-limit tests)

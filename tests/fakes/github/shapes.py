@@ -1,5 +1,5 @@
 """GitHub-shaped JSON every area shares: timestamps, shas, users, repositories and commits as GitHub's schemas have
-them (tests/test_fake_schema.py holds the fake to those schemas)."""
+them (tests/github/test_fake_schema.py holds the fake to those schemas)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def blob_sha(text: str) -> str:
 
 
 def user_json(login: str) -> Json:
-    """A user as GitHub's `simple-user` schema has it (tests/test_fake_schema.py holds the fake to it)."""
+    """A user as GitHub's `simple-user` schema has it (tests/github/test_fake_schema.py holds the fake to it)."""
     user_id = 2**32 + int(hashlib.sha1(login.encode()).hexdigest()[:8], 16)  # past 2**31, as every id here
     api = f"https://api.github.com/users/{login}"
     return {

@@ -1,7 +1,7 @@
 """Review threads: list a pull request's review comments, reply in a thread, and arrange replies in tests.
 
 The routes read and write the state's ``review_comments`` (kept as the review POST stores them) and fill in what
-GitHub's `pull-request-review-comment` schema asks for when they serve them (tests/test_fake_schema.py holds them to
+GitHub's `pull-request-review-comment` schema asks for when they serve them (tests/github/test_fake_schema.py holds them to
 it).
 """
 

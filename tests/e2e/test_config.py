@@ -1,0 +1,169 @@
+"""Configuration: every startup error is one line that says what to fix, and a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from reviewer_app.config import ConfigError, load_config
+from tests.fakes.keys import test_key_pair
+
+BASE = {"GITHUB_WEBHOOK_SECRET": "s"}
+
+
+def test_defaults() -> None:
+    cfg = load_config(BASE)
+    assert (cfg.host, cfg.port, cfg.database_url, cfg.concurrency, cfg.max_attempts) == (
+        "0.0.0.0",
+        8080,
+        "sqlite:///reviewer.db",
+        4,
+        5,
+    )
+    assert cfg.renew_interval == cfg.lease_seconds / 3
+
+
+def test_key_from_a_file(tmp_path) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text(test_key_pair().private_pem)
+    cfg = load_config({**BASE, "GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY_PATH": str(key)})
+    assert cfg.private_key.startswith("-----BEGIN") and cfg.github_configured
+
+
+@pytest.mark.parametrize(
+    "env,fragment",
+    [
+        ({"GITHUB_APP_ID": "42"}, "no private key"),
+        ({"GITHUB_PRIVATE_KEY": test_key_pair().private_pem}, "GITHUB_APP_ID is not"),
+        ({"GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY_PATH": "/nonexistent/key.pem"}, "no such file"),
+        ({"GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\ngarbage\n"}, "not a valid"),
+        ({"GITHUB_APP_ID": "abc", "GITHUB_PRIVATE_KEY": test_key_pair().private_pem}, "not a number"),
+        ({"DATABASE_URL": "mysql://x/y"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "sqlite:///"}, "names no file"),
+        ({"REVIEWER_CONCURENCY": "4"}, "did you mean REVIEWER_CONCURRENCY"),
+        ({"REVIEWER_CONCURRENCY": "0"}, "below its minimum"),
+        ({"REVIEWER_CONCURRENCY": "many"}, "is not a whole number"),
+        ({"REVIEWER_LEASE_SECONDS": "long"}, "is not a number"),
+        ({"PORT": "70000"}, "above its maximum"),
+        ({"REVIEWER_RETRY_BASE_SECONDS": "100", "REVIEWER_RETRY_MAX_SECONDS": "10"}, "RETRY_MAX"),
+        ({"LOG_FORMAT": "xml"}, "LOG_FORMAT"),
+    ],
+)
+def test_each_error_is_one_clear_line(env: dict[str, str], fragment: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({**BASE, **env})
+    message = str(err.value)
+    assert fragment in message and "\n" not in message
+    assert "garbage" not in message and "PRIVATE KEY" not in message  # the key never reaches a message
+
+
+def test_webhook_secret_is_required_once_the_app_is_configured() -> None:
+    with pytest.raises(ConfigError, match="GITHUB_WEBHOOK_SECRET"):
+        load_config({"GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": test_key_pair().private_pem})
+
+
+@pytest.mark.parametrize(
+    "env,fragment",
+    [
+        ({"GITHUB_APP_ID": "42", "GITHUB_WEBHOOK_SECRET": "s"}, "no private key"),
+        ({"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_LEASE_SECONDZ": "3"}, "unknown setting REVIEWER_LEASE_SECONDZ"),
+        ({"GITHUB_WEBHOOK_SECRET": "s", "DATABASE_URL": "oracle://db"}, "DATABASE_URL"),
+    ],
+)
+def test_serve_stops_with_one_line_and_a_non_zero_exit(tmp_path, env: dict[str, str], fragment: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", "serve"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in result.stderr
+
+
+def test_config_command_masks_secrets(tmp_path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "GITHUB_WEBHOOK_SECRET": "hunter2", "ANTHROPIC_API_KEY": "sk-ant-secret"}
+    result = subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", "config"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert "hunter2" not in result.stdout and "sk-ant-secret" not in result.stdout
+    assert "GITHUB_WEBHOOK_SECRET=***" in result.stdout and "REVIEWER_CONCURRENCY=4" in result.stdout
+
+
+def test_every_setting_is_documented() -> None:
+    from pathlib import Path
+
+    from reviewer_app.settings import SETTINGS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    missing = [s.env for s in SETTINGS if f"`{s.env}`" not in doc]
+    assert missing == [], f"add these to docs/configuration.md: {missing}"
+
+
+def _config_lines(report) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in report.lines())
+
+
+def test_config_marks_what_is_wrong_or_missing_and_prints_the_rest() -> None:
+    from reviewer_app.config_report import inspect_config
+
+    report = inspect_config({"GITHUB_APP_ID": "42", "REVIEWER_CONCURRENCY": "many", "PORT": "9000"})
+    lines = _config_lines(report)
+    assert lines["PORT"] == "9000" and lines["REVIEWER_MAX_ATTEMPTS"] == "5"  # what it can read, it prints
+    assert lines["REVIEWER_CONCURRENCY"] == "many  # invalid: REVIEWER_CONCURRENCY='many' is not a whole number"
+    assert lines["GITHUB_WEBHOOK_SECRET"].startswith("  # missing: `serve` does not start without it")
+    assert lines["ANTHROPIC_API_KEY"] == "  # missing: no review runs until it is set"
+    assert any("GITHUB_APP_ID is set but no private key" in p for p in report.problems)
+    assert report.broken
+
+
+def test_config_with_nothing_set_points_at_the_setup_page() -> None:
+    from reviewer_app.config_report import inspect_config
+
+    report = inspect_config({})
+    lines = _config_lines(report)
+    assert lines["GITHUB_APP_ID"] == "  # not set: `reviewer-app serve` starts the setup page to register an App"
+    assert lines["GITHUB_WEBHOOK_SECRET"] == ""  # not required before there is an App
+    assert not report.broken and report.problems == []
+
+
+def test_config_shows_the_private_key_where_it_was_set(tmp_path) -> None:
+    from reviewer_app.config_report import inspect_config
+
+    key = tmp_path / "app.pem"
+    key.write_text(test_key_pair().private_pem)
+    base = {**BASE, "GITHUB_APP_ID": "42", "ANTHROPIC_API_KEY": "sk-ant-x"}
+    by_path = _config_lines(inspect_config({**base, "GITHUB_PRIVATE_KEY_PATH": str(key)}))
+    assert by_path["GITHUB_PRIVATE_KEY"] == "" and by_path["GITHUB_PRIVATE_KEY_PATH"] == str(key)
+    assert load_config({**base, "GITHUB_PRIVATE_KEY_PATH": str(key)}).masked()["GITHUB_PRIVATE_KEY"] == ""
+    by_text = _config_lines(inspect_config({**base, "GITHUB_PRIVATE_KEY": test_key_pair().private_pem}))
+    assert by_text["GITHUB_PRIVATE_KEY"] == "***" and by_text["GITHUB_PRIVATE_KEY_PATH"] == ""
+
+
+def test_config_command_prints_an_incomplete_configuration_and_exits_2(tmp_path) -> None:
+    """`reviewer-app config` printed nothing when the configuration was incomplete, which is when it is needed."""
+    env = {"PATH": "/usr/bin:/bin", "GITHUB_APP_ID": "42", "REVIEWER_RETRY_BASE_SECONDS": "soon"}
+    result = subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", "config"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "REVIEWER_CONCURRENCY=4\n" in result.stdout and "GITHUB_APP_ID=42\n" in result.stdout
+    assert "REVIEWER_RETRY_BASE_SECONDS=soon  # invalid: " in result.stdout
+    assert "GITHUB_WEBHOOK_SECRET=  # missing" in result.stdout
+    assert "reviewer-app: configuration error: GITHUB_APP_ID is set but no private key" in result.stderr
