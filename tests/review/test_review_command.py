@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -86,6 +87,17 @@ class World:
 
     def review_comments(self) -> list[dict[str, Any]]:
         return self.fakes.call(self.github.review_comments_for, REPO, 1)
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """`main` sets up the process's logging (the review command quiets it to CRITICAL): put it back for the tests
+    that run after these in the same process, whose ERROR records would otherwise never reach caplog."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture
