@@ -164,3 +164,50 @@ async def test_migrate_store_moves_a_batched_jobs_request_to_postgresql(tmp_path
         assert await pg.open_batches() == ["b-1"]  # PostgreSQL's duty collects it
     finally:
         await pg.close()
+
+
+async def test_settling_a_result_waits_for_a_worker_holding_its_job_row(pg_schema) -> None:
+    # PostgreSQL, two hosts: the poller settling a request and the job's own attempt deferring itself must see each
+    # other. Without the job row locked first, the poller's wake-up could find the job still running while the
+    # attempt's check could not yet see the settled request, and the job waited until its far retry time (about one
+    # run in 24 of the batch tests under load). Held here: the attempt's transaction has the job row; the settle waits.
+    import asyncio
+
+    import asyncpg
+
+    from reviewer_app.store.postgres import PostgresStore
+
+    dsn, schema = pg_schema
+    store = PostgresStore(dsn, schema=schema, timeout_ms=5000)
+    await store.open()
+    worker = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        job_id = (await admit(store, spec(pr=1))).job_id
+        await store.claim(owner="w", limit=1, now=NOW, lease_seconds=30)
+        name = f"job-{job_id}-k"
+        await store.record_batch_requests(
+            job_id, batch_id="b-1", model="claude-sonnet-4-5", parts=[(name, "k")], now=NOW
+        )
+        tx = worker.transaction()
+        await tx.start()
+        await worker.execute("SELECT id FROM jobs WHERE id = $1 FOR UPDATE", job_id)
+        settle = asyncio.create_task(
+            store.settle_batch_request(name, state="succeeded", result="{}", error=None, usage=None, now=NOW + 1)
+        )
+        deadline = asyncio.get_running_loop().time() + 10
+        waiting = 0
+        while not settle.done() and asyncio.get_running_loop().time() < deadline:
+            waiting = await worker.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert not settle.done() and waiting == 1
+        # Still pending as far as the attempt can tell: it has not settled behind the worker's back.
+        assert await worker.fetchval("SELECT ended_at FROM batch_requests WHERE custom_id = $1", name) is None
+        await tx.rollback()
+        assert await asyncio.wait_for(settle, 10) == job_id
+    finally:
+        await worker.close()
+        await store.close()

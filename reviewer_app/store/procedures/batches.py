@@ -15,6 +15,7 @@ def settle_batch_request(
     """Record a batch's report on one request (once) and wake its job when the request was still pending; the job's
     id, or None when the request was reported before or is not ours."""
     tokens = usage_params(usage)[1:]
+    yield Row(s.LOCK_JOB_OF_BATCH_REQUEST, (custom_id,))
     row = yield Row(s.SETTLE_BATCH_REQUEST_IF_OPEN, (state, result, error, now, *tokens, custom_id))
     if row is None:
         return None

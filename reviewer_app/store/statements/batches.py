@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reviewer_app.core.states import JobState
+from reviewer_app.store.statements.dialects import Dialects
 from reviewer_app.store.statements.jobs import TERMINAL_STATES
 
 BATCH_REQUEST_COLUMNS = (
@@ -23,6 +24,15 @@ SELECT_BATCH_REQUESTS_OF_JOB = (
 OPEN_BATCHES = "SELECT DISTINCT batch_id FROM batch_requests WHERE ended_at IS NULL ORDER BY batch_id LIMIT ?"
 
 SELECT_OPEN_REQUESTS_OF_BATCH = "SELECT custom_id FROM batch_requests WHERE batch_id = ? AND ended_at IS NULL"
+
+# Before a report is settled, the row of the job it answers is locked (PostgreSQL; SQLite's single writer already
+# orders the two): a worker deferring that job to wait on its batch (the job row updated, then
+# WAKE_IF_SETTLED_DURING_ATTEMPT) either commits first, so WAKE_QUEUED_JOB below sees the job queued, or waits for this
+# transaction's commit, so its own check sees the request settled. Without the lock each could miss the other and
+# the job would wait until its far retry time.
+LOCK_JOB_OF_BATCH_REQUEST = Dialects(
+    None, "SELECT j.id FROM jobs j JOIN batch_requests b ON b.job_id = j.id WHERE b.custom_id = $1 FOR UPDATE OF j"
+)
 
 # A batch's report on one request, written once (the first report wins; a second duty pass finds it ended). Only a
 # request still pending takes the result: a withdrawn one keeps its state and gets only its tokens.
@@ -73,6 +83,7 @@ __all__ = [
     "SELECT_BATCH_REQUESTS_OF_JOB",
     "OPEN_BATCHES",
     "SELECT_OPEN_REQUESTS_OF_BATCH",
+    "LOCK_JOB_OF_BATCH_REQUEST",
     "SETTLE_BATCH_REQUEST_IF_OPEN",
     "WAKE_QUEUED_JOB",
     "WAKE_IF_SETTLED_DURING_ATTEMPT",
