@@ -761,7 +761,28 @@ class PRWorkMachine(RuleBasedStateMachine):
                 for j in jobs
                 if j.state in (JobState.QUEUED, JobState.RUNNING) or j.check_run_status != "completed"
             ]
-            raise AssertionError(f"not quiet: {busy}; effects {await store.pending_effects()}") from None
+            raise AssertionError(
+                f"not quiet: {busy}; effects {await store.pending_effects()}\n{await self._why_busy(jobs)}"
+            ) from None
+
+    async def _why_busy(self, jobs) -> str:
+        """What a job left running or queued is doing: its attempts (owner, lease, outcome) and, for this process's
+        runners of it, where each one waits (a long profile's failure is timing-dependent: the replay may pass)."""
+        import io
+
+        lines = [f"wall={time.time():.1f} clock_offset={self.clock_offset}"]
+        for j in jobs:
+            if j.state not in (JobState.QUEUED, JobState.RUNNING):
+                continue
+            lines.append(f"job {j.id}: {j.state.value} next_attempt_at={j.next_attempt_at} attempts={j.attempts}")
+            for a in await self.h.store.attempts_of(j.id):
+                lines.append(f"  attempt {a}")
+            for task in asyncio.all_tasks(self.loop):
+                if task.get_name() == f"job-{j.id}":
+                    out = io.StringIO()
+                    task.print_stack(limit=12, file=out)
+                    lines.append(out.getvalue())
+        return "\n".join(lines)
 
     async def _check_invariant(self) -> None:
         jobs = await self.h.store.list_jobs(limit=10000)
