@@ -68,10 +68,21 @@ class BatchSubmitter:
         return await asyncio.shield(future)
 
     async def _send_later(self) -> None:
-        await asyncio.sleep(self.gather_seconds)
-        waiting, self._waiting = self._waiting, []
-        if not waiting:
-            return
+        # Rounds until one gathers nothing: a request submitted while a create was in flight found this task running
+        # and started none of its own, so it goes in the next round (it was left waiting until the job timed out).
+        while True:
+            await asyncio.sleep(self.gather_seconds)
+            waiting, self._waiting = self._waiting, []
+            if not waiting:
+                return
+            try:
+                await self._send(waiting)
+            finally:  # cancelled (shutdown): no submitter is left waiting on a future nobody will settle
+                for _, future in waiting:
+                    if not future.done():
+                        future.set_exception(TransientError("the batch was not sent (its sender stopped)"))
+
+    async def _send(self, waiting: list[tuple[list[dict[str, Any]], asyncio.Future[str]]]) -> None:
         requests = [r for rs, _ in waiting for r in rs]
         try:
             batch = await self._client.messages.batches.create(requests=requests)  # type: ignore[arg-type]

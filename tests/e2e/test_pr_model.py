@@ -768,8 +768,6 @@ class PRWorkMachine(RuleBasedStateMachine):
     async def _why_busy(self, jobs) -> str:
         """What a job left running or queued is doing: its attempts (owner, lease, outcome) and, for this process's
         runners of it, where each one waits (a long profile's failure is timing-dependent: the replay may pass)."""
-        import io
-
         lines = [f"wall={time.time():.1f} clock_offset={self.clock_offset}"]
         for j in jobs:
             if j.state not in (JobState.QUEUED, JobState.RUNNING):
@@ -777,11 +775,18 @@ class PRWorkMachine(RuleBasedStateMachine):
             lines.append(f"job {j.id}: {j.state.value} next_attempt_at={j.next_attempt_at} attempts={j.attempts}")
             for a in await self.h.store.attempts_of(j.id):
                 lines.append(f"  attempt {a}")
-            for task in asyncio.all_tasks(self.loop):
-                if task.get_name() == f"job-{j.id}":
-                    out = io.StringIO()
-                    task.print_stack(limit=12, file=out)
-                    lines.append(out.getvalue())
+        # Every task of the app's code, each with its whole chain of awaits (a shielded write runs in a task of its own).
+        for task in asyncio.all_tasks(self.loop):
+            chain, coro = [], task.get_coro()
+            while coro is not None:
+                frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+                if frame is not None:
+                    chain.append(
+                        f"{frame.f_code.co_filename.split('/work/main/')[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
+                    )
+                coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+            if any("reviewer_app/" in c for c in chain):
+                lines.append(f"task {task.get_name()}: " + " > ".join(chain))
         return "\n".join(lines)
 
     async def _check_invariant(self) -> None:

@@ -153,6 +153,8 @@ class FakeAnthropic:
         self.batch_outcomes: dict[str, str] = {}  # custom_id -> result type forced on it (errored, expired, ...)
         self.reverse_results = False  # True: results come in the reverse order of the requests
         self._batch_create_faults: deque[_Fault] = deque()
+        # When set, a batch create is recorded at once but answered only once the event is set (a create in flight).
+        self.batch_create_gate: asyncio.Event | None = None
 
     # --- scripting -------------------------------------------------------------------------------------------
 
@@ -409,6 +411,8 @@ class FakeAnthropic:
             )
             if problem:
                 return self._error(400, "invalid_request_error", f"requests.{i}.params.{problem}")
+        if self.batch_create_gate is not None:
+            await self.batch_create_gate.wait()
         if self._batch_create_faults:
             fault = self._batch_create_faults.popleft()
             return self._error(fault.status, fault.error_type, fault.message)

@@ -135,3 +135,28 @@ async def test_the_fakes_batches_endpoints_through_the_sdk() -> None:
         with pytest.raises(anthropic.InternalServerError):
             await client.messages.batches.create(requests=[{"custom_id": "e", "params": params}])
         await client.close()
+
+
+async def test_a_request_submitted_while_a_batch_is_being_created_is_sent_in_the_next_one() -> None:
+    # Found by the model test's long PostgreSQL profile: a second job's request arrived while the first job's
+    # batches.create was in flight; the submitter's sending task was still running, so none was started for it, and
+    # the second job waited on its batch id until the job timed out.
+    import asyncio
+    import time
+
+    from reviewer_app.review.batches import BatchSubmitter
+
+    fake = FakeAnthropic()
+    fake.batch_create_gate = asyncio.Event()
+    params = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    async with fake.serve() as url:
+        client = anthropic.AsyncAnthropic(api_key="sk-ant-test", base_url=url, max_retries=0)
+        submitter = BatchSubmitter(client, gather_seconds=0.0, clock=time.time)
+        first = asyncio.create_task(submitter.submit([{"custom_id": "first", "params": params}]))
+        await fake.wait_for_requests(1)  # the first create is in flight, held by the gate
+        second = asyncio.create_task(submitter.submit([{"custom_id": "second", "params": params}]))
+        await asyncio.sleep(0)  # the second request joins while the first create has not answered
+        fake.batch_create_gate.set()
+        first_batch, second_batch = await asyncio.wait_for(asyncio.gather(first, second), timeout=10)
+    assert first_batch != second_batch and submitter.batches_created == 2
+    assert [[r["custom_id"] for r in c.body["requests"]] for c in fake.batch_creates] == [["first"], ["second"]]
