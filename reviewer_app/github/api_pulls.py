@@ -17,6 +17,7 @@ class PullCalls(GitHubTransport):
             {**split_repo(repo), "number": number},
             installation_id=installation_id,
             what=f"pull request {repo}#{number}",
+            conditional=True,  # read by the gate at every step of a review: unchanged, it costs no rate limit
         )
 
     async def list_pull_files(self, installation_id: int, repo: str, number: int) -> list[Json]:
@@ -27,6 +28,7 @@ class PullCalls(GitHubTransport):
             installation_id=installation_id,
             what=f"files of pull request {repo}#{number}",
             limit=MAX_PULL_FILES,
+            conditional=True,  # read again by every attempt and every answer in a thread
         )
 
     async def list_open_pulls(self, installation_id: int, repo: str) -> list[Json]:

@@ -19,6 +19,7 @@ class ReviewCalls(GitHubTransport):
             {**split_repo(repo), "number": number, "per_page": PER_PAGE},
             installation_id=installation_id,
             what=f"reviews of pull request {repo}#{number}",
+            conditional=True,  # read by the gate and again before posting
         )
 
     async def create_review(

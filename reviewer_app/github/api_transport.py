@@ -15,10 +15,11 @@ import gidgethub
 import gidgethub.aiohttp
 import yarl
 
-from reviewer_app.core.errors import InstallationUnavailable, PermanentError
-from reviewer_app.github.api_errors import map_github_error
+from reviewer_app.core.errors import InstallationUnavailable, PermanentError, RateLimited, TransientError
+from reviewer_app.github.api_errors import map_github_error, redact
 from reviewer_app.github.auth import AppCredentials, InstallationTokens, PersonalToken, TokenSource
-from reviewer_app.github.graphql import graphql_endpoint
+from reviewer_app.github.etags import CACHE_BYTES, EtagCache
+from reviewer_app.github.graphql import graphql_endpoint, graphql_limit_retry_at
 from reviewer_app.github.pacing import WritePacer, WritePriority
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,15 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
     last_answer: tuple[int, Mapping[str, str]] = (0, {})  # status and headers of this instance's last response
 
     def __init__(
-        self, session: aiohttp.ClientSession, requester: str, *, base_url: str, request_timeout: float
+        self,
+        session: aiohttp.ClientSession,
+        requester: str,
+        *,
+        base_url: str,
+        request_timeout: float,
+        cache: EtagCache | None = None,
     ) -> None:
-        super().__init__(session, requester, base_url=base_url)
+        super().__init__(session, requester, base_url=base_url, cache=cache)
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
 
     async def _request(
@@ -120,9 +127,17 @@ class GitHubTransport:
         token_safety_margin: float = 300.0,
         on_response: Callable[[int | None], None] | None = None,
         pacer: WritePacer | None = None,
+        etag_cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self._gh = _GitHubAPI(session, user_agent, base_url=base_url, request_timeout=request_timeout)
         self._gh.on_response = on_response
+        # Reads the app repeats (the pull request, its files, its reviews, the repository's config) are conditional:
+        # GitHub answers an unchanged one 304, which costs no rate limit (etags.py).
+        self.etags = EtagCache(etag_cache_bytes)
+        self._conditional = _GitHubAPI(
+            session, user_agent, base_url=base_url, request_timeout=request_timeout, cache=self.etags
+        )
+        self._conditional.on_response = on_response
         self._credentials = credentials
         self._clock = clock
         self._read_retry_delays = tuple(read_retry_delays)
@@ -151,10 +166,11 @@ class GitHubTransport:
         before_send: Callable[[], Awaitable[Any]] | None = None,
         priority: WritePriority = WritePriority.NORMAL,
         repo: str | None = None,
+        conditional: bool = False,
     ) -> tuple[Any, str | None]:
         """One API call with the app's auth: an installation token for the call's repository (the ``owner``/``name``
         of ``url_vars``, or ``repo`` for a next-page link) and the work being done, or the app JWT when
-        ``installation_id`` is None."""
+        ``installation_id`` is None. A ``conditional`` read sends the ETag of the copy it keeps, if any."""
         failures = 0
         token_renewed = False
         if repo is None and url_vars is not None and "owner" in url_vars and "name" in url_vars:
@@ -168,7 +184,7 @@ class GitHubTransport:
                     auth = {"oauth_token": await self.tokens.get(installation_id, repo)}
                 phase = "send"
                 if method == "GET":
-                    return await self._gh.page(method, url, url_vars, **auth)
+                    return await (self._conditional if conditional else self._gh).page(method, url, url_vars, **auth)
                 async with self.pacer.turn(installation_id, priority):  # one at a time, paced (pacing.py)
                     if before_send is not None:
                         await before_send()  # its exception (a lost lease) goes to the caller: nothing was sent
@@ -214,6 +230,57 @@ class GitHubTransport:
                 log.warning("GitHub %s on %s gave up: %s", method, what, error.reason)
                 raise error from None  # aiohttp errors can carry request headers, token included
 
+    async def _graphql(
+        self, query: str, *, installation_id: int, repo: str, what: str, write: bool, **variables: Any
+    ) -> Json:
+        """One GraphQL request with the installation's token. Queries are retried in place like REST reads;
+        mutations take the installation's paced write turn (bulk work: they yield to a review) and are never
+        repeated. GitHub's rate limits, in either of its shapes, are ``RateLimited`` with GitHub's wait."""
+        failures, token_renewed = 0, False
+        while True:
+            try:
+                api = self._gh.with_token(await self.tokens.get(installation_id, repo))
+            except (gidgethub.HTTPException, TimeoutError, aiohttp.ClientError) as exc:
+                subject = f"installation {installation_id} (token)"
+                error = map_github_error(exc, what=subject, now=self._clock(), secrets=self.tokens.live_tokens())
+                raise InstallationUnavailable(error.reason) if type(error) is PermanentError else error from None
+            try:
+                if not write:
+                    return await api.graphql(query, endpoint=self._graphql_url, **variables)
+                async with self.pacer.turn(installation_id, WritePriority.BULK):
+                    return await api.graphql(query, endpoint=self._graphql_url, **variables)
+            except gidgethub.GraphQLAuthorizationFailure:
+                if token_renewed:
+                    raise PermanentError(f"GitHub rejected the app's credentials on {what}") from None
+                self.tokens.invalidate(installation_id)
+                token_renewed = True
+            except (gidgethub.QueryError, gidgethub.BadGraphQLRequest) as exc:
+                status, headers = api.last_answer
+                retry_at = graphql_limit_retry_at(status, headers, exc.response, self._clock())
+                if retry_at is not None:
+                    log.warning("GitHub rate-limited the GraphQL %s (%s); waiting until %.0f", what, status, retry_at)
+                    raise RateLimited(
+                        f"GitHub rate limit reached on {what} ({status}); retry after {retry_at:.0f}", retry_at=retry_at
+                    ) from None
+                errors = (exc.response.get("errors") if isinstance(exc.response, dict) else None) or [exc.response]
+                first = errors[0] if isinstance(errors[0], dict) else {}
+                message = redact(str(first.get("message") or "query error"), self.tokens.live_tokens())
+                log.warning("GitHub refused the GraphQL %s (%s): %s", what, status, message)
+                raise PermanentError(f"GitHub refused {what}: {message}") from None
+            except (gidgethub.GitHubBroken, gidgethub.GraphQLException, TimeoutError, aiohttp.ClientError) as exc:
+                if not write and failures < len(self._read_retry_delays):
+                    delay = self._read_retry_delays[failures]
+                    failures += 1
+                    log.warning(
+                        "GitHub GraphQL %s failed (%s); retry %d in %.1fs", what, type(exc).__name__, failures, delay
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                log.warning("GitHub GraphQL %s gave up (%s)", what, type(exc).__name__)
+                raise TransientError(
+                    f"GitHub's GraphQL API failed on {what} ({type(exc).__name__}); will retry"
+                ) from None
+
     @staticmethod
     def _describe(exc: BaseException) -> str:
         if isinstance(exc, gidgethub.HTTPException):
@@ -221,9 +288,17 @@ class GitHubTransport:
         return type(exc).__name__
 
     async def _get(
-        self, url: str, url_vars: Mapping[str, Any] | None, *, installation_id: int | None, what: str
+        self,
+        url: str,
+        url_vars: Mapping[str, Any] | None,
+        *,
+        installation_id: int | None,
+        what: str,
+        conditional: bool = False,
     ) -> Any:
-        body, _ = await self._call("GET", url, url_vars, installation_id=installation_id, what=what)
+        body, _ = await self._call(
+            "GET", url, url_vars, installation_id=installation_id, what=what, conditional=conditional
+        )
         return body
 
     async def _get_all(
@@ -235,6 +310,7 @@ class GitHubTransport:
         what: str,
         iterable_key: str | None = None,
         limit: int | None = None,
+        conditional: bool = False,
     ) -> list[Any]:
         """Every item of a paginated list, following ``Link`` headers; each page is retried on its own."""
         items: list[Any] = []
@@ -243,7 +319,13 @@ class GitHubTransport:
         repo = f"{url_vars['owner']}/{url_vars['name']}" if "owner" in url_vars and "name" in url_vars else None
         while next_url is not None:
             body, next_url = await self._call(
-                "GET", next_url, page_vars, installation_id=installation_id, what=what, repo=repo
+                "GET",
+                next_url,
+                page_vars,
+                installation_id=installation_id,
+                what=what,
+                repo=repo,
+                conditional=conditional,
             )
             page_vars = None  # the next-page links are complete URLs
             items.extend(body[iterable_key] if iterable_key else body)

@@ -1,5 +1,6 @@
 """The GraphQL documents the app sends (review threads exist only in GraphQL: REST has no thread ids and cannot
-resolve a thread), and how GitHub's GraphQL answers are read: 64-bit ids and rate limits.
+resolve a thread; files are read a hundred to a query), and how GitHub's GraphQL answers are read: 64-bit ids,
+blobs and rate limits.
 
 Pure: no I/O. ``GitHubClient`` sends the documents and maps the errors.
 """
@@ -7,6 +8,7 @@ Pure: no I/O. ``GitHubClient`` sends the documents and maps the errors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 SECONDARY_LIMIT_DEFAULT_WAIT = 60.0  # GitHub: "wait for at least one minute" when it names no time
@@ -45,7 +47,72 @@ mutation ReplyInThread($thread: ID!, $body: String!) {
   addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $thread, body: $body}) { comment { id } }
 }
 """
-GRAPHQL_DOCUMENTS = (REVIEW_THREADS_QUERY, RESOLVE_THREAD_MUTATION, REPLY_IN_THREAD_MUTATION)
+BLOBS_PER_QUERY = 100  # files read by one query
+
+
+def blobs_query(count: int) -> str:
+    """The query reading ``count`` files of one repository, each by the expression ``<commit>:<path>``.
+
+    Every expression is a variable (``$e0``, ``$e1``, ...): a path comes from a pull request, and only the number of
+    files shapes the document, so no file name (quotes, backslashes, newlines, braces) can change what is asked.
+    Its cost is 1 point whatever the count: it asks for no connection.
+    """
+    if not 1 <= count <= BLOBS_PER_QUERY:
+        raise ValueError(f"a query reads 1 to {BLOBS_PER_QUERY} files, not {count}")
+    declared = "".join(f", $e{i}: String!" for i in range(count))
+    fields = "".join(f"\n    f{i}: object(expression: $e{i}) {{ ...BlobText }}" for i in range(count))
+    return (
+        f"query Blobs($owner: String!, $name: String!{declared}) {{\n"
+        f"  repository(owner: $owner, name: $name) {{{fields}\n  }}\n"
+        "  rateLimit { cost remaining }\n"
+        "}\n"
+        "fragment BlobText on GitObject { ... on Blob { text byteSize isBinary isTruncated } }\n"
+    )
+
+
+def blobs_variables(expressions: Sequence[str]) -> dict[str, str]:
+    """The variables of ``blobs_query(len(expressions))``."""
+    return {f"e{i}": expression for i, expression in enumerate(expressions)}
+
+
+@dataclass(frozen=True)
+class BlobAnswer:
+    """What GraphQL said of one file: ``text`` when it sent the whole text; ``binary`` when the file is binary;
+    ``missing`` when there is no file at that path (nothing there, or a directory); none of them when GraphQL does
+    not serve it whole (cut at 512,000 bytes, an encoding it cannot tell, a submodule), for the REST route to read."""
+
+    text: str | None = None
+    binary: bool = False
+    missing: bool = False
+
+
+def blob_answers(data: object, count: int) -> list[BlobAnswer]:
+    """The answers to ``blobs_query(count)``, in the order of its expressions."""
+    repository = data.get("repository") if isinstance(data, Mapping) else None
+    if not isinstance(repository, Mapping):
+        return [BlobAnswer() for _ in range(count)]
+    return [_blob_answer(repository, f"f{i}") for i in range(count)]
+
+
+def _blob_answer(repository: Mapping[str, Any], alias: str) -> BlobAnswer:
+    if alias not in repository:
+        return BlobAnswer()
+    node = repository[alias]
+    if node is None:
+        return BlobAnswer(missing=True)  # GitHub answers null for an expression that names nothing
+    if not isinstance(node, Mapping) or "isBinary" not in node:
+        return BlobAnswer()  # not a blob (a tree, a submodule's commit): the REST route says what it is
+    if node.get("isBinary") is True:
+        return BlobAnswer(binary=True)
+    text = node.get("text")
+    if node.get("isBinary") is False and node.get("isTruncated") is False and isinstance(text, str):
+        return BlobAnswer(text=text)
+    if node.get("byteSize") == 0:
+        return BlobAnswer(text="")
+    return BlobAnswer()
+
+
+GRAPHQL_DOCUMENTS = (REVIEW_THREADS_QUERY, RESOLVE_THREAD_MUTATION, REPLY_IN_THREAD_MUTATION, blobs_query(1))
 
 
 def graphql_endpoint(base_url: str) -> str:

@@ -78,13 +78,24 @@ async def prepare(
     prepared = Prepared()
     for diff in selection.reviewed:
         prepared.files[diff.path] = _prompt_file(diff, changed.get(diff.path))
-    base: str | None = None
+    recoverable = {
+        s.path: changed[s.path]
+        for s in selection.skipped
+        if s.reason in RECOVERABLE and s.path in changed and changed[s.path].status != "removed"
+    }
+    base = await base_sha() if recoverable else None
+    # Every file this review reads, read up front a hundred to a request: the heads of the files to recover and of
+    # those shown with their context, and the bases of the files to recover.
+    wanted = [(e.path, head_sha, e.blob_sha) for e in recoverable.values()]
+    wanted += [(e.previous_path or e.path, base, None) for e in recoverable.values() if base and e.status != "added"]
+    if context_lines > 0:
+        wanted += [(p, head_sha, changed[p].blob_sha if p in changed else None) for p in _context_paths(prepared)]
+    await reader.prefetch(installation_id, repo, wanted)
     for skipped in selection.skipped:
-        entry = changed.get(skipped.path)
-        if skipped.reason not in RECOVERABLE or entry is None or entry.status == "removed":
+        entry = recoverable.get(skipped.path)
+        if entry is None:
             prepared.skipped.append(skipped)
             continue
-        base = base or await base_sha()
         recovered, new_text, why = await _recover(reader, installation_id, repo, entry, base, head_sha)
         if recovered is None:
             prepared.skipped.append(SkippedFile(skipped.path, f"{skipped.reason}; {why}"))
@@ -102,6 +113,11 @@ async def prepare(
     return prepared
 
 
+def _context_paths(prepared: Prepared) -> list[str]:
+    """The files shown with the code around their changes: those whose head holds more than their diff shows."""
+    return [p for p, f in prepared.files.items() if p not in prepared.computed and f.status in _WITH_CONTEXT]
+
+
 async def _read_context(
     prepared: Prepared,
     changed: dict[str, ChangedFile],
@@ -111,8 +127,8 @@ async def _read_context(
     head_sha: str,
     context_lines: int,
 ) -> None:
-    """Each changed file read at the head commit (cached by blob SHA, a few at a time) and its windows planned."""
-    paths = [p for p, f in prepared.files.items() if p not in prepared.computed and f.status in _WITH_CONTEXT]
+    """Each changed file read at the head commit (prefetched; the rest a few at a time) and its windows planned."""
+    paths = _context_paths(prepared)
     gate = asyncio.Semaphore(CONCURRENT_READS)
 
     async def read(path: str) -> tuple[str | None, str | None]:

@@ -1,21 +1,25 @@
-"""Reading files of a pull request's commits through GitHub's contents API, cached, and diffs computed from them."""
+"""Reading files of a pull request's commits, cached: many at once through GitHub's GraphQL API (a hundred to a
+request), one at a time through its contents API for what GraphQL does not serve whole; and diffs computed from
+them."""
 
 from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import cachetools
 
 from reviewer_app.core.diff import FileDiff, PatchParseError, parse_patch
 from reviewer_app.core.errors import JobError, RateLimited
 from reviewer_app.github.client import GitHubClient
+from reviewer_app.github.graphql import BLOBS_PER_QUERY
 
 log = logging.getLogger(__name__)
 
 CACHE_BYTES = 32 * 1024 * 1024
 DIFF_CONTEXT_LINES = 3  # what GitHub's patches carry
+BINARY = "\x00"  # kept for a file GraphQL said is binary: read() refuses any text holding a NUL byte
 
 
 class NotText(ValueError):
@@ -26,6 +30,8 @@ class ContentReader:
     """Files at a commit, read once: by blob SHA where GitHub named it, else by (repository, commit, path).
 
     Both keys name immutable content, so an entry never goes stale; the cache is bounded by total characters.
+    ``prefetch`` reads many files in a few GraphQL requests; ``read`` then finds them here, and reads what is not
+    (too large for GraphQL, or never prefetched) through the contents API.
     """
 
     def __init__(self, github: GitHubClient, *, cache_bytes: int = CACHE_BYTES) -> None:
@@ -35,6 +41,47 @@ class ContentReader:
         )
         self.fetches = 0  # requests made, for tests and the benchmark
 
+    @staticmethod
+    def _key(repo: str, path: str, ref: str, blob_sha: str | None) -> Hashable:
+        return (repo, "blob", blob_sha) if blob_sha else (repo, ref, path)
+
+    async def prefetch(self, installation_id: int, repo: str, files: Sequence[tuple[str, str, str | None]]) -> None:
+        """Read the ``(path, commit, blob SHA or None)`` files not held yet, a hundred to a GraphQL request.
+
+        A file GraphQL does not serve whole is left for ``read`` to fetch on its own; when GraphQL fails, every file
+        is (a rate limit is raised: waiting beats reviewing less).
+        """
+        wanted: dict[tuple[str, str], list[Hashable]] = {}
+        for path, ref, blob_sha in files:
+            key = self._key(repo, path, ref, blob_sha)
+            if key not in self._cache:
+                wanted.setdefault((ref, path), []).append(key)
+        if not wanted:
+            return
+        try:
+            answers = await self.github.read_blobs(installation_id, repo, list(wanted))
+        except RateLimited:
+            raise
+        except JobError as exc:
+            log.info(
+                "reading %d files of %s over GraphQL failed (%s); reading them one by one",
+                len(wanted),
+                repo,
+                exc.reason,
+            )
+            return
+        self.fetches += -(-len(wanted) // BLOBS_PER_QUERY)
+        for (ref, path), answer in answers.items():
+            text = BINARY if answer.binary else answer.text
+            if text is None and not answer.missing:
+                continue  # not served whole: read() asks the contents API
+            for key in {*wanted[(ref, path)], (repo, ref, path)}:
+                self._keep(key, text)
+
+    def _keep(self, key: Hashable, text: str | None) -> None:
+        if text is None or len(text) < self._cache.maxsize // 4:
+            self._cache[key] = text
+
     async def read(
         self, installation_id: int, repo: str, path: str, ref: str, *, blob_sha: str | None = None
     ) -> str | None:
@@ -42,14 +89,14 @@ class ContentReader:
 
         Raises NotText for binary content and ``JobError`` when GitHub fails.
         """
-        key: Hashable = (repo, "blob", blob_sha) if blob_sha else (repo, ref, path)
+        key = self._key(repo, path, ref, blob_sha)
         if key in self._cache:
             text = self._cache[key]
         else:
             self.fetches += 1
             text = await self.github.get_file_content(installation_id, repo, path, ref)
-            if text is not None and len(text) < self._cache.maxsize // 4:
-                self._cache[key] = text
+            if text is not None:
+                self._keep(key, text)
         if text is not None and ("\x00" in text or "\ufffd" in text):
             raise NotText(path)
         return text

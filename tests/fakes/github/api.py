@@ -60,27 +60,41 @@ AUTH = web.RequestKey("auth", AuthInfo)  # who made the request (set by the midd
 
 @dataclass
 class RateLimits:
-    """Requests counted per caller (installation, or the kind of credential) and hourly window."""
+    """What each caller (installation, or the kind of credential) used of each of GitHub's resources per hourly window:
+    ``core`` counts REST requests, ``graphql`` counts points (a query's cost, graphql_cost.py). A ``304 Not
+    Modified`` costs nothing: GitHub does not count a conditional request it answers from the client's copy."""
 
-    used: Counter[tuple[str, int]] = field(default_factory=Counter)
+    used: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+
+    def left(self, auth: AuthInfo, now: float, resource: str = "core") -> int:
+        return max(RATE_LIMIT - self.used[(_caller(auth), resource, int(now) // 3600)], 0)
 
     def headers(
-        self, auth: AuthInfo, now: float, *, remaining: int | None = None, reset: int | None = None
+        self,
+        auth: AuthInfo,
+        now: float,
+        *,
+        remaining: int | None = None,
+        reset: int | None = None,
+        resource: str = "core",
     ) -> dict[str, str]:
         window = int(now) // 3600
-        used = self.used[(_caller(auth), window)]
+        used = self.used[(_caller(auth), resource, window)]
         return {
             "x-ratelimit-limit": str(RATE_LIMIT),
             "x-ratelimit-remaining": str(max(RATE_LIMIT - used, 0) if remaining is None else remaining),
             "x-ratelimit-reset": str((window + 1) * 3600 if reset is None else reset),
             "x-ratelimit-used": str(used),
-            "x-ratelimit-resource": "core",
+            "x-ratelimit-resource": resource,
         }
 
-    def count(self, response: web.StreamResponse, auth: AuthInfo, now: float) -> None:
-        """Count the request, then give its response the headers (a fault's own headers win)."""
-        self.used[(_caller(auth), int(now) // 3600)] += 1
-        for key, value in self.headers(auth, now).items():
+    def count(
+        self, response: web.StreamResponse, auth: AuthInfo, now: float, *, resource: str = "core", cost: int = 1
+    ) -> None:
+        """Count the request (``cost``: 1 for REST, the query's points for GraphQL, 0 for a 304), then give its
+        response the headers (a fault's own headers win)."""
+        self.used[(_caller(auth), resource, int(now) // 3600)] += cost
+        for key, value in self.headers(auth, now, resource=resource).items():
             response.headers.setdefault(key, value)
 
 

@@ -86,7 +86,13 @@ def fault_response(
     if fault.kind == "unauthorized":
         return ApiError(401, "Bad credentials").response()
     if fault.kind == "primary_rate_limit":
-        headers = rate_limits.headers(auth, now, remaining=0, reset=int(p.get("reset", now + 60)))
+        headers = rate_limits.headers(
+            auth,
+            now,
+            remaining=0,
+            reset=int(p.get("reset", now + 60)),
+            resource="graphql" if graphql else "core",
+        )
         who = f"installation ID {auth.installation_id}" if auth.installation_id else "this app"
         if graphql and int(p.get("status", 200)) == 200:
             error = {

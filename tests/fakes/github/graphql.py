@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from graphql import GraphQLError, GraphQLScalarType, GraphQLSchema, build_schema, execute_sync, parse, validate
 
-from tests.fakes.github.api import AUTH, AuthInfo
+from tests.fakes.github.api import AUTH, RATE_LIMIT, AuthInfo
+from tests.fakes.github.graphql_cost import QueryLimitError, query_cost
 from tests.fakes.github.permissions import actor, has_permission, sees
+from tests.fakes.github.shapes import blob_sha
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub
@@ -36,6 +39,8 @@ Json = dict[str, Any]
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "github-graphql" / "schema.graphql"
 SCHEMA_PACKAGE = "@octokit/graphql-schema@15.26.1"
 MAX_PAGE = 100  # GitHub's ceiling on `first`
+BLOB_TEXT_LIMIT = 512_000  # GitHub cuts `Blob.text` at this many bytes and says so with `isTruncated`
+COST = web.RequestKey("graphql_cost", int)  # the points a query cost, for the middleware's rate-limit count
 
 
 _schema: GraphQLSchema | None = None
@@ -128,13 +133,42 @@ async def _graphql(fake: FakeGitHub, request: web.Request) -> web.Response:
     if errors:
         state.rejected.extend(errors)
         return web.json_response({"errors": [{"message": m} for m in errors]})
-    result = execute_sync(schema, parse(query), root_value=_Root(fake, request[AUTH]), variable_values=variables)
+    document = parse(query)
+    try:
+        cost = query_cost(schema, document, variables)
+    except QueryLimitError as exc:  # GitHub refuses it before running it, and counts a point
+        request[COST] = 1
+        state.rejected.append(str(exc))
+        return web.json_response({"errors": [{"type": "MAX_NODE_LIMIT_EXCEEDED", "message": str(exc)}]})
+    auth, now = request[AUTH], fake.clock()
+    left = fake.rate_limits.left(auth, now, "graphql")
+    if cost.points > left:  # GitHub's primary limit: 200, RATE_LIMITED, nothing run, nothing counted
+        request[COST] = 0
+        who = f"installation ID {auth.installation_id}" if auth.installation_id else "this app"
+        message = f"API rate limit exceeded for {who}."
+        return web.json_response(
+            {"errors": [{"type": "RATE_LIMITED", "code": "graphql_rate_limit", "message": message}]}
+        )
+    request[COST] = cost.points
+    limit = {
+        "cost": cost.points,
+        "limit": RATE_LIMIT,
+        "nodeCount": cost.nodes,
+        "remaining": left - cost.points,
+        "used": RATE_LIMIT - left + cost.points,
+        "resetAt": _iso((int(now) // 3600 + 1) * 3600),
+    }
+    result = execute_sync(schema, document, root_value=_Root(fake, auth, limit), variable_values=variables)
     body: Json = {"data": result.data}
     if result.errors:
         body["errors"] = [{"message": e.message, "path": e.path} for e in result.errors]
         # A missing object is GitHub's NOT_FOUND; anything else is an answer of ours the schema does not allow.
         state.rejected.extend(e.message for e in result.errors if not e.message.startswith("Could not resolve"))
     return web.json_response(body)
+
+
+def _iso(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _comment(fake: FakeGitHub, repo: str, number: int, comment_id: int) -> Json:
@@ -160,8 +194,9 @@ def _page(items: list[Any], first: int | None, after: str | None) -> tuple[list[
 class _Root(dict[str, Any]):
     """Query and mutation roots over the fake's state; graphql-core's default resolver calls the callables."""
 
-    def __init__(self, fake: FakeGitHub, auth: AuthInfo) -> None:
+    def __init__(self, fake: FakeGitHub, auth: AuthInfo, limit: Json) -> None:
         super().__init__(
+            rateLimit=lambda info, dryRun=False, **_: limit,
             repository=partial(_repository, fake, auth),
             resolveReviewThread=partial(_resolve_thread, fake, auth),
             addPullRequestReviewThreadReply=partial(_reply, fake, auth),
@@ -183,11 +218,50 @@ def _repository(fake: FakeGitHub, auth: AuthInfo, info: Any, owner: str, name: s
     repo = f"{owner}/{name}"
     if not _visible(fake, auth, repo):
         raise GraphQLError(f"Could not resolve to a Repository with the name '{repo}'.")
+    return {"pullRequest": partial(_pull_request, fake, auth, repo), "object": partial(_object, fake, auth, repo)}
+
+
+def _object(
+    fake: FakeGitHub, auth: AuthInfo, repo: str, info: Any, expression: str | None = None, oid: str | None = None
+) -> Json | None:
+    """``Repository.object(expression: "<rev>:<path>")``: the blob at that path of that commit, or null when there is
+    none (a tree or a submodule is no blob: its fields of ``... on Blob`` stay unasked). As GitHub: text is null for a
+    binary blob and cut at 512,000 bytes (``isTruncated``); reading a blob needs ``contents: read``."""
+    _require(auth, (("contents", "read"),))
+    found = fake.repos[repo]
+    rev, sep, path = (expression or "").partition(":")
+    if not sep or oid is not None:
+        return None
+    tree = found.contents.get(rev) or found.contents.get(found.resolve(rev)) or {}
+    links = found.links.get(rev) or found.links.get(found.resolve(rev)) or {}
+    if path in links:  # git stores a symlink as a blob holding its target; a submodule as a commit
+        link = links[path]
+        if link["type"] != "symlink":
+            return {"__typename": "Commit", "oid": blob_sha(link["submodule_git_url"])}
+        text = str(link["target"])
+    elif path in tree:
+        text = tree[path]
+    elif any(p.startswith(f"{path}/") for p in tree):
+        return {"__typename": "Tree", "oid": blob_sha(f"{rev}:{path}")}
+    else:
+        return None
+    data = text.encode()
+    binary = b"\x00" in data
+    cut = data[:BLOB_TEXT_LIMIT]
+    return {
+        "__typename": "Blob",
+        "id": f"B_{blob_sha(text)}",
+        "oid": blob_sha(text),
+        "abbreviatedOid": blob_sha(text)[:7],
+        "byteSize": len(data),
+        "isBinary": binary,
+        "isTruncated": not binary and len(cut) < len(data),
+        "text": None if binary else cut.decode("utf-8", errors="ignore"),
+    }
+
+
+def _pull_request(fake: FakeGitHub, auth: AuthInfo, repo: str, info: Any, number: int, **_: Any) -> Json:
     _require(auth, (("pull_requests", "read"),))
-    return {"pullRequest": partial(_pull_request, fake, repo)}
-
-
-def _pull_request(fake: FakeGitHub, repo: str, info: Any, number: int, **_: Any) -> Json:
     if (repo, number) not in fake.pulls:
         raise GraphQLError(f"Could not resolve to a PullRequest with the number of {number}.")
 

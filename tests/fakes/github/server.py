@@ -16,8 +16,9 @@ from aiohttp import web
 
 from tests.fakes.github.api import AUTH, ApiError
 from tests.fakes.github.auth import check_api_headers, identify
+from tests.fakes.github.conditional import not_modified
 from tests.fakes.github.faults import PRE_FAULTS, Fault, fault_response, take_fault
-from tests.fakes.github.graphql import register_graphql
+from tests.fakes.github.graphql import COST, register_graphql
 from tests.fakes.github.model import RecordedRequest
 from tests.fakes.github.routes import (
     admin,
@@ -106,7 +107,11 @@ class FakeGitHub(GitHubState):
         finally:
             if is_write:
                 self.writes_in_flight[auth.installation_id] -= 1
-        self.rate_limits.count(response, auth, self.clock())
+        if request.path == "/graphql":
+            self.rate_limits.count(response, auth, self.clock(), resource="graphql", cost=request.get(COST, 1))
+        else:
+            response = not_modified(request, response)
+            self.rate_limits.count(response, auth, self.clock(), cost=0 if response.status == 304 else 1)
         self.requests.append(
             RecordedRequest(
                 method=request.method,

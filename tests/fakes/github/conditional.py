@@ -1,0 +1,31 @@
+"""Conditional requests, as GitHub documents them ("Use conditional requests if appropriate"): every ``200`` answer to
+a ``GET`` carries an ``ETag``; a request whose ``If-None-Match`` names the current one is answered ``304 Not
+Modified`` with no body, and does not count against the rate limit. GitHub's answers vary by ``Authorization``
+(``Vary: Accept, Authorization, Cookie``), so the fake's ETag does too: a copy kept under another token (an
+installation token renewed an hour later) is answered in full, the harsher reading."""
+
+from __future__ import annotations
+
+import hashlib
+
+from aiohttp import web
+
+
+def etag(request: web.Request, body: bytes) -> str:
+    """A weak ETag of the answer ``body`` as the caller's credentials see it."""
+    digest = hashlib.sha256(request.headers.get("Authorization", "").encode() + b"\n" + body).hexdigest()
+    return f'W/"{digest[:40]}"'
+
+
+def not_modified(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """``response`` with its ETag, or ``304`` when the request's ``If-None-Match`` names it."""
+    if request.method != "GET" or response.status != 200 or not isinstance(response, web.Response):
+        return response
+    tag = etag(request, response.body if isinstance(response.body, bytes) else b"")
+    response.headers["ETag"] = tag
+    response.headers["Vary"] = "Accept, Authorization, Cookie, X-GitHub-OTP"
+    wanted = {t.strip() for t in request.headers.get("If-None-Match", "").split(",") if t.strip()}
+    if tag not in wanted and "*" not in wanted:
+        return response
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")}
+    return web.Response(status=304, headers=headers)
