@@ -183,3 +183,12 @@ def test_the_etag_cache_is_bounded_by_the_bodies_it_keeps() -> None:
     assert "/u/19" in cache and "/u/0" not in cache
     cache["/huge"] = ('W/"h"', None, {"body": "z" * 10_000}, None)
     assert "/huge" not in cache
+
+
+async def test_a_file_past_what_both_routes_serve_is_reported_unreadable(env: Env) -> None:
+    huge = "x" * (1024 * 1024 + 1)  # GraphQL cuts it, and the contents route sends no content past 1 MB
+    env.fake.set_file(REPO, "huge.txt", huge, ref=env.head)
+    await env.reader.prefetch(INSTALLATION, REPO, [("huge.txt", env.head, None)])
+    text, why = await env.reader.try_read(INSTALLATION, REPO, "huge.txt", env.head)
+    assert text is None and "larger than the API's 1 MB" in str(why)
+    assert (graphql_posts(env.fake), contents_reads(env.fake)) == (1, 1)

@@ -3,7 +3,8 @@
 GitHub's documentation of "Get repository content": a symlink whose target is a normal file in the repository is
 answered with the content of that file (the target's object: its own name and path); any other symlink with an
 object describing the link. A submodule is answered with an object describing it, but a directory listing gives a
-submodule the type ``file`` ("this behavior exists for backwards compatibility purposes"), with no download URL.
+submodule the type ``file`` ("this behavior exists for backwards compatibility purposes"), with no download URL. A
+file over 1 MB comes without its content (``"encoding": "none"``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,18 @@ from tests.fakes.github.shapes import Json, blob_sha
 from tests.fakes.github.state import GitHubState
 
 API = "https://api.github.com"
+CONTENT_LIMIT = 1024 * 1024  # "Between 1-100 MB: ... the content field will be an empty string and the encoding field
+# will be none"
 
 
 def _file(repo: Repo, ref: str, path: str, text: str) -> Json:
-    encoded = base64.encodebytes(text.encode()).decode()  # GitHub wraps base64 lines, like this
+    data = text.encode()
+    # GitHub wraps base64 lines, like this; past 1 MB it sends no content at all ("encoding": "none").
+    large = len(data) > CONTENT_LIMIT
+    encoded = "" if large else base64.encodebytes(data).decode()
     return {
         "type": "file",
-        "encoding": "base64",
+        "encoding": "none" if large else "base64",
         "size": len(text.encode()),
         "name": path.rsplit("/", 1)[-1],
         "path": path,
