@@ -16,6 +16,7 @@ from reviewer_app.review.prompt import SYSTEM_PROMPT, PromptFile, escape_frame_t
 from reviewer_app.review.repo_config import CONFIG_PATH
 from tests.core.test_line_numbers import _history_cases, github_patch
 from tests.fakes.github import pull_file
+from tests.fakes.github.graphql import blob_reads
 from tests.harness import REPO, harness
 from tests.prompt_text import files_shown
 
@@ -250,8 +251,7 @@ async def test_the_model_sees_the_enclosing_function_read_once_per_blob(tmp_path
         # A second review of the same head reads nothing again: the head file is cached by its blob SHA.
         answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review full"))
         await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
-        reads = h.github.requests_matching("GET", r"/contents/src/core\.py")
-        assert len(reads) == 1 and reads[0].query.get("ref") == pull.head_sha
+        assert blob_reads(h.github, "src/core.py") == [pull.head_sha]
 
 
 async def test_context_missing_is_said_and_context_can_be_turned_off(tmp_path) -> None:
@@ -260,15 +260,13 @@ async def test_context_missing_is_said_and_context_can_be_turned_off(tmp_path) -
         pull, job_id = await h.open_pr(files=[entry])  # the head file is not served
         await h.wait_state(job_id, JobState.SUCCEEDED)
         assert "[no context: GitHub did not serve its contents" in files_shown(h.anthropic.message_requests[0])
-        reads = len(h.github.requests_matching("GET", r"/contents/src/"))
+        assert blob_reads(h.github, "src/core.py") == [pull.head_sha]
         h.github.set_file(REPO, CONFIG_PATH, "context: false\n")
         h.github.set_file(REPO, "src/core.py", new, ref=pull.head_sha)
         answer = await h.deliver("issue_comment", h.comment_payload(pull, "/review full"))
         await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
         text = files_shown(h.anthropic.message_requests[1])
-        assert (
-            "lowered = token.lower()" not in text and len(h.github.requests_matching("GET", r"/contents/src/")) == reads
-        )
+        assert "lowered = token.lower()" not in text and blob_reads(h.github, "src/core.py") == [pull.head_sha]
 
 
 async def test_a_generated_header_above_the_diff_is_found_in_the_head_file(tmp_path) -> None:

@@ -109,6 +109,21 @@ def thread_replies(fake: FakeGitHub, repo: str, number: int, comment_id: int) ->
     return [c for c in fake.review_comments_for(repo, number) if c.get("in_reply_to_id") == comment_id]
 
 
+def blob_reads(fake: FakeGitHub, path: str) -> list[str]:
+    """The commits at which the app read ``path``: in a GraphQL query of blobs (its ``<commit>:<path>`` variables) or
+    through the contents route (its ``ref``), in the order asked."""
+    reads: list[str] = []
+    for r in fake.requests:
+        if r.method == "POST" and r.path == "/graphql" and isinstance(r.request_json, dict):
+            for value in (r.request_json.get("variables") or {}).values():
+                rev, sep, asked = str(value).partition(":")
+                if sep and asked == path:
+                    reads.append(rev)
+        elif r.method == "GET" and r.path.endswith(f"/contents/{path}"):
+            reads.append(r.query.get("ref", ""))
+    return reads
+
+
 def is_resolved(fake: FakeGitHub, comment_id: int) -> bool:
     return comment_id in fake.review_threads.resolved
 
