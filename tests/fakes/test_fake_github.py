@@ -295,3 +295,37 @@ async def test_api_calls_without_the_media_type_or_version_are_refused(api: Api,
         assert resp.status == status
         assert "Accept" in (await resp.json())["message"] or "Version" in (await resp.json())["message"]
     assert api.fake.counters["bad_api_headers"] == 1
+
+
+async def test_a_get_carries_an_etag_and_an_unchanged_answer_is_a_free_304(api: Api) -> None:
+    token = await api.token()
+    url, headers = f"{api.url}/repos/{REPO}/pulls/1", {**API_HEADERS, "Authorization": f"token {token}"}
+    async with api.session.get(url, headers=headers) as first:
+        tag, used = first.headers["ETag"], first.headers["x-ratelimit-used"]
+    async with api.session.get(url, headers={**headers, "If-None-Match": tag}) as again:
+        assert again.status == 304 and await again.read() == b""
+        assert again.headers["ETag"] == tag and again.headers["x-ratelimit-used"] == used  # not counted
+    other = {**API_HEADERS, "Authorization": f"token {await api.token()}", "If-None-Match": tag}
+    async with api.session.get(url, headers=other) as renewed:
+        assert renewed.status == 200  # GitHub's answers vary by Authorization: another token's copy is no match
+    api.fake.advance_head(REPO, 1)
+    async with api.session.get(url, headers={**headers, "If-None-Match": tag}) as moved:
+        assert moved.status == 200 and moved.headers["ETag"] != tag
+
+
+async def test_graphql_is_counted_in_points_under_its_own_resource_and_refused_past_the_limit(api: Api) -> None:
+    token = await api.token()
+    headers = {**API_HEADERS, "Authorization": f"token {token}"}
+    query = {
+        "query": 'query { rateLimit { cost remaining used } repository(owner: "octo-org", name: "widgets") {'
+        ' object(expression: "main:README.md") { __typename } } }'
+    }
+    async with api.session.post(f"{api.url}/graphql", headers=headers, json=query) as resp:
+        body = await resp.json()
+        assert body["data"]["rateLimit"] == {"cost": 1, "remaining": 4999, "used": 1}
+        assert resp.headers["x-ratelimit-resource"] == "graphql" and resp.headers["x-ratelimit-used"] == "1"
+    api.fake.rate_limits.used[("77", "graphql", int(api.fake.clock()) // 3600)] = 5000
+    async with api.session.post(f"{api.url}/graphql", headers=headers, json=query) as resp:
+        body = await resp.json()
+        assert resp.status == 200 and body["errors"][0]["type"] == "RATE_LIMITED" and "data" not in body
+        assert resp.headers["x-ratelimit-remaining"] == "0"

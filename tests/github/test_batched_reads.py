@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 from graphql import parse
 
+from reviewer_app.core.errors import RateLimited
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.etags import EtagCache
@@ -192,3 +193,11 @@ async def test_a_file_past_what_both_routes_serve_is_reported_unreadable(env: En
     text, why = await env.reader.try_read(INSTALLATION, REPO, "huge.txt", env.head)
     assert text is None and "larger than the API's 1 MB" in str(why)
     assert (graphql_posts(env.fake), contents_reads(env.fake)) == (1, 1)
+
+
+async def test_a_graphql_rate_limit_makes_the_review_wait_rather_than_read_file_by_file(env: Env) -> None:
+    env.fake.set_file(REPO, "a.py", "a\n", ref=env.head)
+    env.fake.rate_limits.used[(str(INSTALLATION), "graphql", int(env.fake.clock()) // 3600)] = 5000
+    with pytest.raises(RateLimited):
+        await env.reader.prefetch(INSTALLATION, REPO, [("a.py", env.head, None)])
+    assert contents_reads(env.fake) == 0
