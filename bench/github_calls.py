@@ -24,14 +24,16 @@ import logging
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 from collections import Counter
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # after PYTHONPATH: --before puts the code under test first
+
+from bench.review_cost import extract  # noqa: E402  (the code of a ref, for --before)
+
 SIZES = (1, 10, 40, 100, 300)
 TARGET = 15  # requests per review, for any pull request up to 300 files (issue 30)
 
@@ -80,12 +82,6 @@ def run_measure(sizes: list[int], pythonpath: str, warm: bool) -> list[dict[str,
     if done.returncode != 0:
         raise SystemExit(f"measuring failed:\n{done.stderr.decode()[-4000:]}")
     return json.loads(done.stdout)
-
-
-def extract(ref: str, into: Path) -> None:
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "reviewer_app"], capture_output=True, check=True)
-    with tarfile.open(fileobj=BytesIO(data.stdout)) as tar:
-        tar.extractall(into, filter="data")
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
