@@ -36,13 +36,15 @@ def module_patch(index: int) -> str:
     return f"@@ -{start + 1},{count} +{start + 1},{count} @@\n" + "\n".join(body)
 
 
-def sized_pull(h: Harness, number: int, files: int) -> Pull:
-    """A pull request changing one line in each of ``files`` modules, their text on the fake at both commits."""
-    paths = [f"src/pkg{i // 50}/mod_{i}.py" for i in range(files)]
-    pull = h.github.add_pull(REPO, number, files=[pull_file(p, module_patch(i)) for i, p in enumerate(paths)])
-    for i, path in enumerate(paths):
-        h.github.set_file(REPO, path, module(i, True), ref=pull.head_sha)
-        h.github.set_file(REPO, path, module(i, False), ref=pull.base_sha)
+def sized_pull(h: Harness, number: int, files: int, *, first: int = 0) -> Pull:
+    """A pull request changing one line in each of ``files`` modules (numbered from ``first``), their text on the
+    fake at both commits."""
+    numbers = range(first, first + files)
+    paths = {i: f"src/pkg{i // 50}/mod_{i}.py" for i in numbers}
+    pull = h.github.add_pull(REPO, number, files=[pull_file(paths[i], module_patch(i)) for i in numbers])
+    for i in numbers:
+        h.github.set_file(REPO, paths[i], module(i, True), ref=pull.head_sha)
+        h.github.set_file(REPO, paths[i], module(i, False), ref=pull.base_sha)
     return pull
 
 
