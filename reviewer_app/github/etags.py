@@ -27,11 +27,9 @@ class EtagCache(MutableMapping[str, Entry]):
         self._entries: cachetools.LRUCache[str, tuple[str | None, str | None, bytes, str | None]] = cachetools.LRUCache(
             maxsize=max_bytes, getsizeof=lambda entry: len(entry[2]) + _OVERHEAD
         )
-        self.hits = 0  # copies handed out (each one a request GitHub answered 304, or about to)
 
     def __getitem__(self, url: str) -> Entry:
         etag, modified, body, more = self._entries[url]
-        self.hits += 1
         return etag, modified, json.loads(body), more
 
     def __setitem__(self, url: str, entry: Entry) -> None:
