@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
+from reviewer_app.core.learnings import Learning, LearningDraft, LearningLimitReached
 from reviewer_app.core.states import JobState
 from reviewer_app.store.records import (
     JOB_FIELDS,
@@ -213,6 +215,23 @@ class Store(Protocol):
         """How many of the PR's threads the app resolved."""
         ...
 
+    # -- what the repository's team taught the app (learnings) and its feedback on findings (store/learnings.py)
+    async def add_learning(self, draft: LearningDraft, *, limit: int) -> Learning:
+        """Keep a learning once per (repo, path glob, text), returning the one kept already; raises
+        LearningLimitReached past the repository's ``limit``."""
+        ...
+
+    async def list_learnings(self, repo: str) -> list[Learning]: ...
+    async def get_learning(self, repo: str, learning_id: int) -> Learning | None: ...
+    async def remove_learning(self, repo: str, learning_id: int) -> bool: ...
+    async def mark_learnings_applied(self, ids: Sequence[int], at: datetime) -> None: ...
+    async def learning_repos(self) -> list[tuple[str, str | None]]: ...
+    async def repo_id_of_name(self, full_name: str) -> int | None: ...
+    async def record_finding_feedback(
+        self, repo: str, finding_key: str, signal: str, author: str, source_url: str | None, at: datetime
+    ) -> None: ...
+    async def finding_feedback_counts(self, repo: str) -> dict[str, tuple[int, int]]: ...
+
     async def set_setting(self, key: str, value: str) -> None: ...
     async def get_setting(self, key: str) -> str | None: ...
     async def claim_once(self, key: str, value: str = "claimed") -> bool:
@@ -309,6 +328,9 @@ __all__ = [
     "Ignore",
     "JOB_FIELDS",
     "Job",
+    "Learning",
+    "LearningDraft",
+    "LearningLimitReached",
     "Lease",
     "PROGRESS_COLUMNS",
     "QueueStats",

@@ -19,6 +19,7 @@ from reviewer_app.store import procedures as p
 from reviewer_app.store import statements as s
 from reviewer_app.store.base import FencedFinishes
 from reviewer_app.store.finish_batches import FinishBatches
+from reviewer_app.store.learnings import LearningsStore
 from reviewer_app.store.records import (
     AdmitResult,
     Attempt,
@@ -36,7 +37,7 @@ T = TypeVar("T")
 ProcedureFactory = Callable[[], p.Procedure[T]]  # a fresh generator per try: a transaction may run again
 
 
-class DrivenStore(FencedFinishes, abc.ABC):
+class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
     """The store's logic, once; subclasses are the drivers."""
 
     engine: str

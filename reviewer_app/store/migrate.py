@@ -53,7 +53,7 @@ async def migrate_store(
     now: float | None = None,
 ) -> MigrationReport:
     """Copy jobs (pending, failed and cancelled; every job with ``include_all``), their attempts and batch requests,
-    deliveries, settings, installations, unsent outbox effects and findings from a SQLite file into an empty
+    deliveries, settings, installations, unsent outbox effects, findings, learnings and finding feedback from a SQLite file into an empty
     PostgreSQL store, in one PostgreSQL transaction. The SQLite file is only read."""
     now = time.time() if now is None else now
     path = _source_path(source, target)
@@ -137,7 +137,10 @@ async def _copy(
     unsent = "" if include_all else " WHERE sent_at IS NULL"
     report.rows["outbox effects"] = await _insert(dst, "outbox", await _table(src, "outbox", unsent))
     report.rows["findings"] = await _insert(dst, "findings", await _table(src, "findings"))  # memory: every PR's
-    for table in ("jobs", "attempts", "outbox", "findings"):
+    # What the teams taught the app, and their feedback on its findings: every repository's, like the memory.
+    report.rows["learnings"] = await _insert(dst, "learnings", await _table(src, "learnings"))
+    report.rows["finding feedback"] = await _insert(dst, "finding_feedback", await _table(src, "finding_feedback"))
+    for table in ("jobs", "attempts", "outbox", "findings", "learnings", "finding_feedback"):
         await _advance_sequence(src, dst, table)
     await dst.execute(NOTIFY_WAKEUP)  # hosts already listening start on the backlog at once
     return report
@@ -232,7 +235,7 @@ def add_command(sub: Any) -> None:
         "migrate-store",
         help="copy a SQLite deployment's jobs and deliveries into PostgreSQL",
         description="Copy queued, running (handed back), failed and cancelled jobs, their attempts, deliveries, "
-        "settings, installations and unsent outbox effects from SQLite into an empty PostgreSQL database, in one "
+        "settings, installations, unsent outbox effects, findings and learnings from SQLite into an empty PostgreSQL database, in one "
         "transaction. Stop the SQLite deployment first; the SQLite file is only read.",
     )
     cmd.add_argument("--from", dest="source", required=True, metavar="sqlite:///PATH", help="the SQLite database")

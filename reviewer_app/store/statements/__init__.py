@@ -12,6 +12,7 @@ statements, only where they really differ (dialects.py).
     leases       claim, renew, finish (alone or batched), requeue, skip, rescue
     check_runs   the check-run sync and its guarded writes
     findings     published reviews and their findings
+    learnings    a repository's learnings, the feedback on its findings
     outbox       effects to post, installations
     settings     settings and once-only command keys
     recovery     missed-webhook recovery
@@ -28,6 +29,7 @@ from reviewer_app.store.statements.check_runs import *  # noqa: F403
 from reviewer_app.store.statements.dialects import *  # noqa: F403
 from reviewer_app.store.statements.findings import *  # noqa: F403
 from reviewer_app.store.statements.jobs import *  # noqa: F403
+from reviewer_app.store.statements.learnings import *  # noqa: F403
 from reviewer_app.store.statements.leases import *  # noqa: F403
 from reviewer_app.store.statements.limits import *  # noqa: F403
 from reviewer_app.store.statements.locks import *  # noqa: F403

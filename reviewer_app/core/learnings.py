@@ -1,0 +1,252 @@
+"""A repository's learnings: what its team taught the app, as records with a source and an undo (pure).
+
+A learning is one sentence from a person with write access (a command, a disputing reply, a reaction, a thread they
+resolved, or an operator's CLI), optionally bound to a path glob. Reviews use the relevant ones: they go into the
+prompt as the team's rules (framed as data), and a finding a do-not-flag learning covers is withheld.
+
+``repo`` is the repository's GitHub id in decimal, the identity the findings table keys on (``repo_id``): it
+survives a rename, and the CLI and dashboard name the repository by the full name the jobs table records for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+
+KINDS = ("do-not-flag", "prefer", "always-check")
+DEFAULT_KIND = "do-not-flag"
+SOURCE_KINDS = ("command", "reply", "reaction", "resolved", "cli")
+MAX_TEXT = 300  # characters of one learning (a setting may lower it)
+MAX_GLOB = 200
+MIN_TEXT = 3
+# The share of a do-not-flag learning's distinctive words a finding must carry for the pure rule to call it covered.
+COVER_SHARE = 0.6
+MIN_COVER_WORDS = 2
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
+_GLOB_CHARS = re.compile(r"^[A-Za-z0-9_./*?\[\]{},@+=~-]+$")
+_WORD = re.compile(r"[a-z0-9_]+")
+# Words that say how to treat a finding, not what it is about: they never make a learning cover a finding.
+_RULE_WORDS = frozenset(
+    """a an the and or of in on at to for from by with without into is are be been being it its this that these
+    those do does don dont not no never nor flag flagged flagging report reported reporting comment comments
+    mention warn about here there we our us you your they them their should shouldn must always check prefer
+    please any all every only when where which who what why how as if than then so such can cannot may might
+    will would also just use using used code file files line lines pr pull request""".split()
+)
+
+
+@dataclass(frozen=True)
+class LearningDraft:
+    """A learning before it is stored; ``created_at`` is timezone-aware UTC."""
+
+    repo: str
+    path_glob: str | None
+    text: str
+    kind: str
+    source_kind: str
+    source_url: str | None
+    author: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Learning:
+    """A stored learning: its id, the draft's fields, and how often reviews applied it (and when last)."""
+
+    id: int
+    repo: str
+    path_glob: str | None
+    text: str
+    kind: str
+    source_kind: str
+    source_url: str | None
+    author: str
+    created_at: datetime
+    times_applied: int = 0
+    last_applied: datetime | None = None
+
+
+class LearningLimitReached(Exception):
+    """The repository holds as many learnings as its limit allows: forget one first."""
+
+
+def make_draft(
+    *,
+    repo: str | int,
+    text: str,
+    kind: str = DEFAULT_KIND,
+    path_glob: str | None = None,
+    source_kind: str,
+    source_url: str | None = None,
+    author: str,
+    created_at: datetime,
+    max_text: int = MAX_TEXT,
+) -> LearningDraft:
+    """A validated draft: one line of bounded length, a known kind and source, a sane glob. Raises ValueError with a
+    one-line reason a person can act on."""
+    repo_text = str(repo).strip()
+    if not repo_text.isdigit() or int(repo_text) <= 0:
+        raise ValueError(f"repository {repo!r} is not a GitHub repository id")
+    clean = " ".join(str(text).split()) if not _CONTROL.search(str(text).strip()) else None
+    if clean is None:
+        raise ValueError("a learning is one line: no line breaks or control characters")
+    if len(clean) < MIN_TEXT:
+        raise ValueError("a learning needs a sentence saying what to do")
+    limit = min(max_text, MAX_TEXT)
+    if len(clean) > limit:
+        raise ValueError(f"a learning is at most {limit} characters (this one has {len(clean)})")
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    if source_kind not in SOURCE_KINDS:
+        raise ValueError(f"source {source_kind!r} is not one of {', '.join(SOURCE_KINDS)}")
+    author = str(author).strip()
+    if not author or _CONTROL.search(author) or len(author) > 100:
+        raise ValueError("a learning needs its author's GitHub login")
+    if source_url is not None and not re.match(r"^https?://[^\s]+$", source_url):
+        raise ValueError("the source link is not an http(s) URL")
+    if created_at.tzinfo is None:
+        raise ValueError("created_at must be timezone-aware")
+    return LearningDraft(
+        repo=str(int(repo_text)),
+        path_glob=check_glob(path_glob),
+        text=clean,
+        kind=kind,
+        source_kind=source_kind,
+        source_url=source_url,
+        author=author,
+        created_at=created_at,
+    )
+
+
+def check_glob(glob: str | None) -> str | None:
+    """A path glob as stored (None or empty: every path), or ValueError: relative, no ``..``, bounded, glob
+    characters only."""
+    if glob is None or not glob.strip():
+        return None
+    glob = glob.strip()
+    if len(glob) > MAX_GLOB:
+        raise ValueError(f"a path glob is at most {MAX_GLOB} characters")
+    if glob.startswith("/") or ".." in glob.split("/") or not _GLOB_CHARS.match(glob):
+        raise ValueError(f"{glob!r} is not a repository path glob (like src/legacy/** or *.sql)")
+    return glob
+
+
+def path_matches(glob: str | None, path: str) -> bool:
+    """Whether ``path`` falls under ``glob``: ``**`` crosses directories, ``*`` and ``?`` do not, ``{a,b}`` is either;
+    a glob without ``/`` matches a file name in any directory, one ending in ``/`` a whole directory (as in
+    .gitignore). None matches every path."""
+    if glob is None:
+        return True
+    return _compiled(glob).fullmatch(path) is not None
+
+
+@lru_cache(maxsize=256)
+def _compiled(glob: str) -> re.Pattern[str]:
+    if glob.endswith("/"):
+        glob += "**"
+    if "/" not in glob:
+        glob = "**/" + glob
+    out, i = [], 0
+    while i < len(glob):
+        ch = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "{" and "}" in glob[i:]:
+            end = glob.index("}", i)
+            out.append("(?:" + "|".join(re.escape(a) for a in glob[i + 1 : end].split(",")) + ")")
+            i = end + 1
+            continue
+        elif ch == "[" and "]" in glob[i + 1 :]:
+            end = glob.index("]", i + 1)
+            body = glob[i + 1 : end].replace("\\", "\\\\")
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end + 1
+            continue
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile("".join(out))
+
+
+def prompt_line(learning: Learning) -> str:
+    """A learning as the prompt lists it (raw: the prompt escapes and frames it)."""
+    where = f", files {learning.path_glob}" if learning.path_glob else ""
+    return f"- [learning {learning.id}] ({learning.kind}{where}) {learning.text}"
+
+
+def relevant(
+    learnings: Iterable[Learning], paths: Sequence[str], token_bound: int, *, estimate: Callable[[str], int]
+) -> list[Learning]:
+    """The learnings a review of ``paths`` uses: those whose glob matches one of the paths (or that have none), the
+    path-bound ones first, then the most recently applied, then the newest, as many as fit ``token_bound`` tokens
+    of prompt lines (``estimate``: the prompt's own token estimate)."""
+
+    def rank(learning: Learning) -> tuple[int, float, float, int]:
+        applied = learning.last_applied.timestamp() if learning.last_applied else float("-inf")
+        return (learning.path_glob is None, -applied, -learning.created_at.timestamp(), -learning.id)
+
+    matching = [x for x in learnings if x.path_glob is None or any(path_matches(x.path_glob, p) for p in paths)]
+    chosen, spent = [], 0
+    for learning in sorted(matching, key=rank):
+        cost = estimate(prompt_line(learning)) + 1
+        if spent + cost <= token_bound:
+            chosen.append(learning)
+            spent += cost
+    return chosen
+
+
+def _stem(word: str) -> str:
+    for end in ("ing", "ed", "es", "s"):
+        if len(word) > len(end) + 3 and word.endswith(end):
+            return word[: -len(end)]
+    return word
+
+
+def distinctive_words(text: str) -> set[str]:
+    """What a text is about, for the pure cover rule: its words, lower-cased and stemmed, less the rule words."""
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _RULE_WORDS and len(w) > 2}
+
+
+def covers(learning: Learning, path: str, text: str) -> bool:
+    """Whether a do-not-flag ``learning`` covers a finding on ``path`` saying ``text`` (its title and body): its glob
+    matches the path, and the finding carries most of what the learning is about (at least two of its distinctive
+    words, and ``COVER_SHARE`` of them). Conservative by design: a finding it misses is published, never one of
+    another subject withheld."""
+    if learning.kind != "do-not-flag" or not path_matches(learning.path_glob, path):
+        return False
+    about = distinctive_words(learning.text)
+    if len(about) < MIN_COVER_WORDS:
+        return False
+    shared = about & distinctive_words(text)
+    return len(shared) >= MIN_COVER_WORDS and len(shared) >= COVER_SHARE * len(about)
+
+
+def covering(learnings: Iterable[Learning], path: str, text: str) -> Learning | None:
+    """The first do-not-flag learning (lowest id) that covers the finding, or None."""
+    return next((x for x in sorted(learnings, key=lambda x: x.id) if covers(x, path, text)), None)
+
+
+def source_label(learning: Learning) -> str:
+    """Where a learning came from, in a few words: ``/review learn by alice``."""
+    how = {
+        "command": "/review learn",
+        "reply": "a reply",
+        "reaction": "a reaction",
+        "resolved": "a resolved thread",
+        "cli": "the CLI",
+    }.get(learning.source_kind, learning.source_kind)
+    return f"{how} by {learning.author}"

@@ -1,0 +1,63 @@
+"""A repository's learnings and the feedback on its findings (migration 0015)."""
+
+from __future__ import annotations
+
+from reviewer_app.store.statements.dialects import Dialects
+
+LEARNING_COLUMNS = (
+    "id, repo, path_glob, text, kind, source_kind, source_url, author, created_at, times_applied, last_applied"
+)
+
+SELECT_LEARNING_BY_TEXT = f"SELECT {LEARNING_COLUMNS} FROM learnings WHERE repo = ? AND path_glob = ? AND text = ?"
+SELECT_LEARNINGS_OF_REPO = f"SELECT {LEARNING_COLUMNS} FROM learnings WHERE repo = ? ORDER BY id"
+SELECT_LEARNING = f"SELECT {LEARNING_COLUMNS} FROM learnings WHERE repo = ? AND id = ?"
+COUNT_LEARNINGS_OF_REPO = "SELECT COUNT(*) FROM learnings WHERE repo = ?"
+# Several hosts add learnings at once on PostgreSQL: one repository's adds take turns, so its limit holds (SQLite's
+# single writer gives that order already).
+LOCK_REPO_LEARNINGS = Dialects(
+    None, "SELECT pg_advisory_xact_lock(hashtextextended('reviewer-app:learnings:' || $1::text, 0))"
+)
+# Kept once per (repo, path_glob, text): a second add of the same learning (a retried command) adds nothing.
+INSERT_LEARNING_IF_NEW = f"""
+INSERT INTO learnings (repo, path_glob, text, kind, source_kind, source_url, author, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (repo, path_glob, text) DO NOTHING
+RETURNING {LEARNING_COLUMNS}
+"""
+DELETE_LEARNING = "DELETE FROM learnings WHERE repo = ? AND id = ?"
+MARK_LEARNING_APPLIED = (
+    "UPDATE learnings SET times_applied = times_applied + 1,"
+    " last_applied = CASE WHEN last_applied IS NULL OR last_applied < ? THEN ? ELSE last_applied END WHERE id = ?"
+)
+# The repositories that have learnings, each with the full name its newest job records (an operator's view).
+LEARNING_REPOS = """
+SELECT l.repo, (SELECT j.repo_full_name FROM jobs j WHERE CAST(j.repo_id AS TEXT) = l.repo ORDER BY j.id DESC LIMIT 1)
+  FROM learnings l GROUP BY l.repo ORDER BY l.repo
+"""
+# A repository named by its full name (case-insensitive, as GitHub compares them): the id its newest job records.
+REPO_ID_OF_NAME = "SELECT repo_id FROM jobs WHERE LOWER(repo_full_name) = LOWER(?) ORDER BY id DESC LIMIT 1"
+
+INSERT_FEEDBACK_IF_NEW = """
+INSERT INTO finding_feedback (repo, finding_key, signal, author, source_url, at) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (repo, finding_key, author, signal) DO NOTHING
+"""
+FEEDBACK_COUNTS = """
+SELECT finding_key, SUM(CASE WHEN signal = '+1' THEN 1 ELSE 0 END), SUM(CASE WHEN signal = '-1' THEN 1 ELSE 0 END)
+  FROM finding_feedback WHERE repo = ? GROUP BY finding_key
+"""
+
+__all__ = [
+    "LEARNING_COLUMNS",
+    "SELECT_LEARNING_BY_TEXT",
+    "SELECT_LEARNINGS_OF_REPO",
+    "SELECT_LEARNING",
+    "COUNT_LEARNINGS_OF_REPO",
+    "LOCK_REPO_LEARNINGS",
+    "INSERT_LEARNING_IF_NEW",
+    "DELETE_LEARNING",
+    "MARK_LEARNING_APPLIED",
+    "LEARNING_REPOS",
+    "REPO_ID_OF_NAME",
+    "INSERT_FEEDBACK_IF_NEW",
+    "FEEDBACK_COUNTS",
+]
