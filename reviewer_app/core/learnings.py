@@ -10,6 +10,7 @@ survives a rename, and the CLI and dashboard name the repository by the full nam
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -238,6 +239,14 @@ def covers(learning: Learning, path: str, text: str) -> bool:
 def covering(learnings: Iterable[Learning], path: str, text: str) -> Learning | None:
     """The first do-not-flag learning (lowest id) that covers the finding, or None."""
     return next((x for x in sorted(learnings, key=lambda x: x.id) if covers(x, path, text)), None)
+
+
+def finding_key(path: str, line_text: str, body_digest: str) -> str:
+    """A finding's content key, for feedback counted across pull requests: its file, its commented line (normalised,
+    as the findings memory keeps it: ``Finding.line_text``) and its text's digest (``Finding.body_digest``), so the
+    same finding posted again on another pull request counts on the same key."""
+    content = "\x00".join((path, " ".join(line_text.split()), body_digest))
+    return hashlib.sha256(content.encode()).hexdigest()[:32]
 
 
 def source_label(learning: Learning) -> str:

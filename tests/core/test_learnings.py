@@ -13,6 +13,7 @@ from reviewer_app.core.learnings import (
     Learning,
     covering,
     covers,
+    finding_key,
     make_draft,
     path_matches,
     prompt_line,
@@ -120,3 +121,9 @@ def test_a_do_not_flag_learning_covers_a_finding_about_its_subject_under_its_glo
 def test_the_prompt_line_names_the_learning_its_kind_and_its_glob() -> None:
     line = prompt_line(learning(12, "Do not flag globals in legacy code.", glob="src/legacy/**"))
     assert line == "- [learning 12] (do-not-flag, files src/legacy/**) Do not flag globals in legacy code."
+
+
+def test_a_findings_key_is_its_file_line_content_and_text_whatever_its_line_number_or_spacing() -> None:
+    key = finding_key("src/a.py", "return  x", "d1")
+    assert key == finding_key("src/a.py", " return x ", "d1")
+    assert len({key, finding_key("src/b.py", "return x", "d1"), finding_key("src/a.py", "return x", "d2")}) == 3
