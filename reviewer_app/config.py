@@ -70,6 +70,9 @@ class Config:
     max_replies_per_thread_hour: int = 5
     max_answers_per_day: int = 200
     max_answers_per_asker_day: int = 10
+    learnings_per_repo: int = 100
+    learnings_prompt_tokens: int = 1500
+    learning_max_chars: int = 300
     metrics_token: str = field(default="", repr=False)
     dashboard_token: str = field(default="", repr=False)
     secure_cookies: str = "auto"

@@ -29,6 +29,7 @@ from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.outbox import OutboxSender
 from reviewer_app.github.pacing import WritePacer
 from reviewer_app.github.recovery import Recovery
+from reviewer_app.github.team_commands import LearningLimits
 from reviewer_app.metrics import Metrics
 from reviewer_app.review.answer import Answerer
 from reviewer_app.review.batches import Batches, BatchPoller, BatchSubmitter
@@ -230,7 +231,12 @@ async def _assemble(cfg: Config, store: Store, *, worker: bool, receive: bool, r
                 store=store,
                 owner=duty_owner,
             )
-            sender = OutboxSender(stack.github, store, clock=time.time)
+            sender = OutboxSender(
+                stack.github,
+                store,
+                clock=time.time,
+                learnings=LearningLimits(cfg.learnings_per_repo, cfg.learning_max_chars),
+            )
             outbox = PeriodicDuty(
                 "outbox",
                 sender.run_once,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-Verb = Literal["review", "full", "pause", "resume", "help", "unknown"]
+from reviewer_app.core.learnings import DEFAULT_KIND, KINDS, check_glob
+
+Verb = Literal["review", "full", "pause", "resume", "learn", "forget", "help", "unknown"]
 
 # Write access shows in the author association; anything else (CONTRIBUTOR, FIRST_TIMER, NONE...) is refused.
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
@@ -27,6 +30,8 @@ HELP_TEXT = """\
 | `/review full` | review the whole pull request again |
 | `/review pause` | stop automatic reviews of this pull request (`/review` still works) |
 | `/review resume` | start automatic reviews again |
+| `/review learn SENTENCE` | teach this repository's reviews one rule (options: `--path GLOB`, `--prefer`, `--always-check`; default: do not flag) |
+| `/review forget ID` | forget learning ID (the app says each learning's id when it learns it) |
 | `/review help` | this message |
 
 You can also address the app by name: `@{slug} review`, `@{slug} pause`, ..."""
@@ -37,6 +42,8 @@ _WORDS = {
     "full": "full",
     "pause": "pause",
     "resume": "resume",
+    "learn": "learn",
+    "forget": "forget",
     "help": "help",
     "stop": "pause",
     "start": "resume",
@@ -46,6 +53,7 @@ _WORDS = {
 @dataclass(frozen=True)
 class Command:
     verb: Verb
+    args: str = ""  # the rest of the command's line (what `learn` and `forget` act on)
 
 
 def own_lines(body: str) -> Iterator[str]:
@@ -77,9 +85,9 @@ def parse_command(body: str, *, app_slug: str) -> Command | None:
             rest = re.sub(r"^review\b\s*", "", rest, flags=re.IGNORECASE) if rest.lower() != "review" else ""
         if rest is None:
             continue
-        word = rest.strip().split()[0].lower() if rest.strip() else ""
-        verb = _WORDS.get(word, "unknown")
-        return Command(verb)  # type: ignore[arg-type]
+        word, *args = rest.split(None, 1) or [""]
+        verb = _WORDS.get(word.lower(), "unknown")
+        return Command(verb, args[0].strip() if args else "")  # type: ignore[arg-type]
     return None
 
 
@@ -96,3 +104,79 @@ def is_bot(*, user_type: str | None, login: str, bot_login: str) -> bool:
 
 def help_text(app_slug: str) -> str:
     return HELP_TEXT.replace("{slug}", app_slug or "reviewer-app")
+
+
+LEARN_USAGE = "`/review learn [--path GLOB] [--prefer | --always-check] ONE SENTENCE`"
+_KIND_FLAGS = {"--do-not-flag": "do-not-flag", "--prefer": "prefer", "--always-check": "always-check"}
+
+
+@dataclass(frozen=True)
+class LearnArgs:
+    """What `/review learn` asks: the sentence, its path glob (None: every path) and its kind."""
+
+    text: str
+    path_glob: str | None
+    kind: str
+
+
+def parse_learn(args: str) -> LearnArgs:
+    """The options and sentence of `/review learn`: ``--path GLOB`` and a kind flag, in any order before the
+    sentence. Raises ValueError with a one-line reason that repeats none of the comment's text."""
+    words = args.split()
+    glob: str | None = None
+    kind = DEFAULT_KIND
+    while words and words[0].startswith("--"):
+        flag = words.pop(0).lower()
+        if flag == "--path" and words:
+            glob = check_glob(words.pop(0))
+        elif flag == "--kind" and words and words[0].lower() in KINDS:
+            kind = words.pop(0).lower()
+        elif flag in _KIND_FLAGS:
+            kind = _KIND_FLAGS[flag]
+        else:
+            raise ValueError(f"unknown option; use {LEARN_USAGE}")
+    if not words:
+        raise ValueError(f"say what to learn: {LEARN_USAGE}")
+    return LearnArgs(" ".join(words), glob, kind)
+
+
+def parse_forget(args: str) -> int:
+    """The learning id of `/review forget ID` (``12`` or ``#12``); ValueError otherwise."""
+    word = args.split()[0].lstrip("#") if args.split() else ""
+    if not word.isdigit() or not 0 < int(word) < 2**63:
+        raise ValueError("say which learning to forget: `/review forget ID`")
+    return int(word)
+
+
+@dataclass(frozen=True)
+class TeamRequest:
+    """A `/review learn` or `/review forget` awaiting the outbox's permission check (an Effect's content): who asked,
+    where, when, and what (``learn``: the sentence, glob and kind; ``forget``: the learning's id)."""
+
+    repo_id: int
+    pr_number: int
+    login: str
+    comment_url: str | None
+    at: float | None
+    learn: LearnArgs | None = None
+    forget: int | None = None
+
+    def to_json(self) -> str:
+        learn = self.learn
+        return json.dumps(
+            {
+                "repo_id": self.repo_id,
+                "pr": self.pr_number,
+                "login": self.login,
+                "url": self.comment_url,
+                "at": self.at,
+                **({"text": learn.text, "glob": learn.path_glob, "kind": learn.kind} if learn else {}),
+                **({"forget": self.forget} if self.forget is not None else {}),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, content: str) -> TeamRequest:
+        v = json.loads(content)
+        learn = LearnArgs(v["text"], v.get("glob"), v["kind"]) if "text" in v else None
+        return cls(int(v["repo_id"]), int(v["pr"]), str(v["login"]), v.get("url"), v.get("at"), learn, v.get("forget"))

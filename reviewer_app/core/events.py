@@ -31,7 +31,17 @@ from reviewer_app.core.admission import (
     applied_command_key,
     pause_request,
 )
-from reviewer_app.core.commands import HELP_QUIET_SECONDS, help_text, is_bot, may_command, parse_command
+from reviewer_app.core.commands import (
+    HELP_QUIET_SECONDS,
+    Command,
+    TeamRequest,
+    help_text,
+    is_bot,
+    may_command,
+    parse_command,
+    parse_forget,
+    parse_learn,
+)
 from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.markers import make_answer_marker
 from reviewer_app.core.payload import (
@@ -206,6 +216,20 @@ def decide_comment(
         text = ("Unknown command.\n\n" if command.verb == "unknown" else "") + help_text(app_slug)
         text = f"{text}\n\n{make_answer_marker(comment_id)}"  # one answer per comment, however often it is sent
         return Reply(f"{command.verb} command answered with help", (say(text),), quiet_seconds=HELP_QUIET_SECONDS)
+    if command.verb in ("learn", "forget"):
+        # Applied only once the outbox has GitHub's word that the commenter may write to the repository (the owner
+        # too: a learning is written by the outbox, never in the request), once per comment.
+        try:
+            request = _team_request(command, repo_id, number, login, comment)
+        except ValueError as exc:
+            text = f"Nothing {'learned' if command.verb == 'learn' else 'forgotten'}: {exc}.\n\n"
+            return Reply(f"{command.verb} refused: {exc}", (say(text + make_answer_marker(comment_id)),))
+        verify = Effect(command.verb, inst, repo, comment_id, request.to_json())
+        return Reply(
+            f"{command.verb} awaits the permission check of {login}",
+            (verify,),
+            command_key=applied_command_key(comment_id),
+        )
     if command.verb in ("pause", "resume"):
         once = applied_command_key(comment_id)
         written = parse_time(comment.get("created_at"))
@@ -248,6 +272,16 @@ def decide_comment(
     )
     accepted = () if verify else (react("+1"),)
     return Enqueue(spec, supersede_older_heads=False, automatic=False, guard=refused, effects=accepted)
+
+
+def _team_request(command: Command, repo_id: int, number: int, login: str, comment: dict[str, Any]) -> TeamRequest:
+    """The request of a `/review learn` or `forget` comment; ValueError (a reason that repeats none of its text)."""
+    url = comment.get("html_url")
+    url = url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+    written = parse_time(comment.get("created_at"))
+    if command.verb == "learn":
+        return TeamRequest(repo_id, number, login, url, written, learn=parse_learn(command.args))
+    return TeamRequest(repo_id, number, login, url, written, forget=parse_forget(command.args))
 
 
 def rerun_job_id(payload: dict[str, Any]) -> int | None:

@@ -91,7 +91,7 @@ def make_draft(
     one-line reason a person can act on."""
     repo_text = str(repo).strip()
     if not repo_text.isdigit() or int(repo_text) <= 0:
-        raise ValueError(f"repository {repo!r} is not a GitHub repository id")
+        raise ValueError("the repository is not named by its GitHub repository id")
     clean = " ".join(str(text).split()) if not _CONTROL.search(str(text).strip()) else None
     if clean is None:
         raise ValueError("a learning is one line: no line breaks or control characters")
@@ -132,7 +132,7 @@ def check_glob(glob: str | None) -> str | None:
     if len(glob) > MAX_GLOB:
         raise ValueError(f"a path glob is at most {MAX_GLOB} characters")
     if glob.startswith("/") or ".." in glob.split("/") or not _GLOB_CHARS.match(glob):
-        raise ValueError(f"{glob!r} is not a repository path glob (like src/legacy/** or *.sql)")
+        raise ValueError("the path is not a repository path glob (like src/legacy/** or *.sql)")
     return glob
 
 

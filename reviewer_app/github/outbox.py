@@ -19,6 +19,7 @@ from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import answer_marker_of, find_posted_reply, make_reply_marker
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.scopes import as_work
+from reviewer_app.github.team_commands import LearningLimits, apply_team_command
 from reviewer_app.store.base import Delivery, Store
 
 log = logging.getLogger(__name__)
@@ -27,10 +28,18 @@ MAX_ATTEMPTS = 5
 
 
 class OutboxSender:
-    def __init__(self, github: GitHubClient, store: Store, *, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        github: GitHubClient,
+        store: Store,
+        *,
+        clock: Callable[[], float],
+        learnings: LearningLimits | None = None,
+    ) -> None:
         self.github = github
         self.store = store
         self.clock = clock
+        self.learnings = learnings or LearningLimits()
 
     @as_work("outbox")
     async def run_once(self) -> int:
@@ -48,6 +57,8 @@ class OutboxSender:
                     )
                 elif e["kind"] in ("pause", "resume"):
                     await self._pause_if_permitted(e)
+                elif e["kind"] in ("learn", "forget"):
+                    await self._team_command(e)
                 elif e["kind"] == "installation":
                     await self._installation_if_confirmed(e)
                 else:
@@ -75,13 +86,9 @@ class OutboxSender:
         """``/review pause`` or ``resume`` by someone whose association does not prove write access: applied only when
         GitHub says the commenter may write to the repository, answered with a reaction either way. Both steps are
         idempotent, so a retry after a lost answer changes nothing twice."""
-        inst, repo = e["installation_id"], e["repo_full_name"]
+        repo = e["repo_full_name"]
         repo_id, number, login, written = parse_pause_request(e["content"])
-        try:
-            permission = await self.github.collaborator_permission(inst, repo, login)
-        except PermanentError as exc:  # e.g. 404 for an account that no longer exists: fail closed
-            log.info("outbox %s of %s#%s: permission of %s not known: %s", e["kind"], repo, number, login, exc.reason)
-            permission = "unknown"
+        permission = await self._permission(e, login)
         allowed = permission in WRITE_PERMISSIONS
         if allowed:
             # Applied as the owner's command is (store/procedures/admission.py): a resume queues the head skipped while paused.
@@ -99,10 +106,47 @@ class OutboxSender:
             permission,
             "applied" if allowed else "refused",
         )
+        await self._react(e, "+1" if allowed else "-1")
+
+    async def _react(self, e: dict[str, Any], content: str) -> None:
+        """The answer to a command that waited on a permission check, as a reaction on its comment."""
         try:
-            await self.github.create_reaction(inst, repo, e["target"], "+1" if allowed else "-1")
+            await self.github.create_reaction(e["installation_id"], e["repo_full_name"], e["target"], content)
         except PermanentError as exc:  # the comment was deleted meanwhile: the answer still stands
             log.info("outbox: no reaction on comment %s: %s", e["target"], exc.reason)
+
+    async def _permission(self, e: dict[str, Any], login: str) -> str:
+        """GitHub's word on what ``login`` may do in the effect's repository; "unknown" (no write access) when GitHub
+        cannot say, e.g. 404 for an account that no longer exists: fail closed."""
+        try:
+            return await self.github.collaborator_permission(e["installation_id"], e["repo_full_name"], login)
+        except PermanentError as exc:
+            log.info(
+                "outbox %s on %s: permission of %s not known: %s", e["kind"], e["repo_full_name"], login, exc.reason
+            )
+            return "unknown"
+
+    async def _team_command(self, e: dict[str, Any]) -> None:
+        """``/review learn`` or ``forget`` (github/team_commands.py), through the same permission check as pause."""
+
+        async def permitted(login: str) -> bool:
+            return await self._permission(e, login) in WRITE_PERMISSIONS
+
+        async def answer(number: int, text: str) -> None:
+            await self._reply_once({**e, "target": number, "content": text})
+
+        async def react(content: str) -> None:
+            await self._react(e, content)
+
+        await apply_team_command(
+            e,
+            store=self.store,
+            permitted=permitted,
+            answer=answer,
+            react=react,
+            limits=self.learnings,
+            now=self.clock(),
+        )
 
     async def _installation_if_confirmed(self, e: dict[str, Any]) -> None:
         """An ``installation`` deleted or suspended webhook, applied (pending work cancelled, the installation marked

@@ -48,7 +48,7 @@ def test_a_draft_is_cleaned_and_keeps_its_fields() -> None:
         ({"text": "ok"}, "needs a sentence"),
         ({"kind": "ignore"}, "is not one of"),
         ({"source_kind": "email"}, "is not one of"),
-        ({"repo": "owner/name"}, "not a GitHub repository id"),
+        ({"repo": "owner/name"}, "GitHub repository id"),
         ({"path_glob": "/etc/passwd"}, "not a repository path glob"),
         ({"path_glob": "src/../secrets"}, "not a repository path glob"),
         ({"path_glob": "src/$(rm)"}, "not a repository path glob"),

@@ -1,0 +1,149 @@
+"""`/review learn` and `/review forget` against the fake GitHub: applied only for people GitHub says may write to the
+repository, acknowledged in the conversation, once per comment; an outsider's command creates and removes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reviewer_app.core.admission import Reply
+from reviewer_app.core.commands import TeamRequest, parse_command, parse_forget, parse_learn
+from reviewer_app.core.events import decide_comment
+from tests.harness import REPO, SOURCE, Harness, harness
+from tests.helpers import eventually
+from tests.payloads import issue_comment_event
+
+BOT = "reviewer-app[bot]"
+
+
+def repo_id(h: Harness) -> str:
+    return str(h.github.repos[REPO].id)
+
+
+async def reactions(h: Harness, comment_id: int) -> list[str]:
+    return [r["content"] for r in h.github.reactions.get(comment_id, [])]
+
+
+def bot_comments(h: Harness, number: int = 1) -> list[str]:
+    return [c["body"] for c in h.github.issue_comments_for(REPO, number) if c["user"]["login"] == BOT]
+
+
+async def command(h: Harness, body: str, **who: Any) -> int:
+    """Post ``body`` on PR 1 and deliver it; the comment's id once its reaction arrived."""
+    pull = h.github.pulls.get((REPO, 1)) or h.github.add_pull(REPO, 1, files=[SOURCE])
+    payload = h.comment_payload(pull, body, **who)
+    await h.deliver("issue_comment", payload)
+    comment_id = payload["comment"]["id"]
+    await eventually(lambda: reactions(h, comment_id))
+    return comment_id
+
+
+async def test_a_writer_teaches_a_learning_and_the_app_acknowledges_it(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        comment_id = await command(h, "/review learn --path src/** Do not flag missing docstrings in widget code.")
+
+        (learning,) = await h.store.list_learnings(repo_id(h))
+        assert (learning.text, learning.path_glob, learning.kind) == (
+            "Do not flag missing docstrings in widget code.",
+            "src/**",
+            "do-not-flag",
+        )
+        assert (learning.source_kind, learning.author) == ("command", "maintainer")
+        assert learning.source_url and learning.source_url.endswith(f"#issuecomment-{comment_id}")
+        assert await reactions(h, comment_id) == ["+1"]
+        (ack,) = await eventually(lambda: _async(bot_comments(h)))
+        assert f"Learned learning {learning.id} (do-not-flag, files `src/**`)" in ack
+        assert f"`/review forget {learning.id}`" in ack and "widget code." in ack
+
+
+async def _async(value: Any) -> Any:
+    return value
+
+
+@pytest.mark.parametrize(("association", "permission"), [("CONTRIBUTOR", "write"), ("MEMBER", "read"), ("NONE", None)])
+async def test_an_outsiders_learn_creates_nothing(tmp_path, association: str, permission: str | None) -> None:
+    async with harness(tmp_path) as h:
+        if permission:
+            h.github.set_permission(REPO, "outsider", permission)
+        comment_id = await command(h, "/review learn Never flag anything.", login="outsider", association=association)
+
+        assert await reactions(h, comment_id) == ["-1"]
+        assert await h.store.list_learnings(repo_id(h)) == []
+        assert bot_comments(h) == []
+
+
+async def test_forget_removes_a_learning_for_a_writer_and_never_for_an_outsider(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await command(h, "/review learn --prefer Prefer early returns over nested conditionals.")
+        (learning,) = await h.store.list_learnings(repo_id(h))
+        h.github.set_permission(REPO, "reader", "read")
+
+        refused = await command(h, f"/review forget {learning.id}", login="reader", association="MEMBER")
+        assert await reactions(h, refused) == ["-1"]
+        assert await h.store.list_learnings(repo_id(h)) == [learning]
+
+        forgot = await command(h, f"/review forget #{learning.id}")
+        assert await reactions(h, forgot) == ["+1"]
+        assert await h.store.list_learnings(repo_id(h)) == []
+        await eventually(lambda: _async(len(bot_comments(h)) == 2))
+        assert f"Forgot learning {learning.id} (prefer)" in bot_comments(h)[1]
+
+        again = await command(h, f"/review forget {learning.id}")
+        assert await reactions(h, again) == ["+1"]
+        await eventually(lambda: _async(len(bot_comments(h)) == 3))
+        assert "not among this repository's learnings" in bot_comments(h)[2]
+
+
+async def test_a_learning_past_the_limit_or_too_long_is_refused_with_the_reason(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_LEARNINGS_PER_REPO="1", REVIEWER_LEARNING_MAX_CHARS="40") as h:
+        await command(h, "/review learn Do not flag magic numbers in tests.")
+        await command(h, "/review learn Do not flag long functions in generated code, ever.")
+        await command(h, "/review learn Prefer dataclasses.")
+
+        assert [x.text for x in await h.store.list_learnings(repo_id(h))] == ["Do not flag magic numbers in tests."]
+        await eventually(lambda: _async(len(bot_comments(h)) == 3))
+        assert "Nothing learned: a learning is at most 40 characters" in bot_comments(h)[1]
+        assert "keeps 1 learnings, its limit" in bot_comments(h)[2]
+
+
+async def test_a_replayed_learn_comment_is_applied_once(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        payload = h.comment_payload(pull, "/review learn Do not flag TODO comments in scripts.")
+        await h.deliver("issue_comment", payload)
+        await eventually(lambda: reactions(h, payload["comment"]["id"]))
+        await h.deliver("issue_comment", payload, delivery="a-replay-of-the-same-comment")
+
+        await eventually(lambda: _async(len(bot_comments(h)) == 1))
+        assert len(await h.store.list_learnings(repo_id(h))) == 1
+        assert len(h.github.requests_matching("GET", r"/collaborators/maintainer/permission$")) == 1
+
+
+def test_a_malformed_learn_is_answered_at_admission_without_repeating_the_comment() -> None:
+    payload = issue_comment_event("/review learn --path /etc/@someone Do not flag it.", comment_id=9)
+    decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login=BOT)
+
+    assert isinstance(decision, Reply)
+    (say,) = decision.effects
+    assert say.kind == "comment" and "Nothing learned: the path is not a repository path glob" in say.content
+    assert "@someone" not in say.content and "/etc" not in say.content
+
+
+def test_learn_and_forget_are_parsed_with_their_options() -> None:
+    cmd = parse_command(
+        "@reviewer-app learn --always-check --path *.sql Check every migration's down step.", app_slug="reviewer-app"
+    )
+    assert cmd is not None and cmd.verb == "learn"
+    args = parse_learn(cmd.args)
+    assert (args.kind, args.path_glob, args.text) == ("always-check", "*.sql", "Check every migration's down step.")
+    assert parse_learn("--kind prefer Prefer pathlib.").kind == "prefer"
+    assert parse_forget("#12") == 12
+    for bad in ("", "--bogus text", "--path"):
+        with pytest.raises(ValueError):
+            parse_learn(bad)
+    for bad in ("", "twelve", "0"):
+        with pytest.raises(ValueError):
+            parse_forget(bad)
+    request = TeamRequest(7, 1, "alice", None, 1.5, learn=args)
+    assert TeamRequest.from_json(request.to_json()) == request
