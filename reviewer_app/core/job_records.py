@@ -85,7 +85,8 @@ def _withheld(value: Any) -> tuple[Withheld, ...]:
         if isinstance(entry, dict) and entry.get("reason") in REASONS:
             comment = _comment(entry.get("comment"))
             if comment is not None:
-                out.append(Withheld(comment, entry["reason"]))
+                learning = entry.get("learning")
+                out.append(Withheld(comment, entry["reason"], learning if type(learning) is int else None))
     return tuple(out)
 
 
@@ -402,6 +403,8 @@ class StoredAnswer:
     # answer stored before the checks existed has none.
     withheld: tuple[Withheld, ...] = ()
     verified_by: str = ""  # the model of the verification pass; empty when the findings were not verified
+    # The repository's learnings the review used (in its prompt, or withholding a finding), by id.
+    learnings: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     @classmethod
@@ -423,6 +426,9 @@ class StoredAnswer:
             incremental_note=_str(value.get("incremental_note")),
             withheld=_withheld(value.get("withheld")),
             verified_by=_str(value.get("verified_by")) or "",
+            learnings=tuple(i for i in value.get("learnings") or () if type(i) is int)
+            if isinstance(value.get("learnings"), list)
+            else (),
             extra={k: v for k, v in value.items() if k not in known},
         )
 
@@ -438,13 +444,17 @@ class StoredAnswer:
                 "parts": self.parts,
                 "incremental_note": self.incremental_note,
                 **({"verified_by": self.verified_by} if self.verified_by else {}),
-                **(
-                    {"withheld": [{"reason": w.reason, "comment": _comment_json(w.comment)} for w in self.withheld]}
-                    if self.withheld
-                    else {}
-                ),
+                **({"learnings": list(self.learnings)} if self.learnings else {}),
+                **({"withheld": [_withheld_json(w) for w in self.withheld]} if self.withheld else {}),
             }
         ).decode()
+
+
+def _withheld_json(w: Withheld) -> dict[str, Any]:
+    out: dict[str, Any] = {"reason": w.reason, "comment": _comment_json(w.comment)}
+    if w.learning is not None:
+        out["learning"] = w.learning
+    return out
 
 
 def _is_pair(value: Any) -> bool:

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from reviewer_app.core.learnings import Learning, covering
 from reviewer_app.core.review_model import SEVERITIES, ModelComment
 
 VERDICTS = ("confirmed", "refuted", "uncertain")
@@ -21,7 +22,8 @@ INVENTED = "invented quote"
 REFUTED = "refuted"
 LOW_CONFIDENCE = "low confidence"
 PAST_CAP = "past the cap"
-REASONS = (INVENTED, REFUTED, LOW_CONFIDENCE, PAST_CAP)
+TEAM_LEARNING = "team learning"  # a do-not-flag learning of the repository covers it (core/learnings.py)
+REASONS = (INVENTED, TEAM_LEARNING, REFUTED, LOW_CONFIDENCE, PAST_CAP)
 # Folded in the review body rather than withheld: past the cap, and suggestion-level findings (and nits).
 FOLDED_SEVERITIES = frozenset({"suggestion", "nit"})
 
@@ -33,6 +35,7 @@ class Verdict:
     verdict: str  # confirmed, refuted or uncertain
     confidence: int  # 0-100: how sure it is the finding is a real problem
     reason: str
+    learning: int | None = None  # the do-not-flag learning the verifier says covers the finding
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Withheld:
 
     comment: ModelComment
     reason: str
+    learning: int | None = None  # TEAM_LEARNING: the learning that withheld it
 
 
 def apply_verdicts(
@@ -62,12 +66,30 @@ def apply_verdicts(
             confidence=verdict.confidence,
             verdict_reason=verdict.reason[:MAX_REASON_CHARS],
         )
-        if verdict.verdict == "refuted":
+        if verdict.learning is not None:
+            withheld.append(Withheld(judged, TEAM_LEARNING, verdict.learning))
+        elif verdict.verdict == "refuted":
             withheld.append(Withheld(judged, REFUTED))
         elif verdict.confidence < min_confidence:
             withheld.append(Withheld(judged, LOW_CONFIDENCE))
         else:
             kept.append(judged)
+    return kept, withheld
+
+
+def withhold_covered(
+    comments: Sequence[ModelComment], learnings: Sequence[Learning]
+) -> tuple[list[ModelComment], list[Withheld]]:
+    """The pure rule: each comment a do-not-flag learning covers (core/learnings.covers: its file under the learning's
+    glob, its text about the learning's subject) withheld, linked to that learning; the rest kept, in order."""
+    kept: list[ModelComment] = []
+    withheld: list[Withheld] = []
+    for comment in comments:
+        found = covering(learnings, comment.path, comment.body) if learnings else None
+        if found is None:
+            kept.append(comment)
+        else:
+            withheld.append(Withheld(comment, TEAM_LEARNING, found.id))
     return kept, withheld
 
 

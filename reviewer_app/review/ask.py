@@ -20,7 +20,7 @@ from anthropic.types import Message
 from reviewer_app.core.anchoring import resolve_path
 from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence
 from reviewer_app.core.job_records import ModelProgress, PartAnswer, StoredAnswer, VerifyAnswer
-from reviewer_app.core.precision import INVENTED, Withheld, apply_verdicts
+from reviewer_app.core.precision import INVENTED, Withheld, apply_verdicts, withhold_covered
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
@@ -93,7 +93,8 @@ class Ask:
             answers.append(done)
         if route is not None:
             await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
-        return await self._checked(ctx, question, _joined(question, answers), route, still_wanted)
+        checked = await self._checked(ctx, question, _joined(question, answers), route, still_wanted)
+        return _with_learnings(checked, question)
 
     async def plain(self, ctx: JobContext, system: str, user: str) -> StoredAnswer:
         """A plain-text answer to one question (an answer in a thread), stored as a review's summary is."""
@@ -164,11 +165,17 @@ class Ask:
         review verifies) put to the verification pass, refuted and unconfident ones withheld."""
         sources = question.sources
         comments = [replace(c, path=resolve_path(c.path, sources.diffs)) for c in answer.comments]
+        # What the team said not to flag is withheld first (the pure rule, core/learnings.covers); the verifier, where
+        # it runs, is shown the same learnings for what the rule misses.
+        do_not_flag = [x for x in question.learnings if x.kind == "do-not-flag"]
+        comments, covered = withhold_covered(comments, do_not_flag)
+        if covered:
+            log.info("job %s: %d finding(s) withheld by the team's learnings", ctx.job.id, len(covered))
         if not comments or self.reader is None:
-            return answer
+            return replace(answer, comments=tuple(comments), withheld=(*answer.withheld, *covered))
         texts = await self._texts(ctx, sources, comments)
         evidence = check_evidence(comments, texts)
-        withheld = tuple(Withheld(c, INVENTED) for c in evidence.invented)
+        withheld = (*covered, *(Withheld(c, INVENTED) for c in evidence.invented))
         if evidence.invented or evidence.reanchored:
             log.info(
                 "job %s: evidence check: %d finding(s) kept (%d moved onto their quote, %d unchecked), %d invented",
@@ -181,7 +188,7 @@ class Ask:
         kept = evidence.kept
         if question.verify is None or self.verifier is None or not kept:
             return replace(answer, comments=kept, withheld=withheld)
-        request = verify_request(sources.title, sources.description, kept, texts, sources.diffs)
+        request = verify_request(sources.title, sources.description, kept, texts, sources.diffs, learnings=do_not_flag)
         verified = await self._verified(ctx, request, route, still_wanted)
         judged, refused = apply_verdicts(
             request.findings, verified.verdicts, min_confidence=question.verify.min_confidence
@@ -239,7 +246,9 @@ class Ask:
             return verifier.tool_params(VERIFY_SYSTEM_PROMPT, request.user, VERIFY_TOOL)
 
         def read(message: Message) -> VerifyAnswer:
-            verdicts = parse_tool_answer(message, VERIFY_TOOL_NAME, lambda data: parse_verdicts(data, count))
+            verdicts = parse_tool_answer(
+                message, VERIFY_TOOL_NAME, lambda data: parse_verdicts(data, count, request.learnings)
+            )
             return VerifyAnswer(verdicts, str(message.model))
 
         batched = await route.request(request.key, params, read, model=verifier.model) if route else None
@@ -261,7 +270,7 @@ class Ask:
                 VERIFY_SYSTEM_PROMPT,
                 request.user,
                 VERIFY_TOOL,
-                lambda data: parse_verdicts(data, count),
+                lambda data: parse_verdicts(data, count, request.learnings),
                 meter=meter,
             )
         except MalformedAnswers as exc:
@@ -308,6 +317,12 @@ def _joined(question: Question, answers: Sequence[PartAnswer]) -> StoredAnswer:
         parts=len(question.parts),
         incremental_note=question.incremental_note,
     )
+
+
+def _with_learnings(answer: StoredAnswer, question: Question) -> StoredAnswer:
+    """The answer naming the learnings the review used: those in its prompt, and those that withheld a finding."""
+    withholding = (w.learning for w in answer.withheld if w.learning is not None)
+    return replace(answer, learnings=tuple(sorted({*question.in_prompt, *withholding})))
 
 
 def _progress(ctx: JobContext) -> ModelProgress:

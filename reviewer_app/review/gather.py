@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from reviewer_app.core.diff import FileDiff
 from reviewer_app.core.errors import JobError
+from reviewer_app.core.learnings import Learning, prompt_line, relevant
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import MAX_COMPARE_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
@@ -46,6 +47,7 @@ class Change:
     selection: Selection
     ignore: tuple[str, ...]  # the server's and the repository's ignore patterns
     recall: Recall
+    learnings: tuple[Learning, ...] = ()  # what the repository's team taught the app (core/learnings.py)
 
     @property
     def diffs(self) -> dict[str, FileDiff]:
@@ -99,6 +101,10 @@ class Question:
     # files they name), its title and description (for the verifier), and whether and how strictly to verify.
     sources: Sources = field(default_factory=Sources)
     verify: Verification | None = None
+    # The repository's learnings: all of them (a do-not-flag one withholds the findings it covers), and the ids of
+    # those in the prompt.
+    learnings: tuple[Learning, ...] = ()
+    in_prompt: tuple[int, ...] = ()
 
     @property
     def shared(self) -> bool:
@@ -119,7 +125,8 @@ class Gather:
         job = ctx.job
         files = await self.github.list_pull_files(installation_of(ctx), job.repo_full_name, job.pr_number)
         ignore = (*self.settings.ignore, *wanted.config.ignore)
-        return Change(len(files), select_files(files, ignore=ignore), ignore, await self._recall(ctx))
+        learnings = tuple(await ctx.store.list_learnings(str(job.repo_id)))
+        return Change(len(files), select_files(files, ignore=ignore), ignore, await self._recall(ctx), learnings)
 
     async def question(self, ctx: JobContext, wanted: Wanted, change: Change) -> Question:
         job = ctx.job
@@ -140,6 +147,12 @@ class Gather:
         tools = self.settings.tool_limits if enabled and self.settings.tool_limits.max_turns >= 1 else None
         raised = tuple(
             RaisedFinding(s.finding.path, s.line, s.finding.severity, s.finding.title) for s in change.recall.still_open
+        )
+        taught = relevant(
+            change.learnings,
+            [c.path for c in scope.selection.changed],
+            self.settings.learnings_prompt_tokens,
+            estimate=estimate_tokens,
         )
         prepared = await prepare(
             scope.selection,
@@ -169,6 +182,7 @@ class Gather:
                 tools_note=tools_note(tools) if tools is not None else None,
                 nits=rc.nits == "fold",
                 already_raised=raised,
+                team_learnings=tuple(prompt_line(x) for x in taught),
             )
 
         # The file list is as long whatever the plan: estimate it with the longest "where" it can get.
@@ -212,6 +226,8 @@ class Gather:
                 description=str(pr.get("body") or ""),
             ),
             verify=Verification(rc.min_confidence) if _verifies(self.settings, rc) else None,
+            learnings=change.learnings,
+            in_prompt=tuple(x.id for x in taught),
         )
 
     async def _recall(self, ctx: JobContext) -> Recall:

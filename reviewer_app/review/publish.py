@@ -11,6 +11,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from reviewer_app.core.admission import AUTOMATIC_TRIGGERS, is_reply
@@ -34,6 +35,7 @@ from reviewer_app.review.render import (
     earlier_finding_entry,
     group_by_reason,
     inline_comment,
+    learning_entry,
     not_reviewed_line,
     render_review_body,
     top_findings,
@@ -116,6 +118,7 @@ class Publish:
                 ctx, held, counts=review.counts, config_errors=wanted.config.errors, check_run_id=check_run_id
             )
         review_id = await self._publish_once(ctx, review.body, [inline_comment(c) for c in review.anchored.inline])
+        await _mark_applied(ctx, answer)
         resolved = await self._remember(ctx, review_id, review.anchored.inline, change.recall, wanted.config)
         await self._record(ctx, wanted.config, answer, review, review_id, resolved, check_run_id)
         counts = review.counts
@@ -126,6 +129,7 @@ class Publish:
 
     async def _render(self, ctx: JobContext, wanted: Wanted, change: Change, answer: StoredAnswer) -> Review:
         job, pr, rc = ctx.job, wanted.pr, wanted.config
+        taught = {x.id: x for x in change.learnings}  # a learning forgotten since the answer is named by its id
         summary = answer.summary
         unlisted = _unlisted_files(pr, change.listed)
         if unlisted:
@@ -153,6 +157,7 @@ class Publish:
             counts=counts,
             links=links,
             earlier=[_earlier_entry(s.finding, s.line, links) for s in change.recall.still_open],
+            learnings=[learning_entry(i, taught.get(i)) for i in answer.learnings],
         )
         withheld = withheld_lines(
             answer.withheld,
@@ -160,6 +165,7 @@ class Publish:
             links,
             min_confidence=rc.min_confidence,
             max_comments=rc.max_comments,
+            learnings=taught,
         )
         return Review(summary, body, anchored, counts, links, len(answer.withheld) + len(shown.past_cap), withheld)
 
@@ -259,6 +265,13 @@ class Publish:
         except JobError as exc:
             log.warning("job %s: review threads not tended (tried again at the next review): %s", job.id, exc.reason)
         return await ctx.store.resolved_findings(job.repo_id, job.pr_number)
+
+
+async def _mark_applied(ctx: JobContext, answer: StoredAnswer) -> None:
+    """The learnings the published review used count as applied, once per job (a retry that finds the review
+    published already counts nothing again)."""
+    if answer.learnings and await ctx.store.claim_once(f"learnings-applied:{ctx.job.id}"):
+        await ctx.store.mark_learnings_applied(answer.learnings, datetime.fromtimestamp(ctx.clock(), UTC))
 
 
 def _counts(answer: StoredAnswer, anchored: AnchorResult, folded: Sequence[ModelComment]) -> ReviewCounts:

@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from reviewer_app.core.learnings import Learning
 from reviewer_app.core.markdown import inline_text, publishable
 from reviewer_app.core.markers import safe_for_github, strip_markers
-from reviewer_app.core.precision import INVENTED, LOW_CONFIDENCE, PAST_CAP, REFUTED, Withheld, withheld_counts
+from reviewer_app.core.precision import (
+    INVENTED,
+    LOW_CONFIDENCE,
+    PAST_CAP,
+    REFUTED,
+    TEAM_LEARNING,
+    Withheld,
+    withheld_counts,
+)
 from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment, ReviewCounts, plural
 
 MAX_BODY_CHARS = 60_000  # GitHub refuses review bodies over 65,536 characters
@@ -23,6 +32,7 @@ MAX_FALLBACK_CHARS = 4_000
 TOP_FINDINGS = 5
 MAX_WITHHELD_ENTRIES = 20  # findings withheld listed one by one in the check run
 _BACKTICKS = re.compile(r"`+")
+_LINK = re.compile(r"https?://[A-Za-z0-9.:-]+/[A-Za-z0-9._~/#%?=&+-]*")  # a source link that cannot leave its ( )
 LABELS = {"critical": "🔴 Critical", "warning": "🟠 Warning", "suggestion": "🔵 Suggestion", "nit": "⚪ Nit"}
 
 
@@ -83,11 +93,13 @@ def render_review_body(
     links: Links,
     max_chars: int = MAX_BODY_CHARS,
     earlier: Sequence[str] = (),
+    learnings: Sequence[str] = (),
 ) -> str:
     """The review body: note, the one summary, findings by severity with links, comments outside the diff (with
     permalinks), earlier findings still open (``earlier``: entries from ``earlier_finding_entry``), one folded list of
     the findings not shown as comments (``folded``: suggestion-level ones, nits, those past the cap), folded files not
-    reviewed (grouped by reason), counts, marker last.
+    reviewed (grouped by reason), the team learnings the review applied, folded (``learnings``: entries from
+    ``learning_entry``), counts, marker last.
 
     Everything except ``marker`` is treated as untrusted. Sections that do not fit in ``max_chars`` keep their
     first entries and a line saying how many were left out; empty sections are not shown.
@@ -114,6 +126,7 @@ def render_review_body(
         (f"### Still open from earlier reviews: {len(earlier)}", list(earlier), "\n", "finding", None),
         ("", listed, "\n", "nit" if only_nits else "finding", fold_title),
         ("", skipped, "\n", "line", not_reviewed_line(groups)),
+        ("", list(learnings), "\n", "learning", f"{plural(len(learnings), 'team learning')} applied"),
     ]
     wanted = [p for p in parts if p[1]]
     for index, (title, entries, joiner, noun, fold) in enumerate(wanted):
@@ -144,11 +157,14 @@ def withheld_lines(
     min_confidence: int,
     max_comments: int,
     limit: int = MAX_WITHHELD_ENTRIES,
+    learnings: Mapping[int, Learning] | None = None,
 ) -> list[str]:
     """The check run's folded account of the findings held back: how many for each reason, then each one withheld
-    (its place, its headline and the verifier's reason), at most ``limit``."""
+    (its place, its headline and the verifier's reason, or the team learning that withheld it, linked to where it was
+    taught), at most ``limit``."""
     labels = {
         INVENTED: "quoted code that is not in the file (invented)",
+        TEAM_LEARNING: "withheld by team learnings",
         REFUTED: "refuted by the verification pass",
         LOW_CONFIDENCE: f"below the confidence threshold ({min_confidence} of 100)",
         PAST_CAP: f"past the cap of {max_comments} comments (listed folded in the review)",
@@ -159,7 +175,9 @@ def withheld_lines(
     for w in withheld[:limit]:
         c = w.comment
         why = w.reason if c.confidence is None else f"{w.reason}, confidence {c.confidence}"
-        if c.verdict_reason:
+        if w.learning is not None:
+            why = learning_ref(w.learning, (learnings or {}).get(w.learning))
+        elif c.verdict_reason:
             why += f": {inline_text(c.verdict_reason, MAX_HEADLINE_CHARS)}"
         where = f"line {c.line}" + (" (old)" if c.side == "LEFT" else "")
         url = links.of(c, inline=False)
@@ -167,6 +185,24 @@ def withheld_lines(
     if len(withheld) > limit:
         lines.append(f"- _…and {len(withheld) - limit} more_")
     return lines
+
+
+def learning_ref(learning_id: int, learning: Learning | None) -> str:
+    """A learning named in a review or a check run: its id, linked to where it was taught when that is known."""
+    if learning is None:
+        return f"team learning {learning_id} (forgotten since)"
+    if learning.source_url and _LINK.fullmatch(learning.source_url):
+        return f"[team learning {learning_id}]({learning.source_url})"
+    return f"team learning {learning_id}"
+
+
+def learning_entry(learning_id: int, learning: Learning | None) -> str:
+    """One learning a review applied, for its folded footer: its reference, kind, glob and sentence."""
+    if learning is None:
+        return f"- {learning_ref(learning_id, None)}"
+    where = f" · {_code(learning.path_glob)}" if learning.path_glob else ""
+    text = inline_text(learning.text, 2 * MAX_HEADLINE_CHARS)
+    return f"- {learning_ref(learning_id, learning)} ({learning.kind}{where}): {text}"
 
 
 def earlier_finding_entry(severity: str, path: str, line: int, title: str, url: str) -> str:

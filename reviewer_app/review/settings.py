@@ -20,6 +20,7 @@ class ReviewSettings:
     tool_limits: ToolLimits = field(default_factory=ToolLimits)
     dry_run: bool = False  # post nothing anywhere (REVIEWER_DRY_RUN; a repository may ask for it alone)
     verify: bool = True  # the verification pass, for repositories whose .github/reviewer.yml does not say
+    learnings_prompt_tokens: int = 1500  # prompt tokens the repository's relevant learnings may take (0: none)
 
     @classmethod
     def from_config(cls, cfg: Config) -> ReviewSettings:
@@ -35,4 +36,5 @@ class ReviewSettings:
             tool_limits=ToolLimits(cfg.max_tool_turns, cfg.max_tool_bytes),
             dry_run=cfg.dry_run,
             verify=cfg.verify,
+            learnings_prompt_tokens=cfg.learnings_prompt_tokens,
         )
