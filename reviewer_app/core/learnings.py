@@ -36,7 +36,7 @@ _RULE_WORDS = frozenset(
     those do does don dont not no never nor flag flagged flagging report reported reporting comment comments
     mention warn about here there we our us you your they them their should shouldn must always check prefer
     please any all every only when where which who what why how as if than then so such can cannot may might
-    will would also just use using used code file files line lines pr pull request""".split()
+    will would also just use using used code pr pull request""".split()
 )
 
 
@@ -222,14 +222,23 @@ def distinctive_words(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _RULE_WORDS and len(w) > 2}
 
 
+_REASON_START = re.compile(r"[:;(]|\s[-–—]\s|\b(?:because|since|as we|as our|as the)\b", re.IGNORECASE)
+
+
+def subject_of(text: str) -> str:
+    """What a learning is about: its text up to where its reason starts (a colon, a semicolon, a dash, a parenthesis,
+    "because", "since"): "Do not flag unclosed files: our scripts exit at once" is about unclosed files."""
+    return _REASON_START.split(text, 1)[0]
+
+
 def covers(learning: Learning, path: str, text: str) -> bool:
     """Whether a do-not-flag ``learning`` covers a finding on ``path`` saying ``text`` (its title and body): its glob
-    matches the path, and the finding carries most of what the learning is about (at least two of its distinctive
-    words, and ``COVER_SHARE`` of them). Conservative by design: a finding it misses is published, never one of
+    matches the path, and the finding carries most of what the learning is about (at least two of the distinctive
+    words of its subject, and ``COVER_SHARE`` of them). Conservative by design: a finding it misses is published, never one of
     another subject withheld."""
     if learning.kind != "do-not-flag" or not path_matches(learning.path_glob, path):
         return False
-    about = distinctive_words(learning.text)
+    about = distinctive_words(subject_of(learning.text))
     if len(about) < MIN_COVER_WORDS:
         return False
     shared = about & distinctive_words(text)

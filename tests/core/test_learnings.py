@@ -18,6 +18,7 @@ from reviewer_app.core.learnings import (
     path_matches,
     prompt_line,
     relevant,
+    subject_of,
 )
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -116,6 +117,10 @@ def test_a_do_not_flag_learning_covers_a_finding_about_its_subject_under_its_glo
     # A learning with a single subject word covers nothing by the pure rule (too easy to withhold the wrong finding).
     assert not covers(learning(6, "Do not flag typos."), "a.py", "Typos in the log message.")
     assert covering([learning(9, rule.text), rule], "src/internal/x.py", finding) == rule
+    # Only the rule's subject counts, not the reason the team gave for it.
+    reasoned = learning(7, "Do not flag unclosed files: our scripts exit right after, so the OS closes them.")
+    assert covers(reasoned, "bin/run.py", "The unclosed file handle leaks.") and "files" in subject_of(reasoned.text)
+    assert subject_of("Do not flag globals because legacy code needs them") == "Do not flag globals "
 
 
 def test_the_prompt_line_names_the_learning_its_kind_and_its_glob() -> None:
