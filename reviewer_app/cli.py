@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from reviewer_app import admin_cli, backup, one_pr_cli
+from reviewer_app import admin_cli, backup, learnings_cli, one_pr_cli
 from reviewer_app.cli_args import whole_number
 from reviewer_app.config import Config, ConfigError, load_config
 from reviewer_app.dispatch.registry import app_version
@@ -18,7 +18,7 @@ from reviewer_app.store import migrate as migrate_store
 from reviewer_app.store.base import StoreUnavailable
 
 # Commands that work on the database only: they receive no webhook, so they need no webhook secret.
-DATABASE_COMMANDS = (*admin_cli.COMMANDS, "backup")
+DATABASE_COMMANDS = (*admin_cli.COMMANDS, learnings_cli.COMMAND, "backup")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "config", help="print the effective configuration, secrets masked, with what is wrong or missing marked"
     )
     admin_cli.add_commands(sub)
+    learnings_cli.add_command(sub)
     backup.add_command(sub)
     migrate_store.add_command(sub)
     parser.set_defaults(command_names=tuple(sub.choices))
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         names = ", ".join(args.command_names)
         parser.error(f"say which command to run: {names} (`reviewer-app --help` says what each does)")
-    missing = admin_cli.missing_subcommand(args)
+    missing = admin_cli.missing_subcommand(args) or learnings_cli.missing_subcommand(args)
     if missing is not None:
         args.command_parser.error(missing)
     if args.command == "migrate-store":  # both databases are named on the command line: no configuration needed
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(cfg.log_level, cfg.log_format)
     if args.command in admin_cli.COMMANDS:
         return admin_cli.run(cfg, args)
+    if args.command == learnings_cli.COMMAND:
+        return learnings_cli.run(cfg, args)
     if args.command == "backup":
         return backup.run(cfg, args)
     if args.command in ("serve", "worker"):

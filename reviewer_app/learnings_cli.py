@@ -1,0 +1,148 @@
+"""`reviewer-app learnings list|show|add|remove --repo owner/name`: a repository's learnings on the database, for an
+operator (the team teaches and forgets them with `/review learn` and `/review forget`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reviewer_app.cli_args import whole_number
+from reviewer_app.config import Config
+from reviewer_app.core.learnings import KINDS, Learning, LearningLimitReached, make_draft, source_label
+from reviewer_app.store.base import Store, StoreUnavailable
+from reviewer_app.store.factory import make_store
+
+COMMAND = "learnings"
+
+
+class LearningsError(Exception):
+    """What the operator asked cannot be done; the message says why, in one line."""
+
+
+def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `learnings list|show|add|remove` on the reviewer-app parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    common.add_argument(
+        "--repo", required=True, help="owner/name, as the app's jobs record it (or the repository's numeric id)"
+    )
+    parser = sub.add_parser(COMMAND, help="list, show, add or remove a repository's learnings")
+    parser.set_defaults(command_parser=parser)
+    verbs = parser.add_subparsers(dest="learnings_command", metavar="{list,show,add,remove}")
+    verbs.add_parser("list", parents=[common], help="the repository's learnings, oldest first")
+    show = verbs.add_parser("show", parents=[common], help="one learning with its source")
+    show.add_argument("learning_id", type=whole_number(1), metavar="ID")
+    add = verbs.add_parser("add", parents=[common], help="teach the repository's reviews one sentence")
+    add.add_argument("text", nargs="+", metavar="SENTENCE")
+    add.add_argument("--path", dest="path_glob", metavar="GLOB", help="only for files under this glob")
+    add.add_argument("--kind", choices=KINDS, default=KINDS[0], help="default: do-not-flag")
+    add.add_argument("--author", default="operator", help="who taught it (default: operator)")
+    remove = verbs.add_parser("remove", parents=[common], help="forget one learning")
+    remove.add_argument("learning_id", type=whole_number(1), metavar="ID")
+
+
+def missing_subcommand(args: argparse.Namespace) -> str | None:
+    if args.command == COMMAND and args.learnings_command is None:
+        return "say what to do: list, show ID, add SENTENCE or remove ID, each with --repo owner/name"
+    return None
+
+
+def run(cfg: Config, args: argparse.Namespace) -> int:
+    """Run one learnings command; 0 when done, 1 when not found, refused or the database is unavailable."""
+    path = cfg.sqlite_path
+    if path is not None and not Path(path).exists():
+        print(f"reviewer-app: no database at {path!r}: check DATABASE_URL", file=sys.stderr)
+        return 1
+    try:
+        result, text = asyncio.run(_run(cfg, args))
+    except (LearningsError, StoreUnavailable) as exc:
+        print(f"reviewer-app: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2, default=str) if args.json else text)
+    return 0
+
+
+async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:
+    store = make_store(cfg)
+    await store.open()
+    try:
+        repo = await _repo_id(store, args.repo)
+        if args.learnings_command == "list":
+            found = await store.list_learnings(repo)
+            return [as_json(x) for x in found], render_list(found, args.repo)
+        if args.learnings_command == "add":
+            return await _add(store, cfg, args, repo)
+        learning = await store.get_learning(repo, args.learning_id)
+        if learning is None:
+            raise LearningsError(f"no learning {args.learning_id} in {args.repo}")
+        if args.learnings_command == "show":
+            return as_json(learning), render_learning(learning)
+        await store.remove_learning(repo, learning.id)
+        return {**as_json(learning), "removed": True}, f"learning {learning.id} removed from {args.repo}"
+    finally:
+        await store.close()
+
+
+async def _add(store: Store, cfg: Config, args: argparse.Namespace, repo: str) -> tuple[Any, str]:
+    try:
+        draft = make_draft(
+            repo=repo,
+            text=" ".join(args.text),
+            kind=args.kind,
+            path_glob=args.path_glob,
+            source_kind="cli",
+            author=args.author,
+            created_at=datetime.now(UTC),
+            max_text=cfg.learning_max_chars,
+        )
+        learning = await store.add_learning(draft, limit=cfg.learnings_per_repo)
+    except (ValueError, LearningLimitReached) as exc:
+        raise LearningsError(f"nothing added: {exc}") from exc
+    return as_json(learning), f"learning {learning.id} in {args.repo}: {learning.text}"
+
+
+async def _repo_id(store: Store, repo: str) -> str:
+    """The repository's id: given as a number, or found by the full name the app's newest job records for it."""
+    if repo.isdigit():
+        return repo
+    if repo.count("/") != 1:
+        raise LearningsError(f"--repo {repo!r} is neither owner/name nor a repository id")
+    found = await store.repo_id_of_name(repo)
+    if found is None:
+        raise LearningsError(f"no job of the app names {repo}: give the repository's numeric id instead")
+    return str(found)
+
+
+def as_json(learning: Learning) -> dict[str, Any]:
+    out = dataclasses.asdict(learning)
+    out["created_at"] = learning.created_at.isoformat()
+    out["last_applied"] = learning.last_applied.isoformat() if learning.last_applied else None
+    return out
+
+
+def render_list(learnings: list[Learning], repo: str) -> str:
+    if not learnings:
+        return f"{repo} has no learnings"
+    rows = [f"{'ID':>6}  {'KIND':<12}  {'PATH':<20}  {'APPLIED':>7}  SENTENCE"]
+    for x in learnings:
+        rows.append(f"{x.id:>6}  {x.kind:<12}  {(x.path_glob or '(all)'):<20}  {x.times_applied:>7}  {x.text}")
+    return "\n".join(rows)
+
+
+def render_learning(x: Learning) -> str:
+    last = x.last_applied.strftime("%Y-%m-%d %H:%M UTC") if x.last_applied else "never"
+    return "\n".join(
+        [
+            f"learning {x.id} ({x.kind}, {'files ' + x.path_glob if x.path_glob else 'all files'})",
+            f"  {x.text}",
+            f"source:   {source_label(x)}, {x.created_at.strftime('%Y-%m-%d %H:%M UTC')}",
+            f"link:     {x.source_url or '-'}",
+            f"applied:  {x.times_applied} time(s), last {last}",
+        ]
+    )

@@ -1,0 +1,138 @@
+"""`reviewer-app learnings list|show|add|remove --repo`: a repository's learnings on the database, named by the full
+name the app's jobs record (or the numeric id), as text for people and JSON for scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reviewer_app.cli import main
+from reviewer_app.core.admission import Enqueue, JobSpec
+from reviewer_app.core.job_records import JobDetails
+from reviewer_app.core.learnings import make_draft
+from reviewer_app.store.base import Delivery
+from reviewer_app.store.sqlite import SqliteStore
+from tests.helpers import sha
+
+REPO, REPO_ID = "octo/widgets", 4_000_000_001  # an id past 2**31, as GitHub's are
+
+
+async def _fill(path: Path) -> None:
+    """One job of the repository (so its name is known) and one learning taught with a command."""
+    store = SqliteStore(str(path))
+    await store.open()
+    try:
+        spec = JobSpec(
+            repo_id=REPO_ID,
+            repo_full_name=REPO,
+            installation_id=7,
+            pr_number=3,
+            head_sha=sha(1),
+            details=JobDetails(delivery_id="d-1"),
+        )
+        await store.admit(Delivery("d-1", "pull_request", "opened"), Enqueue(spec), now=1.0, max_attempts=5)
+        draft = make_draft(
+            repo=REPO_ID,
+            text="Do not flag missing docstrings.",
+            source_kind="command",
+            source_url="https://github.com/octo/widgets/pull/3#issuecomment-5001",
+            author="alice",
+            created_at=datetime(2026, 12, 1, 9, 30, tzinfo=UTC),
+        )
+        await store.add_learning(draft, limit=100)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "reviewer.db"
+    asyncio.run(_fill(path))
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{path}")
+    for name in ("GITHUB_WEBHOOK_SECRET", "REVIEWER_INSECURE_NO_SIGNATURE", "GITHUB_APP_ID"):
+        monkeypatch.delenv(name, raising=False)  # a database command needs no webhook secret
+    return path
+
+
+@pytest.fixture(autouse=True)
+def keep_logging():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_and_show_name_each_learning_and_its_source(db, capsys) -> None:
+    code, out, _ = run(capsys, "learnings", "list", "--repo", REPO)
+    assert code == 0
+    assert "do-not-flag" in out and "(all)" in out and "Do not flag missing docstrings." in out
+
+    code, out, _ = run(capsys, "learnings", "show", "1", "--repo", "Octo/Widgets")  # names compare as GitHub's do
+    assert code == 0
+    assert "source:   /review learn by alice, 2026-12-01 09:30 UTC" in out
+    assert "link:     https://github.com/octo/widgets/pull/3#issuecomment-5001" in out
+    assert "applied:  0 time(s), last never" in out
+
+
+def test_add_then_remove_through_the_cli(db, capsys) -> None:
+    code, out, err = run(
+        capsys,
+        "learnings",
+        "add",
+        "--repo",
+        REPO,
+        "--path",
+        "src/**",
+        "--kind",
+        "prefer",
+        "Prefer",
+        "pathlib.",
+        "--json",
+    )
+    assert code == 0, err
+    added = json.loads(out)
+    assert (added["repo"], added["path_glob"], added["kind"], added["text"]) == (
+        str(REPO_ID),
+        "src/**",
+        "prefer",
+        "Prefer pathlib.",
+    )
+    assert (added["source_kind"], added["author"]) == ("cli", "operator")
+
+    code, out, _ = run(capsys, "learnings", "remove", str(added["id"]), "--repo", str(REPO_ID))
+    assert code == 0 and f"learning {added['id']} removed" in out
+    code, out, _ = run(capsys, "learnings", "list", "--repo", REPO, "--json")
+    assert [x["id"] for x in json.loads(out)] == [1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (("show", "9", "--repo", REPO), "no learning 9 in octo/widgets"),
+        (("list", "--repo", "other/repo"), "no job of the app names other/repo"),
+        (("list", "--repo", "nonsense"), "neither owner/name nor a repository id"),
+        (("add", "--repo", REPO, "--path", "../x", "Do", "not", "flag", "it."), "nothing added: the path"),
+    ],
+)
+def test_what_cannot_be_done_is_exit_1_with_one_line(db, capsys, argv, fragment) -> None:
+    code, out, err = run(capsys, "learnings", *argv)
+    assert code == 1 and out == ""
+    assert fragment in err and err.count("\n") == 1
+
+
+def test_the_limit_holds_for_the_cli_too(db, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("REVIEWER_LEARNINGS_PER_REPO", "1")
+    code, _, err = run(capsys, "learnings", "add", "--repo", REPO, "Prefer", "early", "returns.")
+    assert code == 1 and "nothing added: the repository holds 1 learnings" in err
