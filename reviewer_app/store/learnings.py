@@ -94,7 +94,7 @@ class LearningsStore(abc.ABC):
             await self._run(lambda: many(s.MARK_LEARNING_APPLIED, rows))
 
     async def learning_repos(self) -> list[tuple[str, str | None]]:
-        """(repo id, full name its newest job records, or None) of every repository with learnings."""
+        """(repo id, full name its newest job records, or None) of every repository with learnings or feedback."""
         return [(str(r[0]), r[1]) for r in await self._rows(s.LEARNING_REPOS)]
 
     async def repo_id_of_name(self, full_name: str) -> int | None:

@@ -26,6 +26,7 @@ from reviewer_app.core.pricing import Price, estimate
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Store
 from reviewer_app.web import dashboard_pages as pages
+from reviewer_app.web.dashboard_learnings import learnings_page
 from reviewer_app.web.dashboard_spend import DAY_SECONDS, DAYS, Spend, chart_svg, summarise
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,7 @@ class Dashboard:
         r.add_get("/dashboard/jobs", self._signed_in(self.jobs))
         r.add_get("/dashboard/jobs/{job_id:[0-9]+}", self._signed_in(self.job))
         r.add_get("/dashboard/spend", self._signed_in(self.spend))
+        r.add_get("/dashboard/learnings", self._signed_in(self.learnings))
         r.add_get("/dashboard/spend.svg", self._signed_in(self.spend_svg))
         app.on_startup.append(self._start_warming)
         app.on_cleanup.append(self._stop_refreshing)
@@ -291,6 +293,12 @@ class Dashboard:
         now = self.clock()
         body = pages.workers_page(now=now, workers=await self.store.workers(now=now))
         return self._html("Workers", body, here="/dashboard/workers")
+
+    async def learnings(self, request: web.Request) -> web.Response:
+        repos = await self.store.learning_repos()
+        taught = {repo: await self.store.list_learnings(repo) for repo, _ in repos}
+        votes = {repo: await self.store.finding_feedback_counts(repo) for repo, _ in repos}
+        return self._html("Learnings", learnings_page(repos, taught, votes), here="/dashboard/learnings")
 
     async def jobs(self, request: web.Request) -> web.Response:
         q = request.query

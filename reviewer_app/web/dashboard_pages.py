@@ -21,6 +21,7 @@ NAV = (
     ("/dashboard/workers", "Workers"),
     ("/dashboard/jobs", "Jobs"),
     ("/dashboard/spend", "Spend"),
+    ("/dashboard/learnings", "Learnings"),
 )
 
 STYLE = """

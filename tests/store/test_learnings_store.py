@@ -9,7 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from reviewer_app.core.admission import Enqueue, JobSpec
+from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.learnings import LearningLimitReached, make_draft
+from reviewer_app.store.base import Delivery
 from reviewer_app.store.migrate import migrate_store
 from reviewer_app.store.postgres import PostgresStore
 from reviewer_app.store.sqlite import SqliteStore
@@ -135,3 +138,21 @@ async def test_learnings_and_feedback_move_with_migrate_store(tmp_path, pg_schem
         assert new.id > max(x.id for x in before)  # new ids start past the copied ones
     finally:
         await pg.close()
+
+
+async def test_repositories_with_learnings_or_feedback_are_named_by_their_newest_job(store) -> None:
+    spec = JobSpec(
+        repo_id=7,
+        repo_full_name="Octo/Widgets",
+        installation_id=1,
+        pr_number=3,
+        head_sha="a" * 40,
+        details=JobDetails(),
+    )
+    await store.admit(Delivery("d-1", "pull_request", "opened"), Enqueue(spec), now=1.0, max_attempts=5)
+    await store.add_learning(DRAFT, limit=10)
+    await store.record_finding_feedback("9", "key-1", "-1", "bob", None, T0)  # feedback only, no job names it
+
+    assert await store.learning_repos() == [("7", "Octo/Widgets"), ("9", None)]
+    assert await store.repo_id_of_name("octo/widgets") == 7
+    assert await store.repo_id_of_name("octo/other") is None

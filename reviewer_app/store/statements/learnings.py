@@ -29,12 +29,14 @@ MARK_LEARNING_APPLIED = (
     "UPDATE learnings SET times_applied = times_applied + 1,"
     " last_applied = CASE WHEN last_applied IS NULL OR last_applied < ? THEN ? ELSE last_applied END WHERE id = ?"
 )
-# The repositories that have learnings, each with the full name its newest job records (an operator's view).
+# The repositories with learnings or feedback, each with the full name its newest job records (an operator's view;
+# jobs_by_pr finds a repository's jobs).
 LEARNING_REPOS = """
-SELECT l.repo, (SELECT j.repo_full_name FROM jobs j WHERE CAST(j.repo_id AS TEXT) = l.repo ORDER BY j.id DESC LIMIT 1)
-  FROM learnings l GROUP BY l.repo ORDER BY l.repo
+SELECT r.repo, (SELECT j.repo_full_name FROM jobs j WHERE j.repo_id = CAST(r.repo AS BIGINT) ORDER BY j.id DESC LIMIT 1)
+  FROM (SELECT repo FROM learnings UNION SELECT repo FROM finding_feedback) r ORDER BY r.repo
 """
-# A repository named by its full name (case-insensitive, as GitHub compares them): the id its newest job records.
+# A repository named by its full name (case-insensitive, as GitHub compares them): the id its newest job records (a
+# scan of the jobs table, for the CLI only).
 REPO_ID_OF_NAME = "SELECT repo_id FROM jobs WHERE LOWER(repo_full_name) = LOWER(?) ORDER BY id DESC LIMIT 1"
 
 INSERT_FEEDBACK_IF_NEW = """
