@@ -39,7 +39,14 @@ async def login(client: TestClient, token: str = TOKEN):
     return await client.post("/dashboard/login", data={"token": token}, allow_redirects=False)
 
 
-PAGES = ("/dashboard", "/dashboard/workers", "/dashboard/jobs", "/dashboard/jobs/1", "/dashboard/spend")
+PAGES = (
+    "/dashboard",
+    "/dashboard/workers",
+    "/dashboard/jobs",
+    "/dashboard/jobs/1",
+    "/dashboard/spend",
+    "/dashboard/learnings",
+)
 
 
 async def test_without_a_session_every_page_redirects_to_the_login(dash) -> None:
@@ -154,6 +161,27 @@ async def test_the_workers_page_shows_a_gone_process_with_its_job(dash) -> None:
     live_row = next(row for row in html.split("<tr>") if "host-a" in row)
     assert f"/dashboard/jobs/{seeded.ids['running'][0]}" in live_row and "rescued" not in live_row
     assert "serve --no-worker" in html
+
+
+async def test_the_learnings_page_lists_each_repositorys_learnings_with_their_sources(dash) -> None:
+    client, seeded, _ = dash
+    await login(client)
+    html = await (await client.get("/dashboard/learnings")).text()
+
+    assert "<h2 id='repo-" in html and ">octo/widgets</h2>" in html
+    first, second = seeded.learnings["octo/widgets"]
+    row = next(r for r in html.split("<tr>") if "missing docstrings" in r)
+    assert f"<td class=n>{first}</td>" in row and "(all files)" in row and "<td class=n>2</td>" in row
+    assert "href='https://github.com/octo/widgets/pull/1#issuecomment-7001' rel=noreferrer" in row
+    assert "/review learn by alice" in row
+    assert "src/**" in next(r for r in html.split("<tr>") if "Prefer pathlib" in r)
+    # Untrusted text, the repository's name and the learning's, is shown as text.
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
+    # The feedback on findings, most 👎 first.
+    votes = html.split("Feedback on the app", 1)[1].split("</table>", 1)[0]
+    assert votes.index("ffffffffffff") < votes.index("eeeeeeeeeeee")
+    assert "<td class=n>0</td><td class=n>2</td>" in votes
 
 
 async def test_the_jobs_page_filters_and_pages_newest_first(dash) -> None:

@@ -126,6 +126,17 @@ async def test_a_person_logs_in_and_reads_every_page(browser, site) -> None:
     svg = await page.request.get(base + "/dashboard/spend.svg")
     assert svg.headers["content-type"].startswith("image/svg+xml") and "<svg" in await svg.text()
 
+    # Learnings: each repository's, with its source linked; untrusted text stays text.
+    await page.click("header >> text=Learnings")
+    await page.wait_for_url(base + "/dashboard/learnings")
+    row = page.locator("tr", has_text="missing docstrings")
+    source = row.locator("a")
+    assert (await source.inner_text()).startswith("/review learn by alice, ")
+    assert await source.get_attribute("href") == "https://github.com/octo/widgets/pull/1#issuecomment-7001"
+    text = await page.inner_text("main")
+    assert "<img src=x onerror=alert(2)> in templates." in text and EVIL_REPO in text
+    assert await page.locator("main img").count() == 0
+
     # Log out: the pages are closed again.
     await page.click("header button[type=submit]")
     await page.wait_for_url(base + "/dashboard/login")
