@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,22 @@ def missing_subcommand(args: argparse.Namespace) -> str | None:
 
 def run(cfg: Config, args: argparse.Namespace) -> int:
     """Run one admin command; 0 when done, 1 when not found, not allowed or the database is unavailable."""
+    return run_on_database(cfg, args, _run, AdminError)
+
+
+Command = Callable[[Config, argparse.Namespace], Awaitable[tuple[Any, str]]]
+
+
+def run_on_database(cfg: Config, args: argparse.Namespace, command: Command, refused: type[Exception]) -> int:
+    """Run a command over the database (never creating one): its text, or JSON with ``--json``; 0 when done, 1 with
+    one line on stderr when it is ``refused`` or the database is unavailable."""
     path = cfg.sqlite_path
     if path is not None and not Path(path).exists():
         print(f"reviewer-app: no database at {path!r}: check DATABASE_URL", file=sys.stderr)
         return 1
     try:
-        result, text = asyncio.run(_run(cfg, args))
-    except (AdminError, StoreUnavailable) as exc:
+        result, text = asyncio.run(command(cfg, args))
+    except (refused, StoreUnavailable) as exc:
         print(f"reviewer-app: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2, default=str) if args.json else text)

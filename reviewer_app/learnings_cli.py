@@ -4,18 +4,15 @@ operator (the team teaches and forgets them with `/review learn` and `/review fo
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import json
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from reviewer_app.admin_cli import run_on_database
 from reviewer_app.cli_args import whole_number
 from reviewer_app.config import Config
 from reviewer_app.core.learnings import KINDS, Learning, LearningLimitReached, make_draft, source_label
-from reviewer_app.store.base import Store, StoreUnavailable
+from reviewer_app.store.base import Store
 from reviewer_app.store.factory import make_store
 
 COMMAND = "learnings"
@@ -55,17 +52,7 @@ def missing_subcommand(args: argparse.Namespace) -> str | None:
 
 def run(cfg: Config, args: argparse.Namespace) -> int:
     """Run one learnings command; 0 when done, 1 when not found, refused or the database is unavailable."""
-    path = cfg.sqlite_path
-    if path is not None and not Path(path).exists():
-        print(f"reviewer-app: no database at {path!r}: check DATABASE_URL", file=sys.stderr)
-        return 1
-    try:
-        result, text = asyncio.run(_run(cfg, args))
-    except (LearningsError, StoreUnavailable) as exc:
-        print(f"reviewer-app: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result, indent=2, default=str) if args.json else text)
-    return 0
+    return run_on_database(cfg, args, _run, LearningsError)
 
 
 async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from hypothesis import settings
@@ -25,6 +26,16 @@ STORE_BACKENDS = ["sqlite", "postgres"]
 settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True)
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")
+
+
+@pytest.fixture
+def keep_logging() -> Iterator[None]:
+    """The root logger's handlers and level as they were before the test (the CLI's main() installs its own)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

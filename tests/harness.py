@@ -27,6 +27,7 @@ from tests.payloads import (
     pull_request_event,
     repository_entry,
 )
+from tests.pg import fresh_schema
 
 REPO = "octo-org/widgets"
 
@@ -217,3 +218,16 @@ async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
         finally:
             await svc.stop()
             await client.close()
+
+
+@contextlib.asynccontextmanager
+async def harness_on(backend: str, tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
+    """The harness on ``backend``: "sqlite", or "postgres" (a fresh schema on the test server, tests/pg.py)."""
+    if backend == "sqlite":
+        async with harness(tmp_path, **env) as running:
+            yield running
+        return
+    async with fresh_schema() as (dsn, schema):
+        url = f"{dsn}{'&' if '?' in dsn else '?'}search_path={schema}"
+        async with harness(tmp_path, DATABASE_URL=url, **env) as running:
+            yield running

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,14 +113,8 @@ def db(tmp_path, monkeypatch) -> tuple[Path, Jobs]:
     return path, jobs
 
 
-@pytest.fixture(autouse=True)
-def keep_logging():
-    """main() installs its own log handler; put the test runner's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+# main() installs its own log handler: the test runner's is put back after each test (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("keep_logging")
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -315,12 +308,16 @@ def test_version(capsys) -> None:
 
 def test_a_missing_command_or_subcommand_says_what_to_choose(capsys) -> None:
     err = parse_error(capsys)
-    assert "say which command to run: review, serve, worker, config, status, jobs, queue, usage, backup" in err
+    assert (
+        "say which command to run: review, serve, worker, config, status, jobs, queue, usage, learnings, backup" in err
+    )
     err = parse_error(capsys, "jobs")
     assert "reviewer-app jobs: error: say what to do: list, show ID, retry ID or cancel ID" in err
     assert "jobs_command" not in err and "required" not in err
     err = parse_error(capsys, "queue")
     assert "reviewer-app queue: error: say what to do: pause or resume" in err and "queue_command" not in err
+    err = parse_error(capsys, "learnings")
+    assert "reviewer-app learnings: error: say what to do: list, show ID, add SENTENCE or remove ID" in err
 
 
 @pytest.mark.parametrize(

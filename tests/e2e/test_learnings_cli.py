@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -59,13 +58,8 @@ def db(tmp_path, monkeypatch) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def keep_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+# main() installs its own log handler: the test runner's is put back after each test (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("keep_logging")
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -9,22 +9,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from reviewer_app.core.states import JobState
-from tests.harness import REPO, SOURCE, Harness, harness
-from tests.pg import fresh_schema
+from tests.harness import REPO, SOURCE, Harness, harness_on
 
 BIG = 2**31 - 1
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def h(request, tmp_path) -> AsyncIterator[Harness]:
-    if request.param == "sqlite":
-        async with harness(tmp_path) as running:
-            yield running
-        return
-    async with fresh_schema() as (dsn, schema):
-        url = f"{dsn}{'&' if '?' in dsn else '?'}search_path={schema}"
-        async with harness(tmp_path, DATABASE_URL=url) as running:
-            yield running
+    async with harness_on(request.param, tmp_path) as running:
+        yield running
 
 
 async def test_every_id_the_fake_hands_out_is_past_32_bits_and_the_app_keeps_each_whole(h: Harness) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 
 import pytest
 
@@ -34,13 +33,8 @@ async def _fill(path: str) -> None:
         await store.close()
 
 
-@pytest.fixture(autouse=True)
-def keep_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+# main() installs its own log handler: the test runner's is put back after each test (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("keep_logging")
 
 
 def test_usage_shows_batched_and_interactive_apart_and_the_money_saved(tmp_path, monkeypatch, capsys) -> None:

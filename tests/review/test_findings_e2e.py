@@ -14,8 +14,7 @@ import pytest
 from reviewer_app.core.states import JobState
 from tests.fakes.github import Pull, added_file
 from tests.fakes.github.graphql import add_thread_reply, is_resolved, thread_replies
-from tests.harness import REPO, Harness, harness
-from tests.pg import fresh_schema
+from tests.harness import REPO, Harness, harness_on
 from tests.prompt_text import user_text
 
 PATH = "src/app.py"
@@ -36,14 +35,8 @@ DIVISION = "Division by zero on every call."
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def h(request, tmp_path) -> AsyncIterator[Harness]:
-    if request.param == "sqlite":
-        async with harness(tmp_path) as running:
-            yield running
-        return
-    async with fresh_schema() as (dsn, schema):
-        url = f"{dsn}{'&' if '?' in dsn else '?'}search_path={schema}"
-        async with harness(tmp_path, DATABASE_URL=url) as running:
-            yield running
+    async with harness_on(request.param, tmp_path) as running:
+        yield running
 
 
 def comment(line: int, body: str, severity: str = "warning") -> dict[str, Any]:

@@ -12,9 +12,8 @@ import pytest
 
 from reviewer_app.core.states import JobState
 from tests.fakes.github import added_file
-from tests.harness import REPO, Harness, harness
+from tests.harness import REPO, Harness, harness_on
 from tests.helpers import eventually
-from tests.pg import fresh_schema
 from tests.prompt_text import between, user_text
 
 PATH = "src/app.py"
@@ -25,14 +24,8 @@ RULE = "Do not flag a file that is never closed: our scripts exit right after."
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def h(request, tmp_path) -> AsyncIterator[Harness]:
-    if request.param == "sqlite":
-        async with harness(tmp_path) as running:
-            yield running
-        return
-    async with fresh_schema() as (dsn, schema):
-        url = f"{dsn}{'&' if '?' in dsn else '?'}search_path={schema}"
-        async with harness(tmp_path, DATABASE_URL=url) as running:
-            yield running
+    async with harness_on(request.param, tmp_path) as running:
+        yield running
 
 
 def finding(body: str = UNCLOSED, line: int = 4) -> dict[str, Any]:

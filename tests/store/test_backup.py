@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
 import subprocess
 import sys
@@ -17,15 +16,8 @@ from reviewer_app.store.base import Delivery
 from reviewer_app.store.sqlite import SqliteStore
 from tests.helpers import sha
 
-
-@pytest.fixture(autouse=True)
-def keep_logging():
-    """main() installs its own log handler; put the test runner's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+# main() installs its own log handler: the test runner's is put back after each test (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("keep_logging")
 
 
 async def _fill(path: Path, jobs: int) -> None:
