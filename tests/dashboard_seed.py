@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from reviewer_app.core.admission import CancelPR, Enqueue, JobSpec
-from reviewer_app.core.learnings import make_draft
+from reviewer_app.core.learnings import finding_key, make_draft
 from reviewer_app.core.states import JobState
-from reviewer_app.store.base import Delivery, Usage, WorkerInfo
+from reviewer_app.store.base import Delivery, Finding, Usage, WorkerInfo
 from tests.helpers import sha
 
 EVIL_REPO = "evil/<script>alert(1)</script>"
@@ -121,6 +121,7 @@ async def seed(store, now: float) -> Seeded:
     return out
 
 
+TITLE = "f2 returns a constant <b>2</b>"  # a finding people gave -1, twice
 LEARNINGS = (  # (repository, sentence, path glob, kind, source link)
     ("octo/widgets", "Do not flag missing docstrings on private helpers.", None, "do-not-flag", "#issuecomment-7001"),
     ("octo/widgets", "Prefer pathlib over os.path.", "src/**", "prefer", None),
@@ -155,7 +156,10 @@ async def _teach(store, now: float, out: Seeded) -> None:
     for _ in range(2):
         await store.mark_learnings_applied([first], datetime.fromtimestamp(now - 600, UTC))
     widgets = str(repo_id("octo/widgets"))
-    for author, signal, key in (("alice", "-1", "f" * 32), ("bob", "-1", "f" * 32), ("carol", "+1", "e" * 32)):
+    posted = Finding(int(widgets), 1, 1, None, sha(1), "src/widget.py", 4, "return 2", (), (), "warning", TITLE, "d1")
+    await store.record_findings([posted], now=now - 7000)
+    disliked = finding_key(posted.path, posted.line_text, posted.body_digest)
+    for author, signal, key in (("alice", "-1", disliked), ("bob", "-1", disliked), ("carol", "+1", "e" * 32)):
         await store.record_finding_feedback(widgets, key, signal, author, None, at)
 
 

@@ -55,6 +55,7 @@ async def main() -> None:
             "jobs": "/dashboard/jobs",
             "job": f"/dashboard/jobs/{seeded.reviewed}",
             "spend": "/dashboard/spend",
+            "learnings": "/dashboard/learnings",
         }
         try:
             async with async_playwright() as p:

@@ -10,6 +10,7 @@ from typing import Any
 from reviewer_app.core.learnings import Learning, LearningDraft, LearningLimitReached
 from reviewer_app.store import statements as s
 from reviewer_app.store.procedures import Procedure, Row, changes, many
+from reviewer_app.store.records import Finding
 
 
 def _when(value: float | None) -> datetime | None:
@@ -108,9 +109,15 @@ class LearningsStore(abc.ABC):
         """A person's +1 or -1 on a finding's content; the same person's same signal again adds nothing."""
         if signal not in ("+1", "-1"):
             raise ValueError(f"signal {signal!r} is neither +1 nor -1")
+        if not str(repo).isdigit():
+            raise ValueError("feedback is kept by the repository's GitHub id in decimal (core/learnings.py)")
         params = (str(repo), finding_key, signal, author, source_url, at.timestamp())
         await self._run(lambda: changes(s.INSERT_FEEDBACK_IF_NEW, params), one_statement=True)
 
     async def finding_feedback_counts(self, repo: str) -> dict[str, tuple[int, int]]:
         """(ups, downs) per finding key of the repository."""
         return {r[0]: (int(r[1]), int(r[2])) for r in await self._rows(s.FEEDBACK_COUNTS, (str(repo),))}
+
+    async def recent_findings(self, repo_id: int, *, limit: int) -> list[Finding]:
+        """The repository's newest findings (any pull request, open or resolved), newest first."""
+        return [Finding.from_row(r) for r in await self._rows(s.RECENT_FINDINGS_OF_REPO, (repo_id, limit))]

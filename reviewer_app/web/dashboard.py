@@ -26,7 +26,7 @@ from reviewer_app.core.pricing import Price, estimate
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Store
 from reviewer_app.web import dashboard_pages as pages
-from reviewer_app.web.dashboard_learnings import learnings_page
+from reviewer_app.web.dashboard_learnings import learnings_page, named_findings
 from reviewer_app.web.dashboard_spend import DAY_SECONDS, DAYS, Spend, chart_svg, summarise
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ SESSION_GENERATION = "dashboard_session_generation"  # settings key: sessions si
 PAGE_SIZE = 50
 RUNNING_SHOWN = 200
 FAILED_SHOWN = 50
+NAMED_FINDINGS = 2000  # a repository's newest findings read to name the ones its feedback is on
 # The days before today change little (a late attempt's tokens, pruning): their spend is read again at most this
 # often by each process, in the background (a request is answered from the last read meanwhile); today's is read at
 # every request. The first read and the chart's first drawing happen when the process starts.
@@ -298,7 +299,13 @@ class Dashboard:
         repos = await self.store.learning_repos()
         taught = {repo: await self.store.list_learnings(repo) for repo, _ in repos}
         votes = {repo: await self.store.finding_feedback_counts(repo) for repo, _ in repos}
-        return self._html("Learnings", learnings_page(repos, taught, votes), here="/dashboard/learnings")
+        names = {
+            repo: named_findings(await self.store.recent_findings(int(repo), limit=NAMED_FINDINGS))
+            for repo, _ in repos
+            if votes[repo] and repo.isdigit()
+        }
+        body = learnings_page(repos, taught, votes, names)
+        return self._html("Learnings", body, here="/dashboard/learnings")
 
     async def jobs(self, request: web.Request) -> web.Response:
         q = request.query

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from reviewer_app.core.learnings import Learning, source_label
-from reviewer_app.web.dashboard_pages import e, num, table, td
+from reviewer_app.core.learnings import Learning, finding_key, source_label
+from reviewer_app.store.base import Finding
+from reviewer_app.web.dashboard_pages import e, num, one_line, table, td
 
-FEEDBACK_SHOWN = 20  # findings with feedback listed per repository, most 👎 first
+FEEDBACK_SHOWN = 20  # findings with feedback listed per repository, most -1 first
 
 
 def _when(at: datetime | None) -> str:
@@ -23,13 +24,22 @@ def _source(x: Learning) -> str:
     return f"<td>{label}</td>"
 
 
+def named_findings(findings: Sequence[Finding]) -> dict[str, str]:
+    """What each feedback key names: the file and title of the newest finding with that content."""
+    out: dict[str, str] = {}
+    for f in findings:
+        out.setdefault(finding_key(f.path, f.line_text, f.body_digest), f"{f.path}: {f.title}")
+    return out
+
+
 def learnings_page(
     repos: Sequence[tuple[str, str | None]],
     learnings: Mapping[str, Sequence[Learning]],
     feedback: Mapping[str, Mapping[str, tuple[int, int]]],
+    names: Mapping[str, Mapping[str, str]],
 ) -> str:
     """One section per repository (``repos``: id and full name), its learnings oldest first, then the findings people
-    reacted to, most 👎 first."""
+    reacted to, most -1 first (``names``: what each finding key names, as far as the newest findings tell)."""
     intro = (
         "<p id=summary class=muted>What each repository's team taught its reviews (<code>/review learn</code>, the "
         "CLI), with where it came from and how often reviews applied it. Only the team removes one "
@@ -52,7 +62,11 @@ def learnings_page(
             for x in learnings.get(repo, ())
         ]
         voted = sorted(feedback.get(repo, {}).items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0]))
-        votes = [[f"<td><code>{e(key[:12])}</code></td>", num(up), num(down)] for key, (up, down) in voted]
+        named = names.get(repo, {})
+        votes = [
+            [td(one_line(named[key])) if key in named else f"<td><code>{e(key[:12])}</code></td>", num(up), num(down)]
+            for key, (up, down) in voted
+        ]
         sections.append(
             f"<h2 id='repo-{e(repo)}'>{e(name or f'repository {repo}')}</h2>"
             + table(
@@ -63,7 +77,7 @@ def learnings_page(
             )
             + (
                 "<p class=muted>Feedback on the app's findings (by the finding's content, across pull requests):</p>"
-                + table(("finding", "👍", "👎"), votes[:FEEDBACK_SHOWN], numeric=(1, 2))
+                + table(("finding", "+1", "-1"), votes[:FEEDBACK_SHOWN], numeric=(1, 2))
                 if votes
                 else ""
             )

@@ -111,6 +111,8 @@ async def test_feedback_is_counted_once_per_person_and_signal(store) -> None:
     assert await store.finding_feedback_counts("9") == {}
     with pytest.raises(ValueError):
         await store.record_finding_feedback("7", "key-1", "heart", "bob", None, at)
+    with pytest.raises(ValueError):
+        await store.record_finding_feedback("octo/widgets", "key-1", "-1", "bob", None, at)
 
 
 async def test_learnings_and_feedback_move_with_migrate_store(tmp_path, pg_schema) -> None:

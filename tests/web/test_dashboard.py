@@ -180,8 +180,10 @@ async def test_the_learnings_page_lists_each_repositorys_learnings_with_their_so
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
     # The feedback on findings, most 👎 first.
     votes = html.split("Feedback on the app", 1)[1].split("</table>", 1)[0]
-    assert votes.index("ffffffffffff") < votes.index("eeeeeeeeeeee")
-    assert "<td class=n>0</td><td class=n>2</td>" in votes
+    # The finding named by its file and title (escaped); a key no recent finding has, by the key.
+    disliked = "<td>src/widget.py: f2 returns a constant &lt;b&gt;2&lt;/b&gt;</td><td class=n>0</td><td class=n>2</td>"
+    assert disliked in votes
+    assert votes.index(disliked) < votes.index("<code>eeeeeeeeeeee</code>")
 
 
 async def test_the_jobs_page_filters_and_pages_newest_first(dash) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reviewer_app.store.statements.dialects import Dialects
+from reviewer_app.store.statements.findings import FINDING_COLUMNS
 
 LEARNING_COLUMNS = (
     "id, repo, path_glob, text, kind, source_kind, source_url, author, created_at, times_applied, last_applied"
@@ -48,7 +49,11 @@ SELECT finding_key, SUM(CASE WHEN signal = '+1' THEN 1 ELSE 0 END), SUM(CASE WHE
   FROM finding_feedback WHERE repo = ? GROUP BY finding_key
 """
 
+# A repository's newest findings, to name the findings its feedback counts are on (findings_by_pr finds them).
+RECENT_FINDINGS_OF_REPO = f"SELECT {FINDING_COLUMNS} FROM findings WHERE repo_id = ? ORDER BY id DESC LIMIT ?"
+
 __all__ = [
+    "RECENT_FINDINGS_OF_REPO",
     "LEARNING_COLUMNS",
     "SELECT_LEARNING_BY_TEXT",
     "SELECT_LEARNINGS_OF_REPO",
