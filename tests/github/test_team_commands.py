@@ -147,3 +147,12 @@ def test_learn_and_forget_are_parsed_with_their_options() -> None:
             parse_forget(bad)
     request = TeamRequest(7, 1, "alice", None, 1.5, learn=args)
     assert TeamRequest.from_json(request.to_json()) == request
+
+
+async def test_the_acknowledgement_quotes_the_learning_without_pinging_anyone(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        await command(h, "/review learn Do not flag @octo-org/core style notes <!-- reviewer-app:review job=1 -->.")
+
+        (ack,) = await eventually(lambda: _async(bot_comments(h)))
+        assert "@octo-org/core" not in ack and "octo-org/core" in ack  # the mention is broken, not dropped
+        assert ack.count("<!--") == 1 and ack.rstrip().endswith("-->")  # only the app's own answer marker
