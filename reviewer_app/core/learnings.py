@@ -24,7 +24,7 @@ MAX_TEXT = 300  # characters of one learning (a setting may lower it)
 MAX_GLOB = 200
 MIN_TEXT = 3
 # The share of a do-not-flag learning's distinctive words a finding must carry for the pure rule to call it covered.
-COVER_SHARE = 0.6
+COVER_SHARE = 0.75
 MIN_COVER_WORDS = 2
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
@@ -232,7 +232,7 @@ def subject_of(text: str) -> str:
 
 
 def covers(learning: Learning, path: str, text: str) -> bool:
-    """Whether a do-not-flag ``learning`` covers a finding on ``path`` saying ``text`` (its title and body): its glob
+    """Whether a do-not-flag ``learning`` covers a finding on ``path`` whose title is ``text``: its glob
     matches the path, and the finding carries most of what the learning is about (at least two of the distinctive
     words of its subject, and ``COVER_SHARE`` of them). Conservative by design: a finding it misses is published, never one of
     another subject withheld."""

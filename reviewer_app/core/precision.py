@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from reviewer_app.core.findings import title_of
 from reviewer_app.core.learnings import Learning, covering
 from reviewer_app.core.review_model import SEVERITIES, ModelComment
 
@@ -81,11 +82,12 @@ def withhold_covered(
     comments: Sequence[ModelComment], learnings: Sequence[Learning]
 ) -> tuple[list[ModelComment], list[Withheld]]:
     """The pure rule: each comment a do-not-flag learning covers (core/learnings.covers: its file under the learning's
-    glob, its text about the learning's subject) withheld, linked to that learning; the rest kept, in order."""
+    glob, its title, the first line of its text, about the learning's subject) withheld, linked to that learning; the
+    rest kept, in order."""
     kept: list[ModelComment] = []
     withheld: list[Withheld] = []
     for comment in comments:
-        found = covering(learnings, comment.path, comment.body) if learnings else None
+        found = covering(learnings, comment.path, title_of(comment.body)) if learnings else None
         if found is None:
             kept.append(comment)
         else:

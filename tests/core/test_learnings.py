@@ -20,6 +20,8 @@ from reviewer_app.core.learnings import (
     relevant,
     subject_of,
 )
+from reviewer_app.core.precision import TEAM_LEARNING, withhold_covered
+from reviewer_app.core.review_model import ModelComment
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -132,3 +134,21 @@ def test_a_findings_key_is_its_file_line_content_and_text_whatever_its_line_numb
     key = finding_key("src/a.py", "return  x", "d1")
     assert key == finding_key("src/a.py", " return x ", "d1")
     assert len({key, finding_key("src/b.py", "return x", "d1"), finding_key("src/a.py", "return x", "d2")}) == 3
+
+
+def test_a_finding_that_shares_only_part_of_a_learnings_subject_is_published() -> None:
+    rule = learning(8, "Do not flag missing null validation in internal helpers.")
+    assert not covers(rule, "a.py", "Missing null validation on user input allows SQL injection.")
+    assert covers(rule, "a.py", "Missing null validation in the internal helper `norm`.")
+
+
+def test_the_pure_rule_reads_a_findings_title_not_the_rest_of_its_body() -> None:
+    rule = learning(9, "Do not flag unclosed files.")
+    about_it = ModelComment("a.py", 3, "**Unclosed file** in `load`.\n\nWrap it in `with`.")
+    mentions_it = ModelComment("a.py", 5, "SQL injection through `query`.\n\nUnlike the unclosed file above, fix this.")
+
+    kept, withheld = withhold_covered([about_it, mentions_it], [rule])
+
+    assert kept == [mentions_it] and [(w.comment, w.reason, w.learning) for w in withheld] == [
+        (about_it, TEAM_LEARNING, 9)
+    ]
