@@ -111,9 +111,10 @@ async def test_a_replayed_learn_comment_is_applied_once(tmp_path) -> None:
     async with harness(tmp_path) as h:
         pull = h.github.add_pull(REPO, 1, files=[SOURCE])
         payload = h.comment_payload(pull, "/review learn Do not flag TODO comments in scripts.")
-        await h.deliver("issue_comment", payload)
+        assert (await h.deliver("issue_comment", payload))["outcome"] == "replied"
         await eventually(lambda: reactions(h, payload["comment"]["id"]))
-        await h.deliver("issue_comment", payload, delivery="a-replay-of-the-same-comment")
+        again = await h.deliver("issue_comment", payload, delivery="a-replay-of-the-same-comment")
+        assert again["outcome"] == "duplicate-command"
 
         await eventually(lambda: _async(len(bot_comments(h)) == 1))
         assert len(await h.store.list_learnings(repo_id(h))) == 1
