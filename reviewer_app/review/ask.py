@@ -172,7 +172,9 @@ class Ask:
         if covered:
             log.info("job %s: %d finding(s) withheld by the team's learnings", ctx.job.id, len(covered))
         if not comments or self.reader is None:
-            return replace(answer, comments=tuple(comments), withheld=(*answer.withheld, *covered))
+            return (
+                replace(answer, comments=tuple(comments), withheld=(*answer.withheld, *covered)) if covered else answer
+            )
         texts = await self._texts(ctx, sources, comments)
         evidence = check_evidence(comments, texts)
         withheld = (*covered, *(Withheld(c, INVENTED) for c in evidence.invented))
