@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_service(cfg: Config, args: argparse.Namespace) -> int:
     """`serve` or `worker` until stopped; a failure to start is one line on stderr and exit status 2."""
+    from reviewer_app.review.model_client import ModelUnavailable
     from reviewer_app.service import serve, work
     from reviewer_app.web.limits import CannotListen
 
@@ -106,6 +107,9 @@ def _run_service(cfg: Config, args: argparse.Namespace) -> int:
         return 2
     except StoreUnavailable as exc:
         print(f"reviewer-app: {_one_line(str(exc))}{database_hint(cfg)}", file=sys.stderr)
+        return 2
+    except ModelUnavailable as exc:  # the model provider's client cannot be built: no region, no credentials
+        print(f"reviewer-app: {_one_line(str(exc))}", file=sys.stderr)
         return 2
 
 

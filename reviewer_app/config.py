@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from reviewer_app.core.pricing import Price, PriceError, parse_prices
+from reviewer_app.core.providers import ANTHROPIC, PROVIDERS, VERTEX, HeaderError, Provider, parse_headers
 from reviewer_app.redaction import redact_url
 from reviewer_app.settings import KNOWN_ENV, SETTINGS, Setting
 
@@ -31,7 +32,14 @@ class Config:
     env_file: str = ".env"
     anthropic_api_key: str = field(default="", repr=False)
     anthropic_base_url: str = ""
-    model: str = "claude-sonnet-4-5"
+    model_provider: str = ANTHROPIC
+    model_headers: str = field(default="", repr=False)
+    aws_region: str = ""
+    bedrock_base_url: str = ""
+    vertex_region: str = ""
+    vertex_project_id: str = ""
+    vertex_base_url: str = ""
+    model: str = ""  # "": the provider's default (__post_init__)
     max_input_tokens: int = 60000
     max_output_tokens: int = 4096
     max_parts: int = 3
@@ -41,7 +49,7 @@ class Config:
     repository_tools: bool = False
     dry_run: bool = False
     verify: bool = True
-    verify_model: str = "claude-haiku-4-5"
+    verify_model: str = ""  # "": the provider's default
     max_tool_turns: int = 3
     max_tool_bytes: int = 20000
     concurrency: int = 4
@@ -91,6 +99,17 @@ class Config:
     batch_gather_seconds: float = 2.0
     log_level: str = "INFO"
     log_format: str = "text"
+
+    def __post_init__(self) -> None:
+        provider = PROVIDERS.get(self.model_provider, PROVIDERS[ANTHROPIC])  # an unknown name is a problem() below
+        if not self.model:
+            object.__setattr__(self, "model", provider.model)
+        if not self.verify_model:
+            object.__setattr__(self, "verify_model", provider.verify_model)
+
+    @property
+    def provider(self) -> Provider:
+        return PROVIDERS[self.model_provider]
 
     @property
     def price_table(self) -> dict[str, Price]:
@@ -147,9 +166,21 @@ def missing_for_reviews(cfg: Config) -> tuple[Missing, ...]:
     missing = []
     if not cfg.github_configured:
         missing.append(Missing("GITHUB_APP_ID", "no GitHub App is configured (GITHUB_APP_ID and its private key)"))
-    if not cfg.anthropic_api_key:
-        missing.append(Missing("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY (the model key) is not set"))
+    model = model_missing(cfg)
+    if model is not None:
+        missing.append(model)
     return tuple(missing)
+
+
+def model_missing(cfg: Config) -> Missing | None:
+    """The setting the model provider cannot be reached without, where the configuration can tell: the Claude API's
+    key, Vertex AI's region. AWS and Google credentials come from their own chains (profiles, roles, Application
+    Default Credentials), found when the client is built."""
+    if cfg.model_provider == ANTHROPIC and not cfg.anthropic_api_key:
+        return Missing("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY (the model key) is not set")
+    if cfg.model_provider == VERTEX and not cfg.vertex_region:
+        return Missing("CLOUD_ML_REGION", "CLOUD_ML_REGION (the Vertex AI region of Claude) is not set")
+    return None
 
 
 def why_no_reviews(cfg: Config) -> str | None:
@@ -250,6 +281,12 @@ def problems(cfg: Config, *, require_webhook_secret: bool = True) -> list[str]:
         found.append("DATABASE_URL names no file: use sqlite:///reviewer.db")
     if url.startswith(("postgresql://", "postgres://")) and not _hostname(url) and "host=" not in url:
         found.append(f"DATABASE_URL={shown!r} names no host")
+    if cfg.model_provider not in PROVIDERS:
+        found.append(f"REVIEWER_MODEL_PROVIDER={cfg.model_provider!r} is not one of: {', '.join(PROVIDERS)}")
+    try:
+        parse_headers(cfg.model_headers, "ANTHROPIC_CUSTOM_HEADERS")
+    except HeaderError as exc:
+        found.append(str(exc))
     if cfg.runner not in ("review", "noop"):
         found.append(f"REVIEWER_RUNNER={cfg.runner!r} is not one of: review, noop")
     if cfg.log_format not in ("text", "json"):

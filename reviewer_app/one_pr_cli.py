@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from reviewer_app.config import Config, ConfigError, load_config
+from reviewer_app.config import Config, ConfigError, load_config, model_missing
 from reviewer_app.core.pull_url import NotAPullRequestURL, PullRef, parse_pull_url
 from reviewer_app.envfile import EnvFileError, apply_env_file
 
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config({k: v for k, v in env.items() if k not in APP_ONLY}, require_webhook_secret=False)
     except (ConfigError, EnvFileError) as exc:
         return fail(f"configuration error: {exc}", 2)
-    if not cfg.anthropic_api_key:
-        return fail("ANTHROPIC_API_KEY (the model key) is not set", 2)
+    if (missing := model_missing(cfg)) is not None:
+        return fail(missing.what, 2)
     token = find_token(env, ref.host)
     if token is None:
         return fail(NO_TOKEN, 2)
@@ -127,7 +127,8 @@ async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: 
     from reviewer_app.github.auth import PersonalToken
     from reviewer_app.github.client import GitHubClient
     from reviewer_app.github.pacing import WritePacer
-    from reviewer_app.review.claude import ClaudeReviewer, make_client
+    from reviewer_app.review.claude import ClaudeReviewer
+    from reviewer_app.review.model_client import ModelEndpoint, make_client
     from reviewer_app.review.one_pr import OnePullRequest, review_one
     from reviewer_app.review.settings import ReviewSettings
     from reviewer_app.store.factory import make_store
@@ -145,22 +146,19 @@ async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: 
                     pacer=WritePacer(interval=cfg.github_write_interval_seconds, burst=cfg.github_write_burst),
                 )
                 # No job-level retries here: the SDK waits out an overloaded or rate-limited model itself.
-                client = make_client(
-                    cfg.anthropic_api_key,
-                    cfg.anthropic_base_url or None,
-                    timeout=cfg.model_timeout_seconds,
-                    max_retries=2,
-                )
+                client = make_client(ModelEndpoint.from_config(cfg), timeout=cfg.model_timeout_seconds, max_retries=2)
                 try:
                     claude = ClaudeReviewer(
                         client,
                         cfg.model,
+                        provider=cfg.provider,
                         max_output_tokens=cfg.max_output_tokens,
                         malformed_retries=cfg.malformed_retries,
                     )
                     verifier = ClaudeReviewer(
                         client,
                         cfg.verify_model,
+                        provider=cfg.provider,
                         max_output_tokens=cfg.max_output_tokens,
                         malformed_retries=cfg.malformed_retries,
                     )

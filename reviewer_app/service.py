@@ -10,7 +10,6 @@ import time
 from dataclasses import dataclass, field
 
 import aiohttp
-import anthropic
 from aiohttp import web
 
 from reviewer_app.admin import github_web_url
@@ -33,7 +32,8 @@ from reviewer_app.github.team_commands import LearningLimits
 from reviewer_app.metrics import Metrics
 from reviewer_app.review.answer import Answerer
 from reviewer_app.review.batches import Batches, BatchPoller, BatchSubmitter
-from reviewer_app.review.claude import ClaudeReviewer, make_client
+from reviewer_app.review.claude import ClaudeReviewer
+from reviewer_app.review.model_client import ModelClient, ModelEndpoint, make_client
 from reviewer_app.review.pipeline import ReviewPipeline
 from reviewer_app.review.settings import ReviewSettings
 from reviewer_app.runners import noop_runner
@@ -63,7 +63,7 @@ class Service:
     metrics: Metrics | None = None
     cleaner: Cleaner | None = None
     recovery: Recovery | None = None
-    model_client: anthropic.AsyncAnthropic | None = None
+    model_client: ModelClient | None = None
     registration: Registration | None = None
     batch_poll: PeriodicDuty | None = None  # the Message Batches duty (review/batches.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
@@ -129,7 +129,7 @@ class ReviewStack:
     checks: CheckRuns
     pipeline: ReviewPipeline
     answerer: Answerer
-    model_client: anthropic.AsyncAnthropic
+    model_client: ModelClient
     batch_poller: BatchPoller  # the batch duty's pass (review/batches.py)
 
     async def __call__(self, ctx: JobContext) -> str:
@@ -143,6 +143,15 @@ class ReviewStack:
 
 def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:
     """The GitHub client, check runs and Claude reviewer behind the review runner."""
+    provider = cfg.provider
+    client = make_client(ModelEndpoint.from_config(cfg), timeout=cfg.model_timeout_seconds, max_retries=0)
+    log.info("model provider: %s (%s; verification: %s)", provider.title, cfg.model, cfg.verify_model)
+    if cfg.batch and not provider.batches:
+        log.info(
+            "%s has no Message Batches: every review is asked interactively (REVIEWER_BATCH and `batch: true` "
+            "change nothing)",
+            provider.title,
+        )
     session = aiohttp.ClientSession()
     github = GitHubClient(
         session,
@@ -153,21 +162,34 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
         pacer=WritePacer(interval=cfg.github_write_interval_seconds, burst=cfg.github_write_burst),
     )
     checks = CheckRuns(github, store)
-    client = make_client(
-        cfg.anthropic_api_key or None, cfg.anthropic_base_url or None, timeout=cfg.model_timeout_seconds, max_retries=0
-    )
     claude = ClaudeReviewer(
-        client, cfg.model, max_output_tokens=cfg.max_output_tokens, malformed_retries=cfg.malformed_retries
+        client,
+        cfg.model,
+        provider=provider,
+        max_output_tokens=cfg.max_output_tokens,
+        malformed_retries=cfg.malformed_retries,
     )
     # The verification pass's model: built always, a repository may turn verification on where the server does not.
     verifier = ClaudeReviewer(
-        client, cfg.verify_model, max_output_tokens=cfg.max_output_tokens, malformed_retries=cfg.malformed_retries
+        client,
+        cfg.verify_model,
+        provider=provider,
+        max_output_tokens=cfg.max_output_tokens,
+        malformed_retries=cfg.malformed_retries,
     )
     settings = ReviewSettings.from_config(cfg)
-    # With REVIEWER_BATCH=0 nothing new is batched, but requests already out are still collected and used.
+    # With REVIEWER_BATCH=0 nothing new is batched, but requests already out are still collected and used (on a
+    # provider without batches they are asked again interactively).
     submitter = BatchSubmitter(client, gather_seconds=cfg.batch_gather_seconds, clock=time.time)
-    batches = Batches(submitter, claude, BatchPolicy(enabled=cfg.batch, after_seconds=cfg.batch_after_seconds))
-    poller = BatchPoller(client, store, clock=time.time, on_usage=metrics.usage if metrics is not None else None)
+    policy = BatchPolicy(enabled=cfg.batch and provider.batches, after_seconds=cfg.batch_after_seconds)
+    batches = Batches(submitter, claude, policy)
+    poller = BatchPoller(
+        client,
+        store,
+        clock=time.time,
+        on_usage=metrics.usage if metrics is not None else None,
+        unavailable=None if provider.batches else f"{provider.title} has no Message Batches",
+    )
     pipeline = ReviewPipeline(github, claude, checks, settings, batches, verifier)
     answerer = Answerer(github, claude, dry_run=cfg.dry_run)
     return ReviewStack(session, github, checks, pipeline, answerer, client, poller)

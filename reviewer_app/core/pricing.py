@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reviewer_app.core.providers import anthropic_model_name
+
 BATCH_FACTOR = 0.5  # Message Batches bill every kind of token at half the interactive price
 PRICE_FIELDS = ("input", "output", "cache_write", "cache_read")
 
@@ -82,9 +84,11 @@ class Cost:
 
 
 def price_of(prices: Mapping[str, Price], model: str) -> Price | None:
-    """The price of ``model``: its own entry, else the longest entry its name starts with, else None."""
+    """The price of ``model``: its own entry, else the longest entry its name (the Claude API's name of a Bedrock or
+    Vertex AI id) starts with, else None."""
     if model in prices:
         return prices[model]
+    model = anthropic_model_name(model)
     matches = [name for name in prices if model.startswith(name)]
     return prices[max(matches, key=len)] if matches else None
 

@@ -28,6 +28,7 @@ from reviewer_app.dispatch.context import JobContext
 from reviewer_app.review.claude import ClaudeReviewer
 from reviewer_app.review.claude_errors import map_api_error
 from reviewer_app.review.claude_parse import MalformedAnswer, answer_from
+from reviewer_app.review.model_client import ModelClient
 from reviewer_app.store.base import BatchRequest, Store, Usage
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class BatchSubmitter:
     """Sends the requests that are ready together as one Message Batch: each ``submit`` waits up to
     ``gather_seconds`` for others to join, then one ``batches.create`` carries them all."""
 
-    def __init__(self, client: anthropic.AsyncAnthropic, *, gather_seconds: float, clock: Callable[[], float]) -> None:
+    def __init__(self, client: ModelClient, *, gather_seconds: float, clock: Callable[[], float]) -> None:
         self._client = client
         self.gather_seconds = gather_seconds
         self._clock = clock
@@ -225,16 +226,20 @@ class BatchPoller:
 
     def __init__(
         self,
-        client: anthropic.AsyncAnthropic,
+        client: ModelClient,
         store: Store,
         *,
         clock: Callable[[], float] = time.time,
         on_usage: Callable[[Usage], None] | None = None,
+        unavailable: str | None = None,
     ) -> None:
         self._client = client
         self._store = store
         self._clock = clock
         self._on_usage = on_usage
+        # Why this client reaches no Message Batches (a provider without them), or None. Batches sent before the
+        # provider changed cannot be asked about: their requests are settled as errored, so each is asked again.
+        self._unavailable = unavailable
         self.cancelled: list[str] = []  # batches this poller cancelled, for tests and logs
 
     async def run_once(self) -> int:
@@ -247,6 +252,8 @@ class BatchPoller:
         return recorded
 
     async def _cancel(self, batch_id: str) -> None:
+        if self._unavailable is not None:
+            return
         try:
             await self._client.messages.batches.cancel(batch_id)
         except anthropic.AnthropicError as err:
@@ -257,6 +264,8 @@ class BatchPoller:
         log.info("cancelled Message Batch %s: every job that waited on it ended", batch_id)
 
     async def _poll(self, batch_id: str) -> int:
+        if self._unavailable is not None:
+            return await self._settle_rest(batch_id, "errored", self._unavailable)
         try:
             batch = await self._client.messages.batches.retrieve(batch_id)
         except anthropic.NotFoundError:

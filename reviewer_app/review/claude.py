@@ -13,6 +13,7 @@ import anthropic
 from anthropic.types import Message
 
 from reviewer_app.core.errors import PermanentError, TransientError
+from reviewer_app.core.providers import ANTHROPIC, PROVIDERS, Provider, anthropic_model_name
 from reviewer_app.core.review_model import ModelAnswer
 from reviewer_app.review.claude_errors import describe, map_api_error
 from reviewer_app.review.claude_parse import (
@@ -22,6 +23,7 @@ from reviewer_app.review.claude_parse import (
     parse_tool_answer,
     usage_dict,
 )
+from reviewer_app.review.model_client import ModelClient
 from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT, estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -73,36 +75,9 @@ class UsageMeter:
 
 
 def min_cacheable_tokens(model: str) -> int:
-    """The fewest tokens a prompt prefix needs for ``model`` to cache it."""
-    return next((n for prefix, n in MIN_CACHEABLE_TOKENS if model.startswith(prefix)), DEFAULT_MIN_CACHEABLE_TOKENS)
-
-
-def make_client(
-    api_key: str | None,
-    base_url: str | None,
-    timeout: float,
-    max_retries: int = 1,
-) -> anthropic.AsyncAnthropic:
-    """An SDK client for the reviewer.
-
-    ``api_key`` None lets the SDK resolve credentials itself (``ANTHROPIC_API_KEY`` and friends); ``base_url``
-    None lets it read ``ANTHROPIC_BASE_URL``. Keep ``max_retries`` small: the dispatcher owns longer waits. Span
-    content is pinned to metadata only, so no environment variable can put prompts into traces.
-    """
-    missing = "no Anthropic credentials: set ANTHROPIC_API_KEY (or pass the API key in the config)"
-    try:
-        client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            open_telemetry={"traces": {"content_mode": "metadata_only"}},
-        )
-    except anthropic.CredentialsError as err:  # a configured profile that cannot be read
-        raise ValueError(f"{missing}; {err}") from None
-    if client.api_key is None and client.auth_token is None and client.credentials is None:
-        raise ValueError(missing)
-    return client
+    """The fewest tokens a prompt prefix needs for ``model`` (in any provider's spelling) to cache it."""
+    name = anthropic_model_name(model)
+    return next((n for prefix, n in MIN_CACHEABLE_TOKENS if name.startswith(prefix)), DEFAULT_MIN_CACHEABLE_TOKENS)
 
 
 class ClaudeReviewer:
@@ -116,14 +91,16 @@ class ClaudeReviewer:
     Cache breakpoints go where they pay: on the fixed prefix (tools and system prompt) when it reaches the model's
     minimum, after the blocks several requests share (the parts of one review), and after the whole user turn, so
     a re-ask after a malformed answer and a retry of the job read the diff from the cache. Prefixes are measured
-    with the token counting endpoint where the API offers it, estimated otherwise.
+    with the token counting endpoint where the provider offers it, estimated otherwise. ``provider`` says which the
+    client reaches (review/model_client.py): Bedrock and Vertex AI take the API version in each request's body.
     """
 
     def __init__(
         self,
-        client: anthropic.AsyncAnthropic,
+        client: ModelClient,
         model: str,
         *,
+        provider: Provider = PROVIDERS[ANTHROPIC],
         max_output_tokens: int = 4096,
         malformed_retries: int = 2,
         clock: Callable[[], float] = time.time,
@@ -132,13 +109,17 @@ class ClaudeReviewer:
             raise ValueError("malformed_retries must be >= 0")
         self._client = client
         self.model = model
+        self.provider = provider
+        version = provider.body_version
+        self._extra_body: dict[str, Any] | None = {"anthropic_version": version} if version else None
         self._max_output_tokens = max_output_tokens
         self._malformed_retries = malformed_retries
         self._clock = clock
         self.calls_made = 0
         self.last_usage = UsageMeter()
         self.count_calls = 0  # token counting requests made
-        self._counting = True  # False once the endpoint turned out to be missing (a gateway without it)
+        # False where the provider has no token counting, or once the endpoint turned out to be missing (a gateway)
+        self._counting = provider.counts_tokens
         self._fixed_tokens: dict[tuple[str, ...], int] = {}  # by the names of the tools offered
 
     async def review(
@@ -346,6 +327,7 @@ class ClaudeReviewer:
                     system=system,
                     tools=tools,
                     messages=messages,  # type: ignore[arg-type]
+                    extra_body=self._extra_body,
                 )
                 return int(counted.input_tokens)
             except (anthropic.NotFoundError, anthropic.PermissionDeniedError) as err:
@@ -362,7 +344,7 @@ class ClaudeReviewer:
         self.calls_made += 1
         try:
             response = await self._client.messages.create(
-                model=self.model, max_tokens=self._max_output_tokens, **params
+                model=self.model, max_tokens=self._max_output_tokens, extra_body=self._extra_body, **params
             )
         except anthropic.AnthropicError as err:
             raise map_api_error(err, now=self._clock()) from err

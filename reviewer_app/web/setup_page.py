@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import aiohttp
 from aiohttp import web
 
-from reviewer_app.config import Config
+from reviewer_app.config import Config, model_missing
 from reviewer_app.envfile import update_env_file, writable_problem
 from reviewer_app.github.client import ACCEPT, API_VERSION
 from reviewer_app.redaction import redact_url
@@ -203,10 +203,20 @@ def make_setup_app(flow: SetupFlow) -> web.Application:
 
 
 def claude_problem(cfg: Config) -> str | None:
-    """Why reviews could not run once the App is registered (no model key), or None."""
-    if cfg.runner != "review" or cfg.anthropic_api_key:
+    """Why reviews could not run once the App is registered (no model key, or no Vertex AI region), or None."""
+    missing = model_missing(cfg) if cfg.runner == "review" else None
+    if missing is None:
         return None
-    return "ANTHROPIC_API_KEY (the Claude API key) is not set"
+    if missing.env == "ANTHROPIC_API_KEY":
+        return "ANTHROPIC_API_KEY (the Claude API key) is not set"
+    return missing.what
+
+
+def _what_to_set(claude: str) -> str:
+    """The warning's first words: what to set, in bold, and what it is."""
+    if claude.startswith("ANTHROPIC_API_KEY"):
+        return "<b>First: set ANTHROPIC_API_KEY</b>, a Claude API key,"
+    return f"<b>First: set what the model provider needs</b> ({escape(claude)}),"
 
 
 async def run_setup(cfg: Config, stop: asyncio.Event, *, token: str | None = None) -> Config | None:
@@ -316,7 +326,7 @@ def _index_html(flow: SetupFlow, public_url: str, claude: str | None) -> str:
     github = escape(redact_url(flow.cfg.github_url))
     warning = (
         (
-            f"<p><b>First: set ANTHROPIC_API_KEY</b>, a Claude API key, in this server's environment or in "
+            f"<p>{_what_to_set(claude)} in this server's environment or in "
             f"<code>{escape(flow.cfg.env_file)}</code>, then restart this server and open this page again. "
             "No review can run without it, so this page does not go on to GitHub until it is set.</p>"
         )

@@ -12,7 +12,8 @@ import anthropic
 import pytest
 
 from reviewer_app.core.states import JobState
-from reviewer_app.review.claude import ClaudeReviewer, make_client, min_cacheable_tokens
+from reviewer_app.review.claude import ClaudeReviewer, min_cacheable_tokens
+from reviewer_app.review.model_client import ModelEndpoint, make_client
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.anthropic import min_cacheable_tokens as fake_minimum
 from tests.fakes.github import added_file
@@ -32,7 +33,7 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 
 @pytest.fixture
 async def client(fake: FakeAnthropic) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    c = make_client(KEY, fake.base_url, timeout=5.0, max_retries=0)
+    c = make_client(ModelEndpoint(api_key=KEY, base_url=fake.base_url), timeout=5.0, max_retries=0)
     async with c:
         yield c
 

@@ -13,13 +13,14 @@ import pytest
 from reviewer_app.core.diff import parse_patch
 from reviewer_app.core.errors import PermanentError, RateLimited, TransientError
 from reviewer_app.core.review_model import ModelComment
-from reviewer_app.review.claude import ClaudeReviewer, UsageMeter, make_client
+from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.claude_errors import (
     DEFAULT_RATE_LIMIT_WAIT,
     SPEND_LIMIT_WAIT,
     SpendLimitReached,
     retry_after_seconds,
 )
+from reviewer_app.review.model_client import ModelEndpoint, make_client
 from reviewer_app.review.prompt import (
     MAX_EXTRA_INSTRUCTIONS_CHARS,
     REVIEW_TOOL,
@@ -58,7 +59,7 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 @pytest.fixture
 async def client(fake: FakeAnthropic) -> AsyncIterator[anthropic.AsyncAnthropic]:
     # max_retries=0: every create() is one HTTP request, so call counts are exact.
-    c = make_client(KEY, fake.base_url, timeout=5.0, max_retries=0)
+    c = make_client(ModelEndpoint(api_key=KEY, base_url=fake.base_url), timeout=5.0, max_retries=0)
     async with c:
         yield c
 
@@ -293,7 +294,7 @@ async def test_client_errors_are_permanent(
 
 async def test_wrong_key_is_permanent_and_never_echoed(fake: FakeAnthropic) -> None:
     wrong = "sk-ant-api03-wrong-key"
-    async with make_client(wrong, fake.base_url, timeout=5.0, max_retries=0) as c:
+    async with make_client(ModelEndpoint(api_key=wrong, base_url=fake.base_url), timeout=5.0, max_retries=0) as c:
         with pytest.raises(PermanentError) as info:
             await reviewer(c).review("x")
     assert "401" in info.value.reason
@@ -302,7 +303,7 @@ async def test_wrong_key_is_permanent_and_never_echoed(fake: FakeAnthropic) -> N
 
 async def test_slow_answer_past_the_client_timeout_is_transient(fake: FakeAnthropic) -> None:
     fake.script_slow_answer(delay=5.0)
-    async with make_client(KEY, fake.base_url, timeout=0.2, max_retries=0) as c:
+    async with make_client(ModelEndpoint(api_key=KEY, base_url=fake.base_url), timeout=0.2, max_retries=0) as c:
         with pytest.raises(TransientError) as info:
             await reviewer(c).review("x")
     assert "timed out" in info.value.reason
@@ -317,7 +318,7 @@ async def test_dropped_connection_is_transient(fake: FakeAnthropic, client: anth
 async def test_sdk_retry_is_one_by_default_and_absorbs_one_blip(fake: FakeAnthropic) -> None:
     fake.script_server_error(retry_after=0.01)
     fake.script_tool_answer(GOOD)
-    async with make_client(KEY, fake.base_url, timeout=5.0) as c:
+    async with make_client(ModelEndpoint(api_key=KEY, base_url=fake.base_url), timeout=5.0) as c:
         answer = await reviewer(c).review("x")
     assert answer.summary == "One bug."
     assert len(fake.message_requests) == 2
@@ -356,17 +357,17 @@ def test_make_client_needs_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path
     if config_dir_set:
         monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
-        make_client(None, "http://127.0.0.1:9", timeout=1.0)
+        make_client(ModelEndpoint(api_key=None, base_url="http://127.0.0.1:9"), timeout=1.0)
 
 
 def test_make_client_reads_key_and_base_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
-    c = make_client(None, None, timeout=3.0)
+    c = make_client(ModelEndpoint(api_key=None, base_url=None), timeout=3.0)
     assert c.api_key == KEY
     assert str(c.base_url).startswith("http://127.0.0.1:9")
     assert c.max_retries == 1 and c.timeout == 3.0
-    explicit = make_client("k", "http://127.0.0.1:8", timeout=3.0, max_retries=0)
+    explicit = make_client(ModelEndpoint(api_key="k", base_url="http://127.0.0.1:8"), timeout=3.0, max_retries=0)
     assert str(explicit.base_url).startswith("http://127.0.0.1:8") and explicit.max_retries == 0
 
 
