@@ -17,6 +17,7 @@ from reviewer_app.service import Service, build_service
 from reviewer_app.store.base import Job
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github import FakeGitHub, Pull, added_file, running
+from tests.fakes.platforms import fake_for, in_client_environment
 from tests.helpers import SECRET, eventually, webhook_headers
 from tests.payloads import (
     check_run_event,
@@ -170,54 +171,57 @@ class Harness:
 
 
 @contextlib.asynccontextmanager
-async def harness(tmp_path: Path, **env: str) -> AsyncIterator[Harness]:
+async def harness(tmp_path: Path, provider: str = "anthropic", **env: str) -> AsyncIterator[Harness]:
+    """The app reaching Claude through ``provider`` (REVIEWER_MODEL_PROVIDER): the fake of its wire format, with the
+    standard environment its SDK client reads pointed at that fake."""
     github = FakeGitHub()
-    anthropic = FakeAnthropic()
+    anthropic = fake_for(provider)
     inst = github.add_installation()
     github.add_repo(REPO, inst.id)
     github.set_permission(REPO, "maintainer", "write")  # the usual commenter: a member with write access
-    async with running(github) as gh_url, anthropic.serve() as an_url:
-        cfg = load_config(
-            {
-                "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",
-                "GITHUB_WEBHOOK_SECRET": SECRET,
-                "GITHUB_APP_ID": str(github.app_id),
-                "GITHUB_PRIVATE_KEY": github.private_key,
-                "GITHUB_API_URL": gh_url,
-                "ANTHROPIC_API_KEY": "sk-ant-test-key",
-                "ANTHROPIC_BASE_URL": an_url,
-                "REVIEWER_LEASE_SECONDS": "5",
-                "REVIEWER_RENEW_SECONDS": "0.5",
-                "REVIEWER_RETRY_BASE_SECONDS": "0.05",
-                "REVIEWER_RETRY_MAX_SECONDS": "0.2",
-                "REVIEWER_SCAN_SECONDS": "0.05",
-                "REVIEWER_CHECK_SYNC_SECONDS": "0.05",
-                "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
-                # Writes one at a time but not a second apart (tests/github/test_write_pacing.py paces them).
-                "REVIEWER_GITHUB_WRITE_INTERVAL_SECONDS": "0",
-                "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
-                "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
-                "REVIEWER_DEBOUNCE_SECONDS": "0",
-                "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
-                "REVIEWER_SWEEP_SECONDS": "0",
-                # Every review interactive unless a test turns Message Batches on (tests/review/test_batches*.py).
-                "REVIEWER_BATCH": "0",
-                # Findings published as the model wrote them unless a test turns the verification pass on
-                # (tests/review/test_verification.py); the evidence check runs always.
-                "REVIEWER_VERIFY": "0",
-                "REVIEWER_BATCH_POLL_SECONDS": "1",
-                **env,
-            }
-        )
-        svc = await build_service(cfg)
-        client = TestClient(TestServer(svc.app))
-        await client.start_server()
-        svc.start_background()
-        try:
-            yield Harness(github, anthropic, svc, client, inst.id)
-        finally:
-            await svc.stop()
-            await client.close()
+    async with running(github) as gh_url, anthropic.serve():
+        with in_client_environment(anthropic, tmp_path) as client_env:
+            cfg = load_config(
+                {
+                    "DATABASE_URL": f"sqlite:///{tmp_path}/reviewer.db",
+                    "GITHUB_WEBHOOK_SECRET": SECRET,
+                    "GITHUB_APP_ID": str(github.app_id),
+                    "GITHUB_PRIVATE_KEY": github.private_key,
+                    "GITHUB_API_URL": gh_url,
+                    "REVIEWER_MODEL_PROVIDER": provider,
+                    **client_env,
+                    "REVIEWER_LEASE_SECONDS": "5",
+                    "REVIEWER_RENEW_SECONDS": "0.5",
+                    "REVIEWER_RETRY_BASE_SECONDS": "0.05",
+                    "REVIEWER_RETRY_MAX_SECONDS": "0.2",
+                    "REVIEWER_SCAN_SECONDS": "0.05",
+                    "REVIEWER_CHECK_SYNC_SECONDS": "0.05",
+                    "REVIEWER_GITHUB_RETRY_SECONDS": "0.01",
+                    # Writes one at a time but not a second apart (tests/github/test_write_pacing.py paces them).
+                    "REVIEWER_GITHUB_WRITE_INTERVAL_SECONDS": "0",
+                    "REVIEWER_SHUTDOWN_GRACE_SECONDS": "1",
+                    "REVIEWER_MODEL_TIMEOUT_SECONDS": "5",
+                    "REVIEWER_DEBOUNCE_SECONDS": "0",
+                    "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
+                    "REVIEWER_SWEEP_SECONDS": "0",
+                    # Every review interactive unless a test turns Message Batches on (tests/review/test_batches*.py).
+                    "REVIEWER_BATCH": "0",
+                    # Findings published as the model wrote them unless a test turns the verification pass on
+                    # (tests/review/test_verification.py); the evidence check runs always.
+                    "REVIEWER_VERIFY": "0",
+                    "REVIEWER_BATCH_POLL_SECONDS": "1",
+                    **env,
+                }
+            )
+            svc = await build_service(cfg)
+            client = TestClient(TestServer(svc.app))
+            await client.start_server()
+            svc.start_background()
+            try:
+                yield Harness(github, anthropic, svc, client, inst.id)
+            finally:
+                await svc.stop()
+                await client.close()
 
 
 @contextlib.asynccontextmanager

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -319,8 +320,11 @@ class FakeAnthropic:
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
-        """The recorded ``POST /v1/messages`` requests, in order."""
-        return [r for r in self.requests if r.path == "/v1/messages"]
+        """The recorded Messages requests (``POST /v1/messages``, or the platform's path for it), in order."""
+        return [r for r in self.requests if self._is_messages_path(r.path)]
+
+    def _is_messages_path(self, path: str) -> bool:
+        return path == "/v1/messages"
 
     async def wait_for_requests(self, count: int, within: float = 5.0) -> None:
         """Wait up to ``within`` seconds for ``count`` requests to have arrived (a signal, instead of a sleep)."""
@@ -331,13 +335,21 @@ class FakeAnthropic:
 
     def make_app(self) -> web.Application:
         app = web.Application()
+        self._add_routes(app)
+        return app
+
+    def client_environment(self, tmp_path: Path) -> dict[str, str]:
+        """The standard environment a client needs to reach this fake (its base URL, test credentials)."""
+        assert self.base_url is not None, "serve() first"
+        return {"ANTHROPIC_API_KEY": self.api_key or "sk-ant-test-key", "ANTHROPIC_BASE_URL": self.base_url}
+
+    def _add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._handle_messages)
         app.router.add_post("/v1/messages/count_tokens", self._handle_count_tokens)
         app.router.add_post("/v1/messages/batches", self._handle_batch_create)
         app.router.add_get("/v1/messages/batches/{batch_id}", self._handle_batch_retrieve)
         app.router.add_get("/v1/messages/batches/{batch_id}/results", self._handle_batch_results)
         app.router.add_post("/v1/messages/batches/{batch_id}/cancel", self._handle_batch_cancel)
-        return app
 
     @asynccontextmanager
     async def serve(self, host: str = "127.0.0.1") -> AsyncIterator[str]:
@@ -532,9 +544,9 @@ class FakeAnthropic:
             headers = {k.lower(): v for k, v in request.headers.items()}
             self.requests.append(RecordedRequest(request.method, request.path, headers, body))
             self._arrived.notify_all()
-        return body, self._authorize(request)
+        return body, self._authorize(request, raw)
 
-    def _authorize(self, request: web.Request) -> web.Response | None:
+    def _authorize(self, request: web.Request, raw: bytes) -> web.Response | None:
         key = request.headers.get("x-api-key")
         auth = request.headers.get("authorization", "")
         if key is None and auth.lower().startswith("bearer "):
@@ -555,9 +567,16 @@ class FakeAnthropic:
             return None, rejection
         if not isinstance(body, dict):
             return None, self._error(400, "invalid_request_error", "request body must be a JSON object")
+        body, rejection = self._platform_body(request, body)
+        if rejection is not None:
+            return None, rejection
         problem = _validate(body, require_max_tokens=require_max_tokens)
         if problem:
             return None, self._error(400, "invalid_request_error", problem)
+        return body, None
+
+    def _platform_body(self, request: web.Request, body: dict[str, Any]) -> tuple[dict[str, Any], web.Response | None]:
+        """The body as the Messages API takes it (a platform's fake checks its own wire format and translates)."""
         return body, None
 
     def _unscripted(self, body: dict[str, Any]) -> _Answer:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from reviewer_app.core.admission import NO_ACCESS
 from reviewer_app.core.review_model import ReviewCounts
 from reviewer_app.core.states import JobState
@@ -20,8 +22,10 @@ def binary_file() -> dict:
     return pull_file("assets/logo.png", None, status="added", additions=0, deletions=0)
 
 
-async def test_only_source_reaches_the_model_and_a_comment_lands_on_an_added_line(tmp_path) -> None:
-    async with harness(tmp_path) as h:
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock", "vertex"])
+async def test_only_source_reaches_the_model_and_a_comment_lands_on_an_added_line(tmp_path, provider) -> None:
+    # The same review through each REVIEWER_MODEL_PROVIDER, each against the fake of its wire format.
+    async with harness(tmp_path, provider) as h:
         h.anthropic.script_tool_answer(
             {
                 "summary": "One issue.",
