@@ -15,7 +15,7 @@ from anthropic.types import Message
 from reviewer_app.core.errors import PermanentError, TransientError
 from reviewer_app.core.providers import ANTHROPIC, PROVIDERS, Provider, anthropic_model_name
 from reviewer_app.core.review_model import ModelAnswer
-from reviewer_app.review.claude_errors import describe, map_api_error
+from reviewer_app.review.claude_errors import credentials_error, describe, map_api_error
 from reviewer_app.review.claude_parse import (
     MalformedAnswer,
     feedback_turns,
@@ -335,6 +335,10 @@ class ClaudeReviewer:
                 self._counting = False
             except anthropic.AnthropicError as err:
                 log.info("token counting failed (%s); estimating this prompt's size", type(err).__name__)
+            except Exception as err:
+                if (failed := credentials_error(err)) is None:
+                    raise
+                raise failed from err
         return estimate_tokens(json.dumps([tools, system, messages]))
 
     async def _call(self, meter: UsageMeter, **params: Any) -> Message:
@@ -348,6 +352,10 @@ class ClaudeReviewer:
             )
         except anthropic.AnthropicError as err:
             raise map_api_error(err, now=self._clock()) from err
+        except Exception as err:
+            if (failed := credentials_error(err)) is None:
+                raise
+            raise failed from err
         meter.add(response.usage)
         return response
 

@@ -44,6 +44,20 @@ def map_api_error(err: anthropic.AnthropicError, *, now: float) -> JobError:
     return TransientError(f"Anthropic client error ({type(err).__name__})")
 
 
+def credentials_error(err: Exception) -> JobError | None:
+    """The job error for a failure of a cloud platform's credential chain (botocore's, google-auth's, or the SDK's
+    words for them), which the SDK raises as they are; None for anything else. Retried: a token endpoint or an instance
+    role may be back on the next attempt. Named by its type only, as its text may quote a file or a URL."""
+    module = type(err).__module__
+    words = str(err).lower()
+    if module.startswith(("botocore", "google.auth")) or (isinstance(err, RuntimeError) and "credentials" in words):
+        return TransientError(
+            f"the model provider's credentials could not be loaded ({type(err).__name__}): check AWS's or Google's "
+            "credential settings (docs/configuration.md, Model providers)"
+        )
+    return None
+
+
 def _map_status_error(err: anthropic.APIStatusError, now: float) -> JobError:
     status = err.status_code
     what = describe(err)

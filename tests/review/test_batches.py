@@ -4,6 +4,7 @@ Anthropic (its batches endpoints), on SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -25,7 +26,7 @@ BATCH_REPO = "batch: true\n"
 
 @contextlib.asynccontextmanager
 async def batching(
-    tmp_path: Any, backend: str, *, repo_config: str | None = BATCH_REPO, **env: str
+    tmp_path: Any, backend: str, *, repo_config: str | None = BATCH_REPO, provider: str = "anthropic", **env: str
 ) -> AsyncIterator[Harness]:
     """The app with Message Batches on, polled often, and (by default) a repository that asks for batch reviews."""
     settings = {
@@ -38,7 +39,7 @@ async def batching(
         if backend == "postgres":
             dsn, schema = await stack.enter_async_context(fresh_schema())
             settings["DATABASE_URL"] = f"{dsn}{'&' if '?' in dsn else '?'}search_path={schema}"
-        h = await stack.enter_async_context(harness(tmp_path, **settings))
+        h = await stack.enter_async_context(harness(tmp_path, provider, **settings))
         if repo_config is not None:
             h.github.set_file(REPO, ".github/reviewer.yml", repo_config)
         yield h
@@ -293,3 +294,22 @@ async def test_a_runner_stopped_while_its_batch_gathers_still_records_the_batch(
         h.anthropic.end_batches()
         await h.wait_state(job_id, JobState.SUCCEEDED)
         assert len(h.anthropic.batch_creates) == 1 and h.anthropic.message_requests == []
+
+
+async def test_a_batch_repository_on_a_provider_without_batches_is_reviewed_interactively(
+    tmp_path, backend, caplog
+) -> None:
+    # Bedrock has no Message Batches (the SDK refuses them): `batch: true` and REVIEWER_BATCH=1 change nothing there,
+    # and the start says so once instead of each job failing to send a batch.
+    caplog.set_level(logging.INFO, logger="reviewer_app")
+    async with batching(tmp_path, backend, provider="bedrock") as h:
+        _, job_id = await h.open_pr()
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        assert len(h.anthropic.message_requests) == 1 and h.anthropic.model_ids == [h.svc.cfg.model]
+        assert await h.store.batch_requests_of(job_id) == []
+        assert len(bot_reviews(h, 1)) == 1
+    said = [r.getMessage() for r in caplog.records if "Message Batches" in r.getMessage()]
+    assert said == [
+        "Amazon Bedrock has no Message Batches: every review is asked interactively (REVIEWER_BATCH and `batch: true` "
+        "change nothing)"
+    ]
