@@ -279,7 +279,9 @@ class FakeVertex(FakeAnthropic):
             if self.SCOPE not in str(claims.get("scope", "")).split():
                 raise jwt.InvalidTokenError("scope")
         except jwt.InvalidTokenError:
-            return web.json_response({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}, status=400)
+            return web.json_response(
+                {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}, status=400
+            )
         token = f"ya29.fake-{next(self._minted):04d}-{hashlib.sha256(str(time.time()).encode()).hexdigest()[:16]}"
         self.tokens.add(token)
         return web.json_response({"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
