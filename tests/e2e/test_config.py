@@ -167,3 +167,52 @@ def test_config_command_prints_an_incomplete_configuration_and_exits_2(tmp_path)
     assert "REVIEWER_RETRY_BASE_SECONDS=soon  # invalid: " in result.stdout
     assert "GITHUB_WEBHOOK_SECRET=  # missing" in result.stdout
     assert "reviewer-app: configuration error: GITHUB_APP_ID is set but no private key" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "verify_model"),
+    [
+        ("anthropic", "claude-sonnet-4-5", "claude-haiku-4-5"),
+        ("bedrock", "anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic.claude-haiku-4-5-20251001-v1:0"),
+        ("vertex", "claude-sonnet-4-5@20250929", "claude-haiku-4-5@20251001"),
+    ],
+)
+def test_each_model_provider_has_default_model_ids_in_its_own_spelling(provider, model, verify_model) -> None:
+    cfg = load_config({**BASE, "REVIEWER_MODEL_PROVIDER": provider})
+    assert (cfg.provider.name, cfg.model, cfg.verify_model) == (provider, model, verify_model)
+    chosen = load_config({**BASE, "REVIEWER_MODEL_PROVIDER": provider, "REVIEWER_MODEL": "my-model"})
+    assert (chosen.model, chosen.verify_model) == ("my-model", verify_model)
+
+
+def test_an_unknown_provider_or_unreadable_gateway_headers_stop_the_start_in_one_line() -> None:
+    with pytest.raises(
+        ConfigError, match="^REVIEWER_MODEL_PROVIDER='azure' is not one of: anthropic, bedrock, vertex$"
+    ):
+        load_config({**BASE, "REVIEWER_MODEL_PROVIDER": "azure"})
+    with pytest.raises(ConfigError, match="^ANTHROPIC_CUSTOM_HEADERS line 2 is not 'Name: value'") as bad:
+        load_config({**BASE, "ANTHROPIC_CUSTOM_HEADERS": "X-Ok: 1\nsecret-token-without-a-name"})
+    assert "secret-token" not in str(bad.value)
+
+
+def test_what_reviews_wait_for_depends_on_the_provider() -> None:
+    from reviewer_app.config import missing_for_reviews
+
+    app = {**BASE, "GITHUB_APP_ID": "1", "GITHUB_PRIVATE_KEY": test_key_pair().private_pem}
+    assert [m.env for m in missing_for_reviews(load_config(app))] == ["ANTHROPIC_API_KEY"]
+    # Bedrock's credentials and region come from AWS's own chain (a profile, a role): nothing the settings can tell.
+    assert missing_for_reviews(load_config({**app, "REVIEWER_MODEL_PROVIDER": "bedrock"})) == ()
+    vertex = {**app, "REVIEWER_MODEL_PROVIDER": "vertex"}
+    assert [m.env for m in missing_for_reviews(load_config(vertex))] == ["CLOUD_ML_REGION"]
+    assert missing_for_reviews(load_config({**vertex, "CLOUD_ML_REGION": "us-east5"})) == ()
+
+
+def test_config_masks_the_gateway_headers_and_shows_the_providers_settings() -> None:
+    from reviewer_app.config_report import inspect_config
+
+    report = inspect_config(
+        {**BASE, "REVIEWER_MODEL_PROVIDER": "bedrock", "AWS_REGION": "eu-west-1", "ANTHROPIC_CUSTOM_HEADERS": "K: gw-77"}
+    )
+    lines = _config_lines(report)
+    assert lines["ANTHROPIC_CUSTOM_HEADERS"] == "***" and "gw-77" not in "\n".join(report.lines())
+    assert (lines["REVIEWER_MODEL_PROVIDER"], lines["AWS_REGION"]) == ("bedrock", "eu-west-1")
+    assert lines["REVIEWER_MODEL"] == "anthropic.claude-sonnet-4-5-20250929-v1:0"
