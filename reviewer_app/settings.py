@@ -50,54 +50,15 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("ANTHROPIC_API_KEY", "anthropic_api_key", str, "", "Claude API key", secret=True),
     Setting("ANTHROPIC_BASE_URL", "anthropic_base_url", str, "", "Messages API base URL (read by the SDK too)"),
-    Setting(
-        "REVIEWER_MODEL_PROVIDER",
-        "model_provider",
-        str,
-        "anthropic",
-        "where Claude is reached: anthropic (the Claude API), bedrock (Amazon Bedrock) or vertex (Google Vertex AI)",
-    ),
-    Setting(
-        "ANTHROPIC_CUSTOM_HEADERS",
-        "model_headers",
-        str,
-        "",
-        "extra headers on every model request, one 'Name: value' per line (a gateway's key or route), any provider",
-        secret=True,
-    ),
-    Setting("AWS_REGION", "aws_region", str, "", "Bedrock's AWS region (else AWS_DEFAULT_REGION or the profile's)"),
-    Setting(
-        "ANTHROPIC_BEDROCK_BASE_URL",
-        "bedrock_base_url",
-        str,
-        "",
-        "Bedrock runtime base URL (default: https://bedrock-runtime.REGION.amazonaws.com; a gateway's URL)",
-    ),
-    Setting(
-        "CLOUD_ML_REGION", "vertex_region", str, "", "Vertex AI region of Claude (us-east5, europe-west1, global...)"
-    ),
-    Setting(
-        "ANTHROPIC_VERTEX_PROJECT_ID",
-        "vertex_project_id",
-        str,
-        "",
-        "Google Cloud project of Vertex AI (else the one Application Default Credentials name)",
-    ),
-    Setting(
-        "ANTHROPIC_VERTEX_BASE_URL",
-        "vertex_base_url",
-        str,
-        "",
-        "Vertex AI base URL (default: https://REGION-aiplatform.googleapis.com/v1; a gateway's URL)",
-    ),
-    Setting(
-        "REVIEWER_MODEL",
-        "model",
-        str,
-        "",
-        "Claude model that writes the reviews, as the provider names it (default: claude-sonnet-4-5; on bedrock "
-        "anthropic.claude-sonnet-4-5-20250929-v1:0; on vertex claude-sonnet-4-5@20250929)",
-    ),
+    # Where Claude is reached (docs/configuration.md, "Model providers"); credentials stay with each platform's chain.
+    Setting("REVIEWER_MODEL_PROVIDER", "model_provider", str, "anthropic", "anthropic, bedrock or vertex"),
+    Setting("ANTHROPIC_CUSTOM_HEADERS", "model_headers", str, "", "'Name: value' lines for a gateway", secret=True),
+    Setting("AWS_REGION", "aws_region", str, "", "Bedrock's AWS region (else AWS_DEFAULT_REGION, the profile's)"),
+    Setting("ANTHROPIC_BEDROCK_BASE_URL", "bedrock_base_url", str, "", "Bedrock runtime base URL (a gateway's)"),
+    Setting("CLOUD_ML_REGION", "vertex_region", str, "", "Vertex AI region of Claude (required on vertex)"),
+    Setting("ANTHROPIC_VERTEX_PROJECT_ID", "vertex_project_id", str, "", "Vertex AI project (else the credentials')"),
+    Setting("ANTHROPIC_VERTEX_BASE_URL", "vertex_base_url", str, "", "Vertex AI base URL (a gateway's)"),
+    Setting("REVIEWER_MODEL", "model", str, "", "Claude model that writes the reviews (default: the provider's)"),
     Setting(
         "REVIEWER_MAX_INPUT_TOKENS", "max_input_tokens", int, 60000, "token budget of one model request", minimum=2000
     ),
@@ -149,8 +110,7 @@ SETTINGS: tuple[Setting, ...] = (
         "verify_model",
         str,
         "",
-        "Claude model of the verification pass, a cheaper one than REVIEWER_MODEL by default (claude-haiku-4-5; on "
-        "bedrock anthropic.claude-haiku-4-5-20251001-v1:0; on vertex claude-haiku-4-5@20251001)",
+        "Claude model of the verification pass (default: the provider's, a cheaper one than REVIEWER_MODEL)",
     ),
     Setting(
         "REVIEWER_MAX_TOOL_TURNS",
