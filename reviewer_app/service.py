@@ -141,8 +141,9 @@ class ReviewStack:
         return self
 
 
-def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None) -> ReviewStack:
-    """The GitHub client, check runs and Claude reviewer behind the review runner."""
+def model_client(cfg: Config) -> ModelClient:
+    """The model provider's client (review/model_client.py), said once in the log with what the provider lacks;
+    raises ModelUnavailable (no region, no credentials) with what to set."""
     provider = cfg.provider
     client = make_client(ModelEndpoint.from_config(cfg), timeout=cfg.model_timeout_seconds, max_retries=0)
     log.info("model provider: %s (%s; verification: %s)", provider.title, cfg.model, cfg.verify_model)
@@ -152,6 +153,15 @@ def build_review_stack(cfg: Config, store: Store, metrics: Metrics | None = None
             "change nothing)",
             provider.title,
         )
+    return client
+
+
+def build_review_stack(
+    cfg: Config, store: Store, metrics: Metrics | None = None, client: ModelClient | None = None
+) -> ReviewStack:
+    """The GitHub client, check runs and Claude reviewer behind the review runner."""
+    provider = cfg.provider
+    client = model_client(cfg) if client is None else client
     session = aiohttp.ClientSession()
     github = GitHubClient(
         session,
@@ -213,16 +223,25 @@ async def build_service(
     cfg: Config, *, worker: bool = True, receive: bool = True, runner: Runner | None = None
 ) -> Service:
     """``receive=False`` (`reviewer-app worker`): no webhook route; the app serves only health and metrics."""
+    # The model client first: one that cannot be built (no region) stops the start before anything is opened.
+    client = model_client(cfg) if cfg.runner == "review" and why_no_reviews(cfg) is None else None
     store = make_store(cfg)
-    await store.open()
     try:
-        return await _assemble(cfg, store, worker=worker, receive=receive, runner=runner)
+        await store.open()
+        try:
+            return await _assemble(cfg, store, client, worker=worker, receive=receive, runner=runner)
+        except BaseException:
+            await store.close()  # an open store's threads would keep the process from exiting
+            raise
     except BaseException:
-        await store.close()  # an open store's threads would keep the process from exiting
+        if client is not None:
+            await client.close()
         raise
 
 
-async def _assemble(cfg: Config, store: Store, *, worker: bool, receive: bool, runner: Runner | None) -> Service:
+async def _assemble(
+    cfg: Config, store: Store, client: ModelClient | None, *, worker: bool, receive: bool, runner: Runner | None
+) -> Service:
     metrics = Metrics(store, clock=time.time)
     dispatcher = None
     stack: ReviewStack | None = None
@@ -230,8 +249,8 @@ async def _assemble(cfg: Config, store: Store, *, worker: bool, receive: bool, r
     outbox: PeriodicDuty | None = None
     batch_poll: PeriodicDuty | None = None
     no_reviews = why_no_reviews(cfg)
-    if cfg.runner == "review" and no_reviews is None:
-        stack = build_review_stack(cfg, store, metrics)
+    if client is not None:
+        stack = build_review_stack(cfg, store, metrics, client)
     if worker and receive and runner is None and no_reviews is not None:
         # Named once, and only what is missing: a configured App is not reported as missing with the model key.
         log.warning(

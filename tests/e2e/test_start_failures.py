@@ -121,3 +121,12 @@ def test_an_encrypted_key_says_so(tmp_path: Path) -> None:
         tmp_path, "worker", GITHUB_WEBHOOK_SECRET=SECRET, GITHUB_APP_ID="42", GITHUB_PRIVATE_KEY_PATH="app.pem"
     )
     assert "GITHUB_PRIVATE_KEY_PATH='app.pem': the GitHub App private key is encrypted" in one_line_exit(result)
+
+
+def test_bedrock_without_a_region_says_what_to_set(tmp_path: Path) -> None:
+    # No AWS_REGION, no AWS_DEFAULT_REGION, no profile (HOME is empty): the AWS chain finds no region.
+    app = {"GITHUB_APP_ID": "42", "GITHUB_PRIVATE_KEY": test_key_pair().private_pem, "REVIEWER_RUNNER": "review"}
+    result = start(tmp_path, "serve", "--port", "0", **{**SERVICE, **app}, REVIEWER_MODEL_PROVIDER="bedrock")
+    line = one_line_exit(result)
+    assert line.startswith("reviewer-app: Amazon Bedrock: No AWS region was provided"), line
+    assert "AWS_REGION" in line
