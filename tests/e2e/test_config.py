@@ -210,7 +210,12 @@ def test_config_masks_the_gateway_headers_and_shows_the_providers_settings() -> 
     from reviewer_app.config_report import inspect_config
 
     report = inspect_config(
-        {**BASE, "REVIEWER_MODEL_PROVIDER": "bedrock", "AWS_REGION": "eu-west-1", "ANTHROPIC_CUSTOM_HEADERS": "K: gw-77"}
+        {
+            **BASE,
+            "REVIEWER_MODEL_PROVIDER": "bedrock",
+            "AWS_REGION": "eu-west-1",
+            "ANTHROPIC_CUSTOM_HEADERS": "K: gw-77",
+        }
     )
     lines = _config_lines(report)
     assert lines["ANTHROPIC_CUSTOM_HEADERS"] == "***" and "gw-77" not in "\n".join(report.lines())
