@@ -53,6 +53,8 @@ class Config:
     max_tool_turns: int = 3
     max_tool_bytes: int = 20000
     concurrency: int = 4
+    answer_concurrency: int = 2
+    housekeeping_concurrency: int = 3
     max_attempts: int = 5
     lease_seconds: float = 120.0
     renew_seconds: float = 0.0

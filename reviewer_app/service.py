@@ -16,11 +16,12 @@ from reviewer_app.admin import github_web_url
 from reviewer_app.config import Config, cookies_secure, why_no_reviews
 from reviewer_app.core.admission import Guard, is_reply
 from reviewer_app.core.batching import BatchPolicy
+from reviewer_app.core.queues import HOUSEKEEPING
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import JobContext, Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
-from reviewer_app.dispatch.duty import PeriodicDuty
+from reviewer_app.dispatch.duty import PeriodicDuty, Slots
 from reviewer_app.dispatch.registry import Registration
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.checks import CheckRuns
@@ -66,6 +67,7 @@ class Service:
     model_client: ModelClient | None = None
     registration: Registration | None = None
     batch_poll: PeriodicDuty | None = None  # the Message Batches duty (review/batches.py)
+    housekeeping: Slots | None = None  # the background passes' own slots (core/queues.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -78,7 +80,13 @@ class Service:
         if self.outbox is not None:
             self.background.append(asyncio.create_task(self.outbox.run(), name="outbox"))
         if self.cleaner is not None:
-            pruning = PeriodicDuty("cleaner", self.cleaner.run_once, interval=self.cleaner.interval, clock=time.time)
+            pruning = PeriodicDuty(
+                "cleaner",
+                self.cleaner.run_once,
+                interval=self.cleaner.interval,
+                clock=time.time,
+                slots=self.housekeeping,
+            )
             self.background.append(asyncio.create_task(pruning.run(), name="cleaner"))
         if self.recovery is not None:
             self.background.append(asyncio.create_task(self.recovery.run(), name="recovery"))
@@ -249,6 +257,7 @@ async def _assemble(
     outbox: PeriodicDuty | None = None
     batch_poll: PeriodicDuty | None = None
     no_reviews = why_no_reviews(cfg)
+    housekeeping = Slots(cfg.housekeeping_concurrency)
     if client is not None:
         stack = build_review_stack(cfg, store, metrics, client)
     if worker and receive and runner is None and no_reviews is not None:
@@ -271,6 +280,7 @@ async def _assemble(
                 clock=time.time,
                 store=store,
                 owner=duty_owner,
+                slots=housekeeping,
             )
             sender = OutboxSender(
                 stack.github,
@@ -285,6 +295,7 @@ async def _assemble(
                 clock=time.time,
                 store=store,
                 owner=duty_owner,
+                slots=housekeeping,
             )
             # One host at a time asks about batches; a result is recorded once whichever host reads it.
             batch_poll = PeriodicDuty(
@@ -294,6 +305,7 @@ async def _assemble(
                 clock=time.time,
                 store=store,
                 owner=duty_owner,
+                slots=housekeeping,
             )
     if worker and runner is not None:
         dispatcher = Dispatcher(
@@ -301,6 +313,7 @@ async def _assemble(
             runner,
             owner=new_owner_id(),
             concurrency=cfg.concurrency,
+            answer_slots=cfg.answer_concurrency,
             lease_seconds=cfg.lease_seconds,
             renew_interval=cfg.renew_interval,
             scan_interval=cfg.scan_seconds,
@@ -374,17 +387,19 @@ async def _assemble(
             max_attempts=cfg.max_attempts,
             guard=guard,
             on_admitted=on_admitted,
+            slots=housekeeping,
         )
     role = "worker" if not receive else ("serve" if worker else "serve --no-worker")
     registration = Registration(
         store,
         worker_id=dispatcher.owner if dispatcher is not None else new_owner_id(role.split()[0]),
         role=role,
-        slots=dispatcher.concurrency if dispatcher is not None else 0,
+        slots=sum(dispatcher.slots.values()) if dispatcher is not None else 0,
         lease_seconds=cfg.lease_seconds,
         interval=cfg.renew_interval,
         clock=time.time,
-        jobs_running=(lambda: dispatcher.concurrency - dispatcher.free_slots) if dispatcher is not None else lambda: 0,
+        jobs_running=(lambda: sum(dispatcher.slots.values()) - dispatcher.free_slots) if dispatcher else lambda: 0,
+        queues=lambda: queue_loads_of(dispatcher, housekeeping if worker else None),
     )
     dashboard = None
     if cfg.dashboard_token:
@@ -412,7 +427,16 @@ async def _assemble(
         model_client=stack.model_client if stack else None,
         registration=registration,
         batch_poll=batch_poll,
+        housekeeping=housekeeping,
     )
+
+
+def queue_loads_of(dispatcher: Dispatcher | None, housekeeping: Slots | None) -> dict[str, dict[str, int]]:
+    """This process's slots and busy slots per queue, as the worker registry records them."""
+    loads = dispatcher.loads() if dispatcher is not None else {}
+    if housekeeping is not None:
+        loads[HOUSEKEEPING] = {"slots": housekeeping.size, "running": housekeeping.running}
+    return loads
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:
@@ -477,7 +501,13 @@ async def work(cfg: Config, *, host: str | None = None, port: int | None = None)
             raise
         log.info("worker health on http://%s:%s", host or cfg.host, port)
     svc.start_background()
-    log.info("reviewer-app worker running %d slot(s) (database %s)", cfg.concurrency, svc.store.engine)
+    log.info(
+        "reviewer-app worker running %d review, %d answer and %d housekeeping slot(s) (database %s)",
+        cfg.concurrency,
+        cfg.answer_concurrency,
+        cfg.housekeeping_concurrency,
+        svc.store.engine,
+    )
     await stop.wait()
     log.info("shutting down: no new claims, %.0f s grace for running jobs", cfg.shutdown_grace_seconds)
     await svc.stop()

@@ -143,6 +143,24 @@ SETTINGS: tuple[Setting, ...] = (
         "REVIEWER_CONCURRENCY", "concurrency", int, 4, "worker slots: reviews running at once", minimum=1, maximum=256
     ),
     Setting(
+        "REVIEWER_ANSWER_CONCURRENCY",
+        "answer_concurrency",
+        int,
+        2,
+        "answer slots: answers to questions running at once, apart from the reviews' slots",
+        minimum=1,
+        maximum=64,
+    ),
+    Setting(
+        "REVIEWER_HOUSEKEEPING_CONCURRENCY",
+        "housekeeping_concurrency",
+        int,
+        3,
+        "housekeeping slots: background passes (check-run sync, outbox, sweep, batches, pruning) running at once",
+        minimum=1,
+        maximum=16,
+    ),
+    Setting(
         "REVIEWER_MAX_ATTEMPTS", "max_attempts", int, 5, "attempts before a job ends failed", minimum=1, maximum=100
     ),
     Setting(

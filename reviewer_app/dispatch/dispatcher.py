@@ -1,4 +1,6 @@
-"""The dispatcher: free slots claim work under a lease, renew it while running, and write results fenced."""
+"""The dispatcher: free slots claim work under a lease, renew it while running, and write results fenced. Each queue
+of jobs (reviews, answers: core/queues.py) has slots of its own and is claimed apart, so a question never waits for
+a review slot."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from reviewer_app.core.errors import (
     Superseded,
     TransientError,
 )
+from reviewer_app.core.queues import ANSWERS, REVIEWS, queue_loads
 from reviewer_app.core.retry import GiveUp, RetryPolicy, decide_retry
 from reviewer_app.dispatch.context import Clock, JobContext, Runner
 from reviewer_app.dispatch.rescuer import Rescuer
@@ -46,6 +49,7 @@ class Dispatcher:
         *,
         owner: str,
         concurrency: int,
+        answer_slots: int = 1,
         lease_seconds: float,
         renew_interval: float,
         scan_interval: float,
@@ -61,7 +65,8 @@ class Dispatcher:
         self.write_settle_seconds = write_settle_seconds  # a handed-back job's GitHub write in flight: waited this long
         self.runner = runner
         self.owner = owner
-        self.concurrency = concurrency
+        self.concurrency = concurrency  # the reviews' slots (REVIEWER_CONCURRENCY)
+        self.slots = {REVIEWS: concurrency, ANSWERS: answer_slots}  # each queue's own, claimed apart
         self.lease_seconds = lease_seconds
         self.renew_interval = renew_interval
         self.scan_interval = scan_interval
@@ -73,10 +78,10 @@ class Dispatcher:
         self.metrics = metrics
         self.rescuer = Rescuer(store, clock=clock, metrics=metrics)
         self.tasks: dict[str, asyncio.Task[None]] = {}  # by lease token: one job may have a stale attempt too
-        # Tokens whose runner has not finished yet: a slot is busy while its runner runs. Recording the outcome
-        # happens after the slot is free, so the next claim joins the same group commit as the finished jobs'
-        # outcomes instead of waiting for them.
-        self._busy: set[str] = set()
+        # Tokens whose runner has not finished yet, with the queue whose slot each holds: a slot is busy while its
+        # runner runs. Recording the outcome happens after the slot is free, so the next claim joins the same group
+        # commit as the finished jobs' outcomes instead of waiting for them.
+        self._busy: dict[str, str] = {}
         # Jobs whose runner runs here, by token: one task renews all their leases, one statement per interval.
         # In start order, which is deadline order: one timer for the earliest deadline watches them all.
         self._running: dict[str, _Running] = {}
@@ -97,18 +102,34 @@ class Dispatcher:
 
     @property
     def free_slots(self) -> int:
-        return self.concurrency - len(self._busy)
+        """Free slots of every queue together."""
+        return sum(self.slots.values()) - len(self._busy)
+
+    def free_in(self, queue: str) -> int:
+        return self.slots[queue] - sum(1 for q in self._busy.values() if q == queue)
+
+    def loads(self) -> dict[str, dict[str, int]]:
+        """Each queue's slots and busy slots here (the worker registry and `status` show them)."""
+        running: dict[str, int] = {}
+        for queue in self._busy.values():
+            running[queue] = running.get(queue, 0) + 1
+        return queue_loads(self.slots, running)
 
     async def run_once(self) -> list[Lease]:
-        """Claim as many jobs as there are free slots and start them."""
-        if self._stopping or self.free_slots <= 0:
-            return []
-        leases = await self.store.claim(
-            owner=self.owner, limit=self.free_slots, now=self.clock(), lease_seconds=self.lease_seconds
-        )
-        for lease in leases:
-            self._busy.add(lease.token)
-            self.tasks[lease.token] = asyncio.create_task(self._execute(lease), name=f"job-{lease.job_id}")
+        """Claim, in each queue, as many jobs as it has free slots, and start them. Each queue's claim is a statement
+        of its own: a backlog of reviews never takes an answer's slot, nor the other way round."""
+        leases: list[Lease] = []
+        for queue in self.slots:
+            free = self.free_in(queue)
+            if self._stopping or free <= 0:
+                continue
+            claimed = await self.store.claim(
+                owner=self.owner, limit=free, now=self.clock(), lease_seconds=self.lease_seconds, queue=queue
+            )
+            for lease in claimed:
+                self._busy[lease.token] = queue
+                self.tasks[lease.token] = asyncio.create_task(self._execute(lease), name=f"job-{lease.job_id}")
+            leases.extend(claimed)
         return leases
 
     def start(self) -> None:
@@ -169,10 +190,12 @@ class Dispatcher:
 
     async def _idle_timeout(self, claimed_at: float) -> float | None:
         """How long to wait for a wake-up before claiming again; None when work was already due at the claim that
-        started at ``claimed_at`` (a queued job, or an expired lease) and slots are still free."""
-        if self.free_slots <= 0:
+        started at ``claimed_at`` (a queued job of a queue with a free slot, or an expired lease) and slots are still
+        free. A queue whose slots are all busy is not waited for: a slot freeing wakes the loop."""
+        free = [q for q in self.slots if self.free_in(q) > 0]
+        if not free:
             return self.scan_interval
-        nxt = await self.store.next_wakeup(now=self.clock())
+        nxt = await self.store.next_wakeup(now=self.clock(), queues=free)
         if nxt is None:
             return self.scan_interval
         if nxt <= claimed_at:
@@ -235,8 +258,7 @@ class Dispatcher:
 
     def _free_slot(self, lease: Lease) -> None:
         self._running.pop(lease.token, None)  # nothing left to renew: the outcome write is fenced by the token
-        if lease.token in self._busy:
-            self._busy.discard(lease.token)
+        if self._busy.pop(lease.token, None) is not None:
             self._wake.set()
 
     def _observe_queue_wait(self, job: Job, lease: Lease) -> None:

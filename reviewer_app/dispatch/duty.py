@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from reviewer_app.store.base import Store, StoreUnavailable
 
@@ -65,6 +65,25 @@ async def _renew_until_lost(store: Store, duty: str, *, owner: str, clock: Calla
             log.warning("%s: renewing the duty's lease failed, retrying: %s", duty, exc)
 
 
+class Slots:
+    """A queue's slots in this process: at most ``size`` holders at once. The housekeeping passes share one set, apart
+    from the jobs' slots (core/queues.py), so a long sweep never holds a review or an answer back, nor they it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.running = 0
+        self._free = asyncio.Semaphore(size)
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        async with self._free:
+            self.running += 1
+            try:
+                yield
+            finally:
+                self.running -= 1
+
+
 class PeriodicDuty:
     """Runs ``one_pass`` in a loop. With a store and an owner, each pass holds the duty's lease in the database, so
     hosts sharing a PostgreSQL database never run the same pass at the same time (a pass skipped for that reason
@@ -81,8 +100,10 @@ class PeriodicDuty:
         owner: str | None = None,
         lease_seconds: float = DUTY_LEASE_SECONDS,
         busy_retry: float | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self.name = name
+        self.slots = slots
         self.one_pass = one_pass
         self.interval = interval
         self.clock = clock
@@ -96,7 +117,14 @@ class PeriodicDuty:
         self._wake.set()
 
     async def run_pass(self) -> int | None:
-        """One pass; None when another host holds the duty right now."""
+        """One pass, in a housekeeping slot when the duty has ``slots`` (waited for before the duty's lease is taken);
+        None when another host holds the duty right now."""
+        if self.slots is None:
+            return await self._leased_pass()
+        async with self.slots.held():
+            return await self._leased_pass()
+
+    async def _leased_pass(self) -> int | None:
         if self.store is None or self.owner is None:
             return await self.one_pass()
         return await run_under_duty_lease(

@@ -41,11 +41,13 @@ class Registration:
         interval: float,
         clock: Clock,
         jobs_running: Callable[[], int] = lambda: 0,
+        queues: Callable[[], dict[str, dict[str, int]]] = dict,
     ) -> None:
         self.store = store
         self.interval = interval
         self.clock = clock
         self.jobs_running = jobs_running
+        self.queues = queues
         now = clock()
         self.info = WorkerInfo(
             id=worker_id,
@@ -61,8 +63,10 @@ class Registration:
         self.beats = 0
 
     async def beat(self) -> None:
-        """Register, or refresh the heartbeat and the number of jobs running here."""
-        self.info = replace(self.info, heartbeat_at=self.clock(), jobs_running=self.jobs_running())
+        """Register, or refresh the heartbeat, the number of jobs running here and each queue's busy slots."""
+        self.info = replace(
+            self.info, heartbeat_at=self.clock(), jobs_running=self.jobs_running(), queues=self.queues()
+        )
         await self.store.register_worker(self.info)
         self.beats += 1
 

@@ -17,7 +17,7 @@ from reviewer_app.core.payload import MalformedPayload
 from reviewer_app.core.pr_work import DRAFT_SKIP
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.core.timestamps import parse_time
-from reviewer_app.dispatch.duty import PeriodicDuty
+from reviewer_app.dispatch.duty import PeriodicDuty, Slots
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.scopes import as_work
 from reviewer_app.store.base import AdmitResult, Delivery, Job, Store
@@ -137,7 +137,9 @@ class Recovery:
         max_attempts: int = 5,
         guard: Guard | None = None,
         on_admitted: Callable[[AdmitResult], None] | None = None,
+        slots: Slots | None = None,
     ) -> None:
+        self.slots = slots  # the housekeeping slots its passes run in
         self.github = github
         self.store = store
         self.owner = owner
@@ -323,6 +325,7 @@ class Recovery:
                 store=self.store,
                 owner=self.owner,
                 busy_retry=BUSY_RETRY_SECONDS,
+                slots=self.slots,
             )
         return self._duties[name]
 

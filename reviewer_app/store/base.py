@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
 from reviewer_app.core.learnings import Learning, LearningDraft, LearningLimitReached
+from reviewer_app.core.queues import JOB_QUEUES, REVIEWS
 from reviewer_app.core.states import JobState
 from reviewer_app.store.records import (
     JOB_FIELDS,
@@ -86,8 +87,11 @@ class Store(Protocol):
         """Apply an admission decision in one transaction; return only after it is committed."""
         ...
 
-    async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
-        """Atomically lease up to ``limit`` eligible queued jobs to ``owner``, counting the attempt."""
+    async def claim(
+        self, *, owner: str, limit: int, now: float, lease_seconds: float, queue: str = REVIEWS
+    ) -> list[Lease]:
+        """Atomically lease up to ``limit`` eligible queued jobs of ``queue`` to ``owner``, counting the attempt
+        (core/queues.py: reviews and answers are claimed apart, each queue by its own free slots)."""
         ...
 
     async def renew_lease(self, lease: Lease, *, now: float, lease_seconds: float) -> float | None:
@@ -113,8 +117,9 @@ class Store(Protocol):
         """Make jobs whose lease expired claimable again (or failed, when no attempt is left)."""
         ...
 
-    async def next_wakeup(self, *, now: float) -> float | None:
-        """When the earliest queued job becomes eligible, or None when nothing is queued."""
+    async def next_wakeup(self, *, now: float, queues: Sequence[str] = JOB_QUEUES) -> float | None:
+        """When the earliest queued job of ``queues`` becomes eligible or the earliest lease (of any queue) expires,
+        or None when there is neither."""
         ...
 
     async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from reviewer_app.core.admission import Decision, Enqueue
+from reviewer_app.core.queues import JOB_QUEUES, REVIEWS
 from reviewer_app.core.states import JobState
 from reviewer_app.store import procedures as p
 from reviewer_app.store import statements as s
@@ -89,11 +90,14 @@ class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
 
     # -- dispatch -----------------------------------------------------------------------------------------
 
-    async def claim(self, *, owner: str, limit: int, now: float, lease_seconds: float) -> list[Lease]:
+    async def claim(
+        self, *, owner: str, limit: int, now: float, lease_seconds: float, queue: str = REVIEWS
+    ) -> list[Lease]:
         if limit <= 0:
             return []
         rows = await self._run(
-            lambda: p.claim(owner=owner, limit=limit, now=now, lease_seconds=lease_seconds), one_statement=True
+            lambda: p.claim(owner=owner, limit=limit, now=now, lease_seconds=lease_seconds, queue=queue),
+            one_statement=True,
         )
         return [p.lease_of(r, owner) for r in rows]
 
@@ -136,8 +140,8 @@ class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
     async def rescue_expired(self, *, now: float) -> list[int]:
         return await self._run(lambda: p.rescue_expired(now=now))
 
-    async def next_wakeup(self, *, now: float) -> float | None:
-        rows = await self._rows(s.NEXT_WAKEUP)
+    async def next_wakeup(self, *, now: float, queues: Sequence[str] = JOB_QUEUES) -> float | None:
+        rows = await self._rows(s.NEXT_WAKEUP, (json.dumps(list(queues)),))
         return rows[0][0] if rows else None
 
     # -- check runs ---------------------------------------------------------------------------------------
@@ -371,6 +375,7 @@ class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
             info.started_at,
             info.heartbeat_at,
             info.jobs_running,
+            json.dumps(info.queues, sort_keys=True),
         )
         await self._run(lambda: p.changes(s.UPSERT_WORKER, params), one_statement=True)
 
@@ -378,7 +383,10 @@ class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
         await self._run(lambda: p.changes(s.DEREGISTER_WORKER, (worker_id,)), one_statement=True)
 
     async def workers(self, *, now: float) -> list[WorkerStatus]:
-        infos = [WorkerInfo(*tuple(r)) for r in await self._rows(s.SELECT_WORKERS)]
+        infos = [
+            WorkerInfo(*tuple(r)[:-1], queues=json.loads(r["queues"] or "{}"))
+            for r in await self._rows(s.SELECT_WORKERS)
+        ]
         held: dict[str, list[HeldJob]] = {}
         for job_id, owner, repo, pr, expires in await self._rows(s.RUNNING_JOBS_BY_OWNER):
             held.setdefault(owner, []).append(HeldJob(job_id, repo, pr, expires))

@@ -189,15 +189,17 @@ async def _known(src: aiosqlite.Connection, table: str) -> bool:
 
 
 async def _insert(dst: asyncpg.Connection, table: str, rows: list[dict[str, Any]]) -> int:
-    """Copy ``rows`` into ``table`` (the columns both sides know, each in its PostgreSQL type); a row whose key the
+    """Copy ``rows`` into ``table`` (the columns both sides know and the target does not generate, each in its
+    PostgreSQL type); a row whose key the
     target already holds (a delivery, a setting) keeps the target's version. The number of rows inserted."""
     if not rows:
         return 0
+    # A generated column (jobs.queue, migration 0016) is the target's to compute: never copied.
     types = {
         r["column_name"]: r["data_type"]
         for r in await dst.fetch(
             "SELECT column_name, data_type FROM information_schema.columns"
-            " WHERE table_schema = current_schema() AND table_name = $1",
+            " WHERE table_schema = current_schema() AND table_name = $1 AND is_generated = 'NEVER'",
             table,
         )
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class WorkerInfo:
     started_at: float
     heartbeat_at: float
     jobs_running: int = 0
+    # Its slots and busy slots per queue (core/queues.py), e.g. {"reviews": {"slots": 4, "running": 1}, ...}.
+    queues: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

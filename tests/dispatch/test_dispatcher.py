@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.errors import PermanentError, RateLimited, TransientError
+from reviewer_app.core.queues import REVIEWS
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
@@ -455,12 +456,14 @@ async def test_a_retry_runs_when_due_not_at_the_next_periodic_scan(store) -> Non
 
 
 def count_claims(store) -> list[float]:
-    """Wrap the real store's claim: the monotonic time of every claim a dispatcher makes from now on."""
+    """Wrap the real store's claim: the monotonic time of every claim of the reviews' queue a dispatcher makes from
+    now on (each round claims every queue with a free slot, one statement each)."""
     calls: list[float] = []
     claim = store.claim
 
     async def counting(**kw):
-        calls.append(time.monotonic())
+        if kw.get("queue") == REVIEWS:
+            calls.append(time.monotonic())
         return await claim(**kw)
 
     store.claim = counting

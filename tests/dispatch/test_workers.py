@@ -119,24 +119,35 @@ async def test_metrics_count_processes_alive_and_gone(store) -> None:
     assert "reviewer_jobs_held_by_gone_processes 1.0" in text
 
 
+QUEUES_OF_SERVE = {
+    "reviews": {"slots": 2, "running": 0},
+    "answers": {"slots": 1, "running": 0},
+    "housekeeping": {"slots": 5, "running": 0},
+}
+
+
 @pytest.mark.parametrize(
-    ("worker", "receive", "role", "slots"), [(True, True, "serve", 2), (False, True, "serve --no-worker", 0)]
+    ("worker", "receive", "role", "slots", "queues"),
+    [(True, True, "serve", 3, QUEUES_OF_SERVE), (False, True, "serve --no-worker", 0, {})],
 )
-async def test_the_service_registers_its_role_and_deregisters_on_stop(
-    tmp_path, worker: bool, receive: bool, role: str, slots: int
+async def test_the_service_registers_its_role_and_its_slots_per_queue_and_deregisters_on_stop(
+    tmp_path, worker: bool, receive: bool, role: str, slots: int, queues: dict
 ) -> None:
     env = {
         "DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
         "GITHUB_WEBHOOK_SECRET": SECRET,
         "REVIEWER_RUNNER": "noop",
         "REVIEWER_CONCURRENCY": "2",
+        "REVIEWER_ANSWER_CONCURRENCY": "1",
+        "REVIEWER_HOUSEKEEPING_CONCURRENCY": "5",
         "REVIEWER_LEASE_SECONDS": "3",
     }
     svc = await build_service(load_config(env), worker=worker, receive=receive)
     svc.start_background()
     try:
         [w] = await eventually(lambda: svc.store.workers(now=time.time()))
-        assert (w.info.role, w.info.slots, w.gone) == (role, slots, False)
+        # Its job slots: the reviews' and the answers' together; each queue's apart, with how many are busy.
+        assert (w.info.role, w.info.slots, w.info.queues, w.gone) == (role, slots, queues, False)
         beat = w.info.heartbeat_at
         await eventually(lambda: _beat_after(svc.store, beat), timeout=5)  # every 1 s: a third of the lease
     finally:

@@ -23,10 +23,10 @@ def usage_params(u: Usage | None) -> tuple[str | None, int, int, int, int]:
     return (u.model or None, u.input_tokens, u.output_tokens, u.cache_creation_tokens, u.cache_read_tokens)
 
 
-def claim(*, owner: str, limit: int, now: float, lease_seconds: float) -> Procedure[list[Any]]:
-    """The claimed rows, whole (a worker starts without reading its job again), in id order. The caller makes leases
+def claim(*, owner: str, limit: int, now: float, lease_seconds: float, queue: str) -> Procedure[list[Any]]:
+    """The claimed rows of ``queue``, whole (a worker starts without reading its job again), in id order. The caller makes leases
     of them after the commit: on SQLite that keeps the parsing out of the writer thread, the drain's serial part."""
-    rows = yield Rows(s.CLAIM_QUEUED, (owner, now + lease_seconds, now, limit))
+    rows = yield Rows(s.CLAIM_QUEUED, (owner, now + lease_seconds, now, limit, queue))
     rows = sorted(rows, key=lambda r: r["id"])
     if rows:
         yield Many(s.RECORD_CLAIMED_ATTEMPTS, [(r["id"], r["attempts"], owner, r["lease_token"], now) for r in rows])

@@ -12,9 +12,9 @@ INSERT_ATTEMPT = """
 INSERT INTO attempts (job_id, attempt, lease_owner, lease_token, started_at) VALUES (?, ?, ?, ?, ?)
 """
 
-# Claim: lease up to ?4 eligible queued jobs (not while the queue is paused) with a random token per row; the
-# claimed rows come back whole, so a worker starts without reading its job again. Parameters: owner, lease expiry,
-# now, limit. PostgreSQL skips rows another claimer has locked and writes the attempt rows in the same statement.
+# Claim: lease up to ?4 eligible queued jobs of the queue ?5 (not while the queue is paused) with a random token per
+# row; the claimed rows come back whole, so a worker starts without reading its job again. Parameters: owner, lease
+# expiry, now, limit, queue (core/queues.py: each kind of work has slots of its own, claimed apart). PostgreSQL skips rows another claimer has locked and writes the attempt rows in the same statement.
 # SQLite is told its index: without statistics its planner may search another index on state and sort every queued
 # job to take the first few (an index on (state, id) once made the claim O(backlog); tests/store/test_query_plans.py).
 CLAIM_QUEUED = Dialects(
@@ -22,7 +22,7 @@ CLAIM_QUEUED = Dialects(
 UPDATE jobs SET state = '{JobState.RUNNING.value}', lease_owner = ?1, lease_token = lower(hex(randomblob(16))),
        lease_expires_at = ?2, attempts = attempts + 1, started_at = COALESCE(started_at, ?3), updated_at = ?3
  WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claimable
-               WHERE state = '{JobState.QUEUED.value}' AND next_attempt_at <= ?3
+               WHERE state = '{JobState.QUEUED.value}' AND queue = ?5 AND next_attempt_at <= ?3
                 AND NOT EXISTS (SELECT 1 FROM settings WHERE key = 'queue_paused' AND value = '1')
               ORDER BY priority, next_attempt_at, id LIMIT ?4)
 RETURNING {JOB_COLUMNS}
@@ -33,7 +33,7 @@ WITH claimed AS (
            lease_token = replace(gen_random_uuid()::text, '-', ''), lease_expires_at = $2,
            attempts = attempts + 1, started_at = COALESCE(started_at, $3), updated_at = $3
      WHERE id IN (SELECT id FROM jobs
-                   WHERE state = '{JobState.QUEUED.value}' AND next_attempt_at <= $3
+                   WHERE state = '{JobState.QUEUED.value}' AND queue = $5 AND next_attempt_at <= $3
                      AND NOT EXISTS (SELECT 1 FROM settings WHERE key = 'queue_paused' AND value = '1')
                    ORDER BY priority, next_attempt_at, id
                    LIMIT $4 FOR UPDATE SKIP LOCKED)
@@ -208,11 +208,20 @@ UPDATE jobs SET state = '{JobState.FAILED.value}', last_error = ?, outcome = ?, 
  WHERE id = ? AND lease_token = ? AND state = '{JobState.RUNNING.value}'
 """
 
-# When the dispatcher next has something to do: the earliest due retry, or the earliest lease to expire.
-NEXT_WAKEUP = f"""
-SELECT MIN(t) FROM (SELECT MIN(next_attempt_at) AS t FROM jobs WHERE state = '{JobState.QUEUED.value}'
+# When the dispatcher next has something to do: the earliest due job of a queue with a free slot (parameter: the
+# queues, a JSON array), or the earliest lease to expire, of any queue (the rescuer's work).
+NEXT_WAKEUP = Dialects(
+    f"""
+SELECT MIN(t) FROM (SELECT MIN(next_attempt_at) AS t FROM jobs
+                     WHERE state = '{JobState.QUEUED.value}' AND queue IN (SELECT value FROM json_each(?1))
                     UNION ALL SELECT MIN(lease_expires_at) FROM jobs WHERE state = '{JobState.RUNNING.value}') AS w
-"""
+""",
+    f"""
+SELECT MIN(t) FROM (SELECT MIN(next_attempt_at) AS t FROM jobs
+                     WHERE state = '{JobState.QUEUED.value}' AND queue IN (SELECT json_array_elements_text($1::json))
+                    UNION ALL SELECT MIN(lease_expires_at) FROM jobs WHERE state = '{JobState.RUNNING.value}') AS w
+""",
+)
 
 __all__ = [
     "INSERT_ATTEMPT",

@@ -7,14 +7,15 @@ from reviewer_app.core.states import JobState
 
 # Register a process, or refresh its row on each beat (a row pruned while the process was cut off comes back).
 UPSERT_WORKER = """
-INSERT INTO workers (id, host, pid, role, version, slots, lease_seconds, started_at, heartbeat_at, jobs_running)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO workers (id, host, pid, role, version, slots, lease_seconds, started_at, heartbeat_at, jobs_running,
+                     queues)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, jobs_running = excluded.jobs_running,
-       slots = excluded.slots
+       slots = excluded.slots, queues = excluded.queues
 """
 DEREGISTER_WORKER = "DELETE FROM workers WHERE id = ?"
 SELECT_WORKERS = """
-SELECT id, host, pid, role, version, slots, lease_seconds, started_at, heartbeat_at, jobs_running
+SELECT id, host, pid, role, version, slots, lease_seconds, started_at, heartbeat_at, jobs_running, queues
   FROM workers ORDER BY role, host, started_at, id
 """
 # Every running job with its lease holder (the jobs_running index): whose jobs a gone process held, and when the
