@@ -10,6 +10,7 @@ import pytest
 
 from reviewer_app.cli import main
 from reviewer_app.core.admission import Effect, Enqueue, Reply
+from reviewer_app.core.queues import ANSWERS, REVIEWS
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Delivery
 from reviewer_app.store.migrate import MOVED_WHILE_RUNNING, MigrationError, migrate_store
@@ -259,5 +260,29 @@ async def test_a_pruned_newest_job_id_is_never_handed_out_again_by_sqlite_nor_af
             Delivery("p-3", "pull_request", "opened"), Enqueue(spec(pr=3)), now=LATER, max_attempts=3
         )
         assert fresh.job_id is not None and fresh.job_id > after.job_id
+    finally:
+        await pg.close()
+
+
+async def test_a_queued_answer_moves_into_the_answers_queue_and_reviews_stay_in_theirs(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    # jobs.queue is generated from the trigger on both sides (migration 0016): the copy leaves it to PostgreSQL.
+    dsn, schema = pg_schema
+    store = SqliteStore(str(tmp_path / "reviewer.db"))
+    await store.open()
+    try:
+        answer = spec(pr=2, head="", trigger="reply:77", priority=5)
+        for n, s in enumerate((spec(pr=1), answer)):
+            await store.admit(Delivery(f"q-{n}", "pull_request", "opened"), Enqueue(s), now=NOW, max_attempts=3)
+    finally:
+        await store.close()
+    report = await migrate_store(f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=LATER)
+    assert report.rows["jobs"] == 2
+    pg = await open_target(dsn, schema)
+    try:
+        [asked] = await pg.claim(owner="w", limit=5, now=LATER, lease_seconds=30, queue=ANSWERS)
+        [reviewed] = await pg.claim(owner="w", limit=5, now=LATER, lease_seconds=30, queue=REVIEWS)
+        assert (asked.job.trigger, reviewed.job.trigger) == ("reply:77", "auto")
     finally:
         await pg.close()
