@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from reviewer_app.core.queues import queue_rows
 from reviewer_app.core.states import JobEvent, JobState, sources_of
 from reviewer_app.store.base import Attempt, Job, Store, WorkerStatus
 
@@ -82,6 +83,7 @@ class Admin:
 
     async def status(self) -> dict[str, Any]:
         now = self.clock()
+        workers = await self.store.workers(now=now)
         stats = await self.store.stats(now=now)
         pending = await self.store.list_jobs(states=(JobState.QUEUED.value, JobState.RUNNING.value), limit=PENDING_SCAN)
         failed = await self.store.list_jobs(states=(JobState.FAILED.value,), limit=FAILED_SHOWN)
@@ -109,7 +111,11 @@ class Admin:
                 "count": stats.awaiting_reconciliation,
                 "jobs": [self.job_summary(j) for j in unreconciled],
             },
-            "workers": [worker_summary(w) for w in await self.store.workers(now=now)],
+            "workers": [worker_summary(w) for w in workers],
+            "queues": [
+                asdict(row)
+                for row in queue_rows(stats.pending_by_queue, [w.info.queues for w in workers if not w.gone])
+            ],
         }
 
     async def list_jobs(
@@ -183,6 +189,7 @@ def worker_summary(w: WorkerStatus) -> dict[str, Any]:
         "version": i.version,
         "slots": i.slots,
         "jobs_running": i.jobs_running,
+        "queues": i.queues,
         "started_at": i.started_at,
         "heartbeat_at": i.heartbeat_at,
         "gone": w.gone,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from reviewer_app.core.queues import describe_loads
 from reviewer_app.core.states import JobState
 
 
@@ -69,6 +70,10 @@ def render_status(s: dict[str, Any]) -> str:
     lines.append(f"publications awaiting reconciliation: {waiting['count'] or 'none'}")
     for j in waiting["jobs"]:
         lines.append(f"{_job_line(j)}  intent {_ago(j['publish_intent_at'], now)}, no review id yet")
+    lines.append("queues (slots: of the processes alive now):")
+    for q in s["queues"]:
+        waiting = "" if q["queued"] is None else f"{q['queued']} queued, "
+        lines.append(f"  {q['queue']:<13} {waiting}{q['running']} running, {q['slots']} slot(s)")
     workers = s["workers"]
     gone = sum(1 for w in workers if w["gone"])
     lines.append(f"processes: {len(workers) - gone} alive, {gone} gone" if workers else "processes: none registered")
@@ -78,6 +83,8 @@ def render_status(s: dict[str, Any]) -> str:
             f"  {w['role']:<17} {w['host']} pid {w['pid']}  {what}, heartbeat {_ago(w['heartbeat_at'], now)}"
             f"  {w['jobs_running']}/{w['slots']} slot(s)  v{w['version']}  up since {_when(w['started_at'])}"
         )
+        if w["queues"]:
+            lines.append(f"    busy/slots: {describe_loads(w['queues'])}")
         for h in w["held_jobs"]:
             lines.append(f"    job {h['id']}  {h['repo']}#{h['pr']}  rescued {_ago(h['rescued_at'], now)}")
     return "\n".join(lines)

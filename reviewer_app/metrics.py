@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from reviewer_app.core.queues import queue_rows
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import QueueStats, Store, StoreUnavailable, Usage, WorkerStatus
 
@@ -95,11 +96,36 @@ class QueueCollector(Collector):
         slots.add_metric([], sum(w.info.slots for w in self._workers if not w.gone))
         yield processes
         yield slots
+        yield from self._queues(stats)
         yield GaugeMetricFamily(
             "reviewer_jobs_held_by_gone_processes",
             "Running jobs whose lease holder is gone: the rescuer hands each back when its lease expires.",
             value=sum(len(w.held) for w in self._workers if w.gone),
         )
+
+    def _queues(self, stats: QueueStats) -> Iterator[Metric]:
+        """Each queue (core/queues.py): its jobs by state, and the slots and busy slots of the processes alive."""
+        jobs = GaugeMetricFamily(
+            "reviewer_queue_jobs", "Queued and running jobs per queue (reviews, answers).", labels=["queue", "state"]
+        )
+        slots = GaugeMetricFamily(
+            "reviewer_queue_slots", "Slots per queue of the processes alive now.", labels=["queue"]
+        )
+        busy = GaugeMetricFamily(
+            "reviewer_queue_slots_busy",
+            "Busy slots per queue of the processes alive now, as of their last heartbeat.",
+            labels=["queue"],
+        )
+        alive = [w.info.queues for w in self._workers if not w.gone]
+        for row in queue_rows(stats.pending_by_queue, alive):
+            if row.queued is not None:
+                jobs.add_metric([row.queue, JobState.QUEUED.value], row.queued)
+                jobs.add_metric([row.queue, JobState.RUNNING.value], row.running)
+            slots.add_metric([row.queue], row.slots)
+            busy.add_metric([row.queue], sum(q.get(row.queue, {}).get("running", 0) for q in alive))
+        yield jobs
+        yield slots
+        yield busy
 
 
 class Metrics:

@@ -337,7 +337,14 @@ class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
             oldest_pending_created_at=oldest[0][0],
             expired_leases=expired[0][0],
             awaiting_reconciliation=awaiting[0][0],
+            pending_by_queue=await self._pending_by_queue(),
         )
+
+    async def _pending_by_queue(self) -> dict[str, dict[str, int]]:
+        pending: dict[str, dict[str, int]] = {}
+        for queue, state, n in await self._rows(s.PENDING_BY_QUEUE):
+            pending.setdefault(queue, {})[state] = n
+        return pending
 
     async def cancel_job(self, job_id: int, *, now: float, reason: str) -> bool:
         return await self._run(lambda: p.changes(s.OPERATOR_CANCEL, (reason, now, now, job_id))) == 1
@@ -353,7 +360,7 @@ class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
         oldest = await self._rows(s.OLDEST_PENDING)
         expired = await self._rows(s.EXPIRED_LEASES, (now,))
         awaiting = await self._rows(s.AWAITING_RECONCILIATION)
-        return QueueStats(by_state, oldest[0][0], expired[0][0], awaiting[0][0])
+        return QueueStats(by_state, oldest[0][0], expired[0][0], awaiting[0][0], await self._pending_by_queue())
 
     async def failed_since(self, since: float, *, limit: int) -> list[Job]:
         return [Job.from_row(r) for r in await self._rows(s.FAILED_SINCE, (since, limit))]

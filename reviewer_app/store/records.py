@@ -153,6 +153,8 @@ class QueueStats:
     oldest_pending_created_at: float | None = None
     expired_leases: int = 0
     awaiting_reconciliation: int = 0
+    # Queued and running jobs per queue (core/queues.py): {"reviews": {"queued": 3, "running": 2}, ...}.
+    pending_by_queue: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 # Columns a worker may set on its own job while it holds the lease (progress checkpoints).

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from reviewer_app.admin import Admin
 from reviewer_app.core.pricing import Price, estimate
+from reviewer_app.core.queues import queue_rows
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Store
 from reviewer_app.web import dashboard_pages as pages
@@ -287,6 +288,9 @@ class Dashboard:
             paused=await self.store.get_setting("queue_paused") == "1",
             running=await self.store.list_jobs(states=(JobState.RUNNING.value,), limit=RUNNING_SHOWN),
             failed=await self.store.failed_since(now - DAY_SECONDS, limit=FAILED_SHOWN),
+            queues=queue_rows(
+                stats.pending_by_queue, [w.info.queues for w in await self.store.workers(now=now) if not w.gone]
+            ),
         )
         return self._html("Queue", body, here="/dashboard")
 

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from reviewer_app.admin_text import duration
 from reviewer_app.core.job_records import WouldPublish
+from reviewer_app.core.queues import QueueRow, describe_loads
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Attempt, Job, WorkerStatus
 
@@ -139,6 +140,7 @@ def queue_page(
     paused: bool,
     running: Sequence[Job],
     failed: Sequence[Job],
+    queues: Sequence[QueueRow] = (),
 ) -> str:
     def card(state: JobState) -> str:
         what = state.value if state in (JobState.QUEUED, JobState.RUNNING) else f"{state.value} (24 h)"
@@ -173,10 +175,16 @@ def queue_page(
         [job_link(j.id), pr_cell(j), time_cell(j.finished_at, now), f"<td><pre>{e(one_line(j.last_error))}</pre></td>"]
         for j in failed
     )
+    queue_rows = (
+        [td(q.queue), "<td>-</td>" if q.queued is None else num(q.queued), num(q.running), num(q.slots)] for q in queues
+    )
     return (
         f"{pause}<div class=cards>{cards}</div>"
         "<p class=muted>Queued and running: now. Finished states: jobs that finished in the last 24 hours.</p>"
-        f"<h2>Running now ({len(running)})</h2>"
+        "<h2>Queues</h2><p class=muted>Each kind of work has slots of its own: a question never waits for a review"
+        " slot. Slots: of the processes alive now; housekeeping runs background passes, not jobs.</p>"
+        + table(("queue", "queued", "running", "slots"), queue_rows, numeric=(1, 2, 3), empty="No queue.")
+        + f"<h2>Running now ({len(running)})</h2>"
         + table(
             ("job", "pull request", "head", "attempt", "owner", "lease expires", "first started"),
             run_rows,
@@ -205,7 +213,7 @@ def workers_page(*, now: float, workers: Sequence[WorkerStatus]) -> str:
                 td(i.host),
                 num(i.pid),
                 td(i.version),
-                td(f"{i.jobs_running}/{i.slots}"),
+                td(describe_loads(i.queues) or f"{i.jobs_running}/{i.slots}"),
                 time_cell(i.heartbeat_at, now),
                 time_cell(i.started_at, now),
                 f"<td>{held or '-'}</td>",
@@ -216,7 +224,7 @@ def workers_page(*, now: float, workers: Sequence[WorkerStatus]) -> str:
         f"<p id=summary>{alive} alive, {len(workers) - alive} gone. A process is gone when its heartbeat is older than"
         " its lease; the jobs it held go back to the queue when their leases expire.</p>"
         + table(
-            ("status", "role", "host", "pid", "version", "jobs/slots", "heartbeat", "started", "jobs held"),
+            ("status", "role", "host", "pid", "version", "busy/slots", "heartbeat", "started", "jobs held"),
             rows,
             numeric=(3,),
             empty="No process is registered.",

@@ -58,6 +58,14 @@ SELECT MIN(t) FROM (SELECT MIN(created_at) AS t FROM jobs WHERE state = '{JobSta
                     UNION ALL SELECT MIN(created_at) FROM jobs WHERE state = '{JobState.RUNNING.value}') AS pending
 """
 EXPIRED_LEASES = "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?"
+# Queued and running jobs per queue (migration 0016): the queued from jobs_claimable alone (it leads with the queue),
+# the few running from jobs_running.
+PENDING_BY_QUEUE = f"""
+SELECT queue, '{JobState.QUEUED.value}' AS state, COUNT(*) AS n FROM jobs WHERE state = '{JobState.QUEUED.value}'
+ GROUP BY queue
+UNION ALL SELECT queue, '{JobState.RUNNING.value}', COUNT(*) FROM jobs WHERE state = '{JobState.RUNNING.value}'
+ GROUP BY queue
+"""
 AWAITING_RECONCILIATION = (
     "SELECT COUNT(*) FROM jobs WHERE publish_intent_at IS NOT NULL AND review_id IS NULL"
     " AND state IN ('queued', 'running')"
@@ -115,6 +123,7 @@ __all__ = [
     "STATE_COUNTS",
     "OLDEST_PENDING",
     "EXPIRED_LEASES",
+    "PENDING_BY_QUEUE",
     "AWAITING_RECONCILIATION",
     "QUEUE_COUNTS",
     "FAILED_SINCE",
