@@ -74,6 +74,14 @@ def test_each_read_of_a_metrics_scrape_or_the_queue_page_goes_through_an_index(d
     assert any("USING INDEX" in st for st in steps), (name, steps)
 
 
+def test_the_jobs_per_queue_are_counted_from_the_partial_indexes_of_pending_jobs_alone(db: str) -> None:
+    """Migration 0016: every scrape counts each queue's queued and running jobs; it reads the indexes that hold only
+    pending rows (jobs_claimable leads with the queue), never the table's history."""
+    steps = plan(db, s.PENDING_BY_QUEUE)
+    scans = [st for st in steps if st.startswith(("SCAN", "SEARCH"))]
+    assert scans == ["SCAN jobs USING INDEX jobs_claimable", "SCAN jobs USING INDEX jobs_running"], steps
+
+
 @pytest.mark.parametrize(
     "name",
     [
