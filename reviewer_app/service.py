@@ -8,6 +8,7 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 import aiohttp
 from aiohttp import web
@@ -16,6 +17,7 @@ from reviewer_app.admin import github_web_url
 from reviewer_app.config import Config, cookies_secure, why_no_reviews
 from reviewer_app.core.admission import Guard, is_reply
 from reviewer_app.core.batching import BatchPolicy
+from reviewer_app.core.providers import ANTHROPIC
 from reviewer_app.core.queues import HOUSEKEEPING
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
@@ -36,6 +38,7 @@ from reviewer_app.review.batches import Batches, BatchPoller, BatchSubmitter
 from reviewer_app.review.claude import ClaudeReviewer
 from reviewer_app.review.model_client import ModelClient, ModelEndpoint, make_client
 from reviewer_app.review.pipeline import ReviewPipeline
+from reviewer_app.review.sdk import LazyClient
 from reviewer_app.review.settings import ReviewSettings
 from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store, new_owner_id
@@ -64,7 +67,9 @@ class Service:
     metrics: Metrics | None = None
     cleaner: Cleaner | None = None
     recovery: Recovery | None = None
-    model_client: ModelClient | None = None
+    model_client: LazyClient | None = (
+        None  # built in a worker thread at first use, or once the server answers (review/sdk.py)
+    )
     registration: Registration | None = None
     batch_poll: PeriodicDuty | None = None  # the Message Batches duty (review/batches.py)
     housekeeping: Slots | None = None  # the background passes' own slots (core/queues.py)
@@ -94,6 +99,17 @@ class Service:
             self.background.append(asyncio.create_task(self.batch_poll.run(), name="batches"))
         if self.github is not None and self.receiver is not None:
             self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
+        if self.model_client is not None:
+            self.background.append(asyncio.create_task(self._load_model_client(), name="model-client"))
+
+    async def _load_model_client(self) -> None:
+        """The SDK's import and the client, off the event loop and after start-up; a failure is said once here, and
+        each job that needs the client meets it as its error."""
+        assert self.model_client is not None
+        try:
+            await self.model_client.ready()
+        except Exception as exc:  # noqa: BLE001 - reported; the jobs retry and fail with it
+            log.error("the model client could not be built: %s", exc)
 
     async def _learn_identity(self) -> None:
         """Learn the app's slug (for `@slug review` and to know the bot's own comments), retrying until known."""
@@ -137,13 +153,20 @@ class ReviewStack:
     checks: CheckRuns
     pipeline: ReviewPipeline
     answerer: Answerer
-    model_client: ModelClient
+    model_client: LazyClient
     batch_poller: BatchPoller  # the batch duty's pass (review/batches.py)
 
     async def __call__(self, ctx: JobContext) -> str:
         """The dispatcher's runner: reviews to the review pipeline, answers in threads (trigger ``reply:``) to the
-        answerer."""
+        answerer. The model client is ready first (built in a worker thread), so no job imports the SDK on the event
+        loop."""
+        await self.model_client.ready()
         return await (self.answerer if is_reply(ctx.job.trigger) else self.pipeline)(ctx)
+
+    async def batch_pass(self) -> int:
+        """The batch duty's pass, with the model client ready first (as for a job)."""
+        await self.model_client.ready()
+        return await self.batch_poller.run_once()
 
     def runner(self) -> Runner:
         return self
@@ -165,11 +188,13 @@ def model_client(cfg: Config) -> ModelClient:
 
 
 def build_review_stack(
-    cfg: Config, store: Store, metrics: Metrics | None = None, client: ModelClient | None = None
+    cfg: Config, store: Store, metrics: Metrics | None = None, lazy: LazyClient | None = None
 ) -> ReviewStack:
-    """The GitHub client, check runs and Claude reviewer behind the review runner."""
+    """The GitHub client, check runs and Claude reviewer behind the review runner. The model client is a LazyClient:
+    it stands for the SDK's client, built (and the SDK imported) at its first use or once the server answers."""
     provider = cfg.provider
-    client = model_client(cfg) if client is None else client
+    lazy = LazyClient(lambda: model_client(cfg)) if lazy is None else lazy
+    client = cast("ModelClient", lazy)
     session = aiohttp.ClientSession()
     github = GitHubClient(
         session,
@@ -210,7 +235,7 @@ def build_review_stack(
     )
     pipeline = ReviewPipeline(github, claude, checks, settings, batches, verifier)
     answerer = Answerer(github, claude, dry_run=cfg.dry_run)
-    return ReviewStack(session, github, checks, pipeline, answerer, client, poller)
+    return ReviewStack(session, github, checks, pipeline, answerer, lazy, poller)
 
 
 def retry_policy(cfg: Config) -> RetryPolicy:
@@ -231,8 +256,14 @@ async def build_service(
     cfg: Config, *, worker: bool = True, receive: bool = True, runner: Runner | None = None
 ) -> Service:
     """``receive=False`` (`reviewer-app worker`): no webhook route; the app serves only health and metrics."""
-    # The model client first: one that cannot be built (no region) stops the start before anything is opened.
-    client = model_client(cfg) if cfg.runner == "review" and why_no_reviews(cfg) is None else None
+    # The model client first. The Claude API's is built when first needed (the SDK's import is the heaviest the app
+    # has: bench/startup.py); Bedrock's and Vertex AI's are built now, so one that cannot be built (no region, no
+    # credentials) stops the start before anything is opened.
+    client = None
+    if cfg.runner == "review" and why_no_reviews(cfg) is None:
+        client = LazyClient(lambda: model_client(cfg))
+        if cfg.provider.name != ANTHROPIC:
+            client.get()
     store = make_store(cfg)
     try:
         await store.open()
@@ -248,7 +279,7 @@ async def build_service(
 
 
 async def _assemble(
-    cfg: Config, store: Store, client: ModelClient | None, *, worker: bool, receive: bool, runner: Runner | None
+    cfg: Config, store: Store, client: LazyClient | None, *, worker: bool, receive: bool, runner: Runner | None
 ) -> Service:
     metrics = Metrics(store, clock=time.time)
     dispatcher = None
@@ -300,7 +331,7 @@ async def _assemble(
             # One host at a time asks about batches; a result is recorded once whichever host reads it.
             batch_poll = PeriodicDuty(
                 "batches",
-                stack.batch_poller.run_once,
+                stack.batch_pass,
                 interval=cfg.batch_poll_seconds,
                 clock=time.time,
                 store=store,

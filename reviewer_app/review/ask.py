@@ -13,9 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
-
-from anthropic.types import Message
+from typing import TYPE_CHECKING, Any
 
 from reviewer_app.core.anchoring import resolve_path
 from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence
@@ -40,6 +38,9 @@ from reviewer_app.review.verify import (
     verify_request,
 )
 from reviewer_app.store.base import REVIEW, VERIFICATION, Usage
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import anthropic
-from anthropic.types import Message
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reviewer_app.core.batching import SUCCEEDED, WAITING_PREFIX, BatchPolicy, batch_reason, custom_id
 from reviewer_app.core.errors import Deferred, PermanentError, TransientError
@@ -29,7 +26,11 @@ from reviewer_app.review.claude import ClaudeReviewer
 from reviewer_app.review.claude_errors import map_api_error
 from reviewer_app.review.claude_parse import MalformedAnswer, answer_from
 from reviewer_app.review.model_client import ModelClient
+from reviewer_app.review.sdk import anthropic
 from reviewer_app.store.base import BatchRequest, Store, Usage
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,7 +181,7 @@ class BatchRoute:
             )
             return None
         try:
-            answer = read(Message.model_validate_json(request.result))
+            answer = read(anthropic.types.Message.model_validate_json(request.result))
         except (MalformedAnswer, ValueError) as exc:
             log.warning(
                 "job %s: the batch's answer to %s is not a usable answer (%s); asking interactively", job.id, name, exc

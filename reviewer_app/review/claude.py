@@ -7,10 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
-
-import anthropic
-from anthropic.types import Message
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reviewer_app.core.errors import PermanentError, TransientError
 from reviewer_app.core.providers import ANTHROPIC, PROVIDERS, Provider, anthropic_model_name
@@ -25,6 +22,10 @@ from reviewer_app.review.claude_parse import (
 )
 from reviewer_app.review.model_client import ModelClient
 from reviewer_app.review.prompt import REVIEW_TOOL, REVIEW_TOOL_NAME, SYSTEM_PROMPT, estimate_tokens
+from reviewer_app.review.sdk import anthropic
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -8,9 +8,8 @@ import re
 import time
 from collections.abc import Mapping
 
-import anthropic
-
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited, TransientError
+from reviewer_app.review.sdk import anthropic
 
 DEFAULT_RATE_LIMIT_WAIT = 60.0
 # A spend limit or an empty credit balance lifts only when a person acts or the month turns, so we look again

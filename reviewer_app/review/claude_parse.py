@@ -4,12 +4,13 @@ when its tool call does not fit it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
-
-from anthropic.types import Message
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reviewer_app.core.review_model import ModelAnswer, ModelComment, Side
 from reviewer_app.review.prompt import REVIEW_TOOL_NAME
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 _MAX_FEEDBACK_CHARS = 1_000
 T = TypeVar("T")

@@ -13,14 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anthropic
-
 from reviewer_app.core.providers import ANTHROPIC, BEDROCK, PROVIDERS, Provider, parse_headers
+from reviewer_app.review.sdk import anthropic  # imported at its first use
 
 if TYPE_CHECKING:
     from reviewer_app.config import Config
 
-ModelClient = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+    ModelClient = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+else:
+    ModelClient = Any  # the SDK's clients, named without importing it
 _TRACES: Any = {"traces": {"content_mode": "metadata_only"}}
 
 
