@@ -3,7 +3,8 @@
 Each run is a fresh subprocess (`python -m reviewer_app.cli ...`, what the installed `reviewer-app` script runs),
 so the figures include the interpreter and every import. `serve` runs as a configured App (an App id and key, a
 webhook secret, a model key; the review runner built) on a fresh SQLite file; its GitHub and Claude URLs point at a
-closed port, since start-up asks neither. The median of ``--runs`` runs is reported, with the fastest and slowest,
+closed port, since start-up asks neither. Every process runs in a temporary directory with the measured code first
+on its path (a process started in the checkout would import the checkout's code whatever ``--rev`` says). The median of ``--runs`` runs is reported, with the fastest and slowest,
 and which heavy modules the process imported (asked by `-X importtime`, in a run of its own).
 
     python bench/startup.py --runs 10                 # this checkout
@@ -64,9 +65,11 @@ def environment(source: Path, tmp: Path, key: str) -> dict[str, str]:
     }
 
 
-def time_help(env: dict[str, str]) -> float:
+def time_help(env: dict[str, str], tmp: Path) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "reviewer_app.cli", "--help"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", "--help"], env=env, cwd=tmp, check=True, capture_output=True
+    )
     return time.perf_counter() - started
 
 
@@ -75,7 +78,9 @@ def time_serve(env: dict[str, str], tmp: Path, run: int, deadline_seconds: float
     env = {**env, "PORT": str(port), "DATABASE_URL": f"sqlite:///{tmp / f'serve-{run}.db'}"}
     log = open(tmp / f"serve-{run}.log", "wb")  # noqa: SIM115 - closed below
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "reviewer_app.cli", "serve"], env=env, stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reviewer_app.cli", "serve"], env=env, cwd=tmp, stdout=log, stderr=log
+    )
     try:
         deadline = started + deadline_seconds
         while time.perf_counter() < deadline:
@@ -98,7 +103,7 @@ def time_serve(env: dict[str, str], tmp: Path, run: int, deadline_seconds: float
         log.close()
 
 
-def heavy_imports(env: dict[str, str], command: str) -> list[str]:
+def heavy_imports(env: dict[str, str], tmp: Path, command: str) -> list[str]:
     """Which of HEAVY the process imports while it runs ``command`` (`--help`) or builds `serve`'s service."""
     if command == "--help":
         code = (
@@ -111,7 +116,9 @@ def heavy_imports(env: dict[str, str], command: str) -> list[str]:
             "    await svc.stop()\nasyncio.run(go())\n"
         )
     code += f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
-    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp, check=True, capture_output=True, text=True
+    ).stdout
     found = out.strip().splitlines()[-1] if out.strip() else ""
     return [m for m in found.split(",") if m]
 
@@ -143,15 +150,15 @@ def main() -> int:
         tmp = Path(d)
         source = export(args.rev, tmp / "src") if args.rev else ROOT
         env = environment(source, tmp, private_key_pem())
-        time_help(env)  # one warm-up run: the byte-code cache written, the file system cache filled
-        helps = [time_help(env) for _ in range(args.runs)]
+        time_help(env, tmp)  # one warm-up run: the byte-code cache written, the file system cache filled
+        helps = [time_help(env, tmp) for _ in range(args.runs)]
         serves = [time_serve(env, tmp, i, args.deadline) for i in range(args.runs)]
         env_build = {**env, "DATABASE_URL": f"sqlite:///{tmp / 'imports.db'}"}
         result = {
             "code": args.rev or "this checkout",
             "runs": args.runs,
-            "help": {**summary(helps), "heavy_imports": heavy_imports(env, "--help")},
-            "serve_to_healthy": {**summary(serves), "heavy_imports": heavy_imports(env_build, "serve")},
+            "help": {**summary(helps), "heavy_imports": heavy_imports(env, tmp, "--help")},
+            "serve_to_healthy": {**summary(serves), "heavy_imports": heavy_imports(env_build, tmp, "serve")},
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
     if args.json:
