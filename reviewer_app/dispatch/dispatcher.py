@@ -117,19 +117,32 @@ class Dispatcher:
 
     async def run_once(self) -> list[Lease]:
         """Claim, in each queue, as many jobs as it has free slots, and start them. Each queue's claim is a statement
-        of its own: a backlog of reviews never takes an answer's slot, nor the other way round."""
+        of its own, so a backlog of reviews never takes an answer's slot, nor the other way round; they run side by
+        side (SQLite commits them together, PostgreSQL on two connections), so a round costs no more time than one."""
+        if self._stopping:
+            return []
+        wanted = [(queue, free) for queue in self.slots if (free := self.free_in(queue)) > 0]
+        claims = await asyncio.gather(
+            *(
+                self.store.claim(
+                    owner=self.owner, limit=free, now=self.clock(), lease_seconds=self.lease_seconds, queue=queue
+                )
+                for queue, free in wanted
+            ),
+            return_exceptions=True,
+        )
         leases: list[Lease] = []
-        for queue in self.slots:
-            free = self.free_in(queue)
-            if self._stopping or free <= 0:
+        failure: BaseException | None = None
+        for (queue, _), claimed in zip(wanted, claims, strict=True):
+            if isinstance(claimed, BaseException):
+                failure = failure or claimed
                 continue
-            claimed = await self.store.claim(
-                owner=self.owner, limit=free, now=self.clock(), lease_seconds=self.lease_seconds, queue=queue
-            )
-            for lease in claimed:
+            for lease in claimed:  # started even when the other queue's claim failed: they are leased to us
                 self._busy[lease.token] = queue
                 self.tasks[lease.token] = asyncio.create_task(self._execute(lease), name=f"job-{lease.job_id}")
             leases.extend(claimed)
+        if failure is not None:
+            raise failure
         return leases
 
     def start(self) -> None:
