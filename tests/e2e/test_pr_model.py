@@ -552,10 +552,15 @@ class PRWorkMachine(RuleBasedStateMachine):
             "malformed": anthropic.script_malformed_answer,
         }[kind]()
 
+    @property
+    def slots_per_host(self) -> int:
+        """Jobs one host runs at once: its review slots and its answer slots (a queue each)."""
+        return self.h.svc.cfg.concurrency + self.h.svc.cfg.answer_concurrency
+
     @rule()
     def kill_the_worker(self) -> None:
         self.attempt_faults += 1  # a runner killed after the model answered, before the answer was stored, asks again
-        self.calls_at_risk += self.h.svc.cfg.concurrency
+        self.calls_at_risk += self.slots_per_host
         dispatcher = self.h.svc.dispatcher
         assert dispatcher is not None
 
@@ -588,7 +593,7 @@ class PRWorkMachine(RuleBasedStateMachine):
     @rule()
     def leases_expire(self) -> None:
         self.attempt_faults += 1
-        self.calls_at_risk += self.h.svc.cfg.concurrency * (2 if self.second is not None else 1)
+        self.calls_at_risk += self.slots_per_host * (2 if self.second is not None else 1)
         self.run(self._sql("UPDATE jobs SET lease_expires_at = 0 WHERE state = 'running'"))
         self.h.svc.dispatcher.wake()
 
@@ -597,7 +602,7 @@ class PRWorkMachine(RuleBasedStateMachine):
     def drop_database_connections(self) -> None:
         """PostgreSQL drops every connection the app holds (a failover, a restart, an idle timeout)."""
         self.attempt_faults += 1
-        self.calls_at_risk += self.h.svc.cfg.concurrency
+        self.calls_at_risk += self.slots_per_host
         self.run(self._terminate_connections(self.h.svc))
 
     async def _terminate_connections(self, svc: Service) -> None:
@@ -630,7 +635,7 @@ class PRWorkMachine(RuleBasedStateMachine):
     def second_host_stops(self, grace: float) -> None:
         """The deploy ends: the second host stops with a short grace, whatever it is doing (publishing, too)."""
         self.attempt_faults += 1
-        self.calls_at_risk += self.h.svc.cfg.concurrency
+        self.calls_at_risk += self.slots_per_host
         second, self.second = self.second, None
         self.hosts_stopped += 1
         assert second is not None and second.dispatcher is not None
