@@ -18,13 +18,12 @@ from reviewer_app.config import Config, cookies_secure, why_no_reviews
 from reviewer_app.core.admission import Guard, is_reply
 from reviewer_app.core.batching import BatchPolicy
 from reviewer_app.core.providers import ANTHROPIC
-from reviewer_app.core.queues import HOUSEKEEPING
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.context import JobContext, Runner
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.dispatch.duty import PeriodicDuty, Slots
-from reviewer_app.dispatch.registry import Registration
+from reviewer_app.dispatch.registry import Registration, queue_loads_of
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.checks import CheckRuns
 from reviewer_app.github.client import GitHubClient
@@ -460,14 +459,6 @@ async def _assemble(
         batch_poll=batch_poll,
         housekeeping=housekeeping,
     )
-
-
-def queue_loads_of(dispatcher: Dispatcher | None, housekeeping: Slots | None) -> dict[str, dict[str, int]]:
-    """This process's slots and busy slots per queue, as the worker registry records them."""
-    loads = dispatcher.loads() if dispatcher is not None else {}
-    if housekeeping is not None:
-        loads[HOUSEKEEPING] = {"slots": housekeeping.size, "running": housekeeping.running}
-    return loads
 
 
 async def serve(cfg: Config, *, worker: bool = True) -> None:

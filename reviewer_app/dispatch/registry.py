@@ -11,7 +11,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from importlib import metadata
 
+from reviewer_app.core.queues import HOUSEKEEPING
 from reviewer_app.dispatch.context import Clock
+from reviewer_app.dispatch.dispatcher import Dispatcher
+from reviewer_app.dispatch.duty import Slots
 from reviewer_app.store.base import Store, StoreUnavailable, WorkerInfo
 
 log = logging.getLogger(__name__)
@@ -85,3 +88,11 @@ class Registration:
         """A clean stop: the row goes (a process that cannot reach the database stays listed, and turns gone)."""
         with contextlib.suppress(StoreUnavailable):
             await self.store.deregister_worker(self.info.id)
+
+
+def queue_loads_of(dispatcher: Dispatcher | None, housekeeping: Slots | None) -> dict[str, dict[str, int]]:
+    """A process's slots and busy slots per queue, as its registration records them on each beat."""
+    loads = dispatcher.loads() if dispatcher is not None else {}
+    if housekeeping is not None:
+        loads[HOUSEKEEPING] = {"slots": housekeeping.size, "running": housekeeping.running}
+    return loads
