@@ -253,16 +253,17 @@ def unknown_settings(env: Mapping[str, str]) -> list[str]:
     messages = []
     for name in env:
         if name.startswith("REVIEWER_") and name not in KNOWN_ENV and not name.startswith("REVIEWER_TEST_"):
-            close = [k for k in KNOWN_ENV if k.startswith("REVIEWER_") and _similar(k, name)]
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            # The closest name: REVIEWER_CONCURENCY is REVIEWER_CONCURRENCY, not REVIEWER_ANSWER_CONCURRENCY.
+            close = sorted((k for k in KNOWN_ENV if k.startswith("REVIEWER_")), key=lambda k: -_similarity(k, name))
+            hint = f" (did you mean {close[0]}?)" if close and _similarity(close[0], name) > 0.8 else ""
             messages.append(f"unknown setting {name}{hint}; see docs/configuration.md")
     return messages
 
 
-def _similar(a: str, b: str) -> bool:
+def _similarity(a: str, b: str) -> float:
     import difflib
 
-    return difflib.SequenceMatcher(None, a, b).ratio() > 0.8
+    return difflib.SequenceMatcher(None, a, b).ratio()
 
 
 def _validate(cfg: Config, *, require_webhook_secret: bool = True) -> Config:
