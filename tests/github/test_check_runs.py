@@ -10,7 +10,7 @@ from typing import Any
 
 from reviewer_app.core.states import JobState
 from reviewer_app.github.checks import CheckRuns
-from reviewer_app.service import build_review_stack
+from reviewer_app.review_stack import build_review_stack
 from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import eventually
 
