@@ -49,6 +49,7 @@ class Config:
     repository_tools: bool = False
     dry_run: bool = False
     verify: bool = True
+    signal_reads: int = 20
     verify_model: str = ""  # "": the provider's default
     max_tool_turns: int = 3
     max_tool_bytes: int = 20000

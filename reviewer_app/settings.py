@@ -106,6 +106,15 @@ SETTINGS: tuple[Setting, ...] = (
         "check each review's findings in a second model call before publishing (refuted and unconfident ones are withheld), for repositories whose .github/reviewer.yml does not say",
     ),
     Setting(
+        "REVIEWER_SIGNAL_READS",
+        "signal_reads",
+        int,
+        20,
+        "review comments of the app whose reactions (the team's thumbs up and down) one review, or one pull request of the periodic signal pass, reads at most",
+        minimum=0,
+        maximum=100,
+    ),
+    Setting(
         "REVIEWER_VERIFY_MODEL",
         "verify_model",
         str,
