@@ -36,6 +36,7 @@ from reviewer_app.review.claude import ClaudeReviewer
 from reviewer_app.review.model_client import ModelClient, ModelEndpoint, make_client
 from reviewer_app.review.pipeline import ReviewPipeline
 from reviewer_app.review.settings import ReviewSettings
+from reviewer_app.review.signal_pass import SignalPass
 from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store, new_owner_id
 from reviewer_app.store.factory import make_store
@@ -66,6 +67,7 @@ class Service:
     model_client: ModelClient | None = None
     registration: Registration | None = None
     batch_poll: PeriodicDuty | None = None  # the Message Batches duty (review/batches.py)
+    signal_pass: PeriodicDuty | None = None  # the team's reactions, read on a timer (review/signal_pass.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -84,6 +86,8 @@ class Service:
             self.background.append(asyncio.create_task(self.recovery.run(), name="recovery"))
         if self.batch_poll is not None:
             self.background.append(asyncio.create_task(self.batch_poll.run(), name="batches"))
+        if self.signal_pass is not None:
+            self.background.append(asyncio.create_task(self.signal_pass.run(), name="signals"))
         if self.github is not None and self.receiver is not None:
             self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
 
@@ -248,6 +252,7 @@ async def _assemble(
     check_sync: PeriodicDuty | None = None
     outbox: PeriodicDuty | None = None
     batch_poll: PeriodicDuty | None = None
+    signal_pass: PeriodicDuty | None = None
     no_reviews = why_no_reviews(cfg)
     if client is not None:
         stack = build_review_stack(cfg, store, metrics, client)
@@ -295,6 +300,16 @@ async def _assemble(
                 store=store,
                 owner=duty_owner,
             )
+            if cfg.signal_pass_seconds > 0:
+                reactions = SignalPass(stack.pipeline.signals, store, prs_per_pass=cfg.signal_pass_prs, clock=time.time)
+                signal_pass = PeriodicDuty(
+                    "signals",
+                    reactions.run_once,
+                    interval=cfg.signal_pass_seconds,
+                    clock=time.time,
+                    store=store,
+                    owner=duty_owner,
+                )
     if worker and runner is not None:
         dispatcher = Dispatcher(
             store,
@@ -412,6 +427,7 @@ async def _assemble(
         model_client=stack.model_client if stack else None,
         registration=registration,
         batch_poll=batch_poll,
+        signal_pass=signal_pass,
     )
 
 

@@ -115,6 +115,23 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=100,
     ),
     Setting(
+        "REVIEWER_SIGNAL_PASS_SECONDS",
+        "signal_pass_seconds",
+        float,
+        3600.0,
+        "seconds between passes that read the team's reactions on the app's comments of recently reviewed pull requests (GitHub sends no webhook for a reaction; 0: only when a pull request is reviewed again)",
+        minimum=0,
+    ),
+    Setting(
+        "REVIEWER_SIGNAL_PASS_PRS",
+        "signal_pass_prs",
+        int,
+        10,
+        "pull requests (of the newest finished reviews) one signal pass reads reactions for",
+        minimum=1,
+        maximum=500,
+    ),
+    Setting(
         "REVIEWER_VERIFY_MODEL",
         "verify_model",
         str,

@@ -28,17 +28,21 @@ def installation_of(ctx: JobContext) -> int:
 async def permission_of(github: GitHubClient, ctx: JobContext, login: str) -> str:
     """What GitHub says ``login`` may do in the job's repository; UNKNOWN (refused) when it cannot say, e.g. a 404
     for an account that no longer exists: fail closed."""
+    return await _ask(github, installation_of(ctx), ctx.job.repo_full_name, login, f"job {ctx.job.id}")
+
+
+async def _ask(github: GitHubClient, installation_id: int, repo: str, login: str, who: str) -> str:
     try:
-        return await github.collaborator_permission(installation_of(ctx), ctx.job.repo_full_name, login)
+        return await github.collaborator_permission(installation_id, repo, login)
     except PermanentError as exc:
-        log.warning("job %s: permission of %s not known: %s", ctx.job.id, login, exc.reason)
+        log.warning("%s: permission of %s not known: %s", who, login, exc.reason)
         return UNKNOWN
 
 
 class Permissions:
-    """What GitHub says people may do in a job's repository, kept for a minute across jobs: a burst of `/review`, or
-    of reactions and replies by one person (review/signals.py), costs one lookup; a changed permission counts after
-    at most a minute. What GitHub could not tell (UNKNOWN, refused) is not kept."""
+    """What GitHub says people may do in a repository, kept for a minute across jobs: a burst of `/review`, or of
+    reactions and replies by one person (review/signals.py), costs one lookup; a changed permission counts after at
+    most a minute. What GitHub could not tell (UNKNOWN, refused) is not kept."""
 
     def __init__(self, github: GitHubClient) -> None:
         self.github = github
@@ -47,10 +51,14 @@ class Permissions:
         )
 
     async def of(self, ctx: JobContext, login: str) -> str:
-        key = (installation_of(ctx), ctx.job.repo_full_name, login)
+        return await self.lookup(installation_of(ctx), ctx.job.repo_full_name, login, f"job {ctx.job.id}")
+
+    async def lookup(self, installation_id: int, repo: str, login: str, who: str = "signals") -> str:
+        """``login``'s permission in ``repo`` (``who``: whose work asks, for the log)."""
+        key = (installation_id, repo, login)
         permission = self._cache.get(key)
         if permission is None:
-            permission = await permission_of(self.github, ctx, login)
+            permission = await _ask(self.github, installation_id, repo, login, who)
             if permission != UNKNOWN:
                 self._cache[key] = permission
         return permission

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +37,7 @@ from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient, Json
 from reviewer_app.github.graphql import full_database_id
 from reviewer_app.review.permissions import Permissions, installation_of
-from reviewer_app.store.base import Finding
+from reviewer_app.store.base import Finding, Store
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,22 @@ def resolved_text(finding: Finding) -> str:
     """The do-not-flag learning a resolved thread teaches: what the finding said, on its file (pure)."""
     title = " ".join(finding.title.split()) or "this finding"
     return f"Do not flag: {title}"[:MAX_TEXT]
+
+
+@dataclass(frozen=True)
+class PullRef:
+    """The pull request signals are read for: in a job, or in the periodic pass (review/signal_pass.py)."""
+
+    installation_id: int
+    repo: str  # owner/name
+    repo_id: int
+    number: int
+    who: str  # whose work it is, for the log: "job 12", "signal pass"
+
+    @classmethod
+    def of_job(cls, ctx: JobContext) -> PullRef:
+        job = ctx.job
+        return cls(installation_of(ctx), job.repo_full_name, job.repo_id, job.pr_number, f"job {job.id}")
 
 
 def learned_note(learning: Learning) -> str:
@@ -86,11 +103,11 @@ class Signals:
         self.learnings_limit = learnings_limit
         self.max_chars = max_chars
 
-    async def may_teach(self, ctx: JobContext, login: str, bot: str) -> bool:
-        """Whether ``login`` gives signals here: a person (no bot, not the app) with write access."""
+    async def may_teach(self, pr: PullRef, login: str, bot: str) -> bool:
+        """Whether ``login`` gives signals in ``pr``'s repository: a person (no bot, not the app) with write access."""
         if not login or login.endswith("[bot]") or login.casefold() in (bot.casefold(), bot.removesuffix("[bot]")):
             return False
-        return await self.permissions.of(ctx, login) in WRITE_PERMISSIONS
+        return await self.permissions.lookup(pr.installation_id, pr.repo, login, pr.who) in WRITE_PERMISSIONS
 
     async def _learn(self, ctx: JobContext, **fields: Any) -> Learning | None:
         """A learning kept for the job's repository (the one kept already when it is there); None when the text is
@@ -113,7 +130,7 @@ class Signals:
         """The learning a reply that disputes the app's finding proposes (``sentence``, phrased by the model), kept
         when its author has write access."""
         login = _login(reply.get("user"))
-        if not await self.may_teach(ctx, login, await self.github.bot_login()):
+        if not await self.may_teach(PullRef.of_job(ctx), login, await self.github.bot_login()):
             log.info("job %s: %s disputes a finding without write access: no learning", ctx.job.id, login or "?")
             return None
         url = reply.get("html_url")
@@ -128,28 +145,27 @@ class Signals:
 
     # -- reactions ---------------------------------------------------------------------------------------------
 
-    async def read_reactions(self, ctx: JobContext, findings: Sequence[Finding]) -> int:
+    async def read_reactions(self, store: Store, pr: PullRef, findings: Sequence[Finding], now: float) -> int:
         """Record the 👍 and 👎 of people with write access on the app's comments of ``findings`` (at most
-        ``reaction_reads`` comments, newest first); returns how many were recorded."""
-        job = ctx.job
-        inst = installation_of(ctx)
+        ``reaction_reads`` comments, newest first); returns how many were recorded (again: the store keeps one per
+        person, signal and finding)."""
         bot = await self.github.bot_login()
         commented = sorted((f for f in findings if f.comment_id is not None), key=lambda f: -(f.comment_id or 0))
         recorded = 0
         for f in commented[: self.reaction_reads]:
             assert f.comment_id is not None
-            reactions = await self.github.list_review_comment_reactions(inst, job.repo_full_name, f.comment_id)
+            reactions = await self.github.list_review_comment_reactions(pr.installation_id, pr.repo, f.comment_id)
             key = finding_key(f.path, f.line_text, f.body_digest)
-            url = comment_url(job.repo_full_name, job.pr_number, f.comment_id)
+            url = comment_url(pr.repo, pr.number, f.comment_id)
             for reaction in reactions:
                 signal, login = reaction.get("content"), _login(reaction.get("user"))
-                if signal not in SIGNALS or not await self.may_teach(ctx, login, bot):
+                if signal not in SIGNALS or not await self.may_teach(pr, login, bot):
                     continue
-                at = datetime.fromtimestamp(ctx.clock(), UTC)
-                await ctx.store.record_finding_feedback(str(job.repo_id), key, str(signal), login, url, at)
+                at = datetime.fromtimestamp(now, UTC)
+                await store.record_finding_feedback(str(pr.repo_id), key, str(signal), login, url, at)
                 recorded += 1
         if recorded:
-            log.info("job %s: %d reaction(s) of the team on the app's findings recorded", job.id, recorded)
+            log.info("%s: %d reaction(s) of the team on the app's findings read", pr.who, recorded)
         return recorded
 
     # -- threads resolved by someone else ------------------------------------------------------------------------
@@ -175,7 +191,7 @@ class Signals:
                 continue
             if _GLOB_CHARS & set(f.path):
                 continue  # a file name a glob would read wider than the file: no learning rather than a wider one
-            if not await self.may_teach(ctx, resolver, bot):
+            if not await self.may_teach(PullRef.of_job(ctx), resolver, bot):
                 log.info(
                     "job %s: thread %s resolved by %s, who has no write access", ctx.job.id, thread["id"], resolver
                 )
@@ -203,7 +219,7 @@ class Signals:
         job = ctx.job
         try:
             earlier = [f for f in await ctx.store.open_findings(job.repo_id, job.pr_number) if f.job_id != job.id]
-            await self.read_reactions(ctx, earlier)
+            await self.read_reactions(ctx.store, PullRef.of_job(ctx), earlier, ctx.clock())
             unchanged = [f for f in earlier if f.id in set(unchanged_ids) and f.comment_id is not None]
             if unchanged:
                 threads = await self.github.review_threads(installation_of(ctx), job.repo_full_name, job.pr_number)

@@ -12,11 +12,12 @@ from reviewer_app.core.learnings import finding_key
 from reviewer_app.core.states import JobState
 from reviewer_app.review.answer import MAX_LEARNING_CHARS, ThreadAnswer, parse_thread_answer
 from reviewer_app.review.claude_parse import MalformedAnswer
+from tests.fakes.github import added_file
 from tests.fakes.github.graphql import resolve_thread_as
 from tests.fakes.github.routes.issues import add_reaction
 from tests.harness import REPO, Harness, harness
 from tests.pg import fresh_schema
-from tests.review.test_findings_e2e import DIVISION, UNCLOSED, V1, push, revision_1
+from tests.review.test_findings_e2e import DIVISION, PATH, UNCLOSED, V1, comment, push, revision_1
 from tests.review.test_replies import BACKENDS, answers_in, reply_harness, reply_payload, reviewed_thread
 
 NOTHING_NEW = {"summary": "Nothing new.", "comments": []}
@@ -154,3 +155,33 @@ def test_the_answer_tool_is_read_strictly_and_a_learning_comes_only_with_a_dispu
             parse_thread_answer(bad)
     with pytest.raises(MalformedAnswer):
         parse_thread_answer({"answer": "a", "disputes": True, "learning": 5})
+
+
+async def test_the_periodic_pass_reads_reactions_without_a_new_review_within_its_bound(tmp_path) -> None:
+    # GitHub sends no webhook for a reaction: the pass reads them for the newest reviewed pull requests, at most
+    # REVIEWER_SIGNAL_PASS_PRS of them, with a token that can only read pull requests.
+    async with harness(tmp_path, REVIEWER_SIGNAL_PASS_SECONDS="3600", REVIEWER_SIGNAL_PASS_PRS="1") as h:
+        assert h.svc.signal_pass is not None
+        _, (unclosed, _) = await revision_1(h)
+        repo = str(h.github.repos[REPO].id)
+        h.anthropic.script_tool_answer({"summary": "One.", "comments": [comment(8, DIVISION)]})
+        later = h.github.add_pull(REPO, 2, files=[added_file(PATH, V1)])
+        h.github.set_file(REPO, PATH, "\n".join(V1), ref=later.head_sha)
+        admitted = await h.deliver("pull_request", h.pr_payload(later))
+        await h.wait_state(admitted["job_id"], JobState.SUCCEEDED)
+        [newer] = [c["id"] for c in h.github.review_comments_for(REPO, 2)]
+        h.github.set_permission(REPO, "maintainer", "write")
+        add_reaction(h.github, unclosed, "maintainer", "-1")  # on the older pull request: past this pass's bound
+        add_reaction(h.github, newer, "maintainer", "-1")
+        add_reaction(h.github, newer, "outsider", "+1")
+        reads = len(h.github.requests_matching("GET", r"/reactions$"))
+
+        assert await h.svc.signal_pass.run_pass() == 1
+        [finding] = await h.store.open_findings(int(repo), 2)
+        key = finding_key(finding.path, finding.line_text, finding.body_digest)
+        assert await h.store.finding_feedback_counts(repo) == {key: (0, 1)}
+        assert [r.path for r in h.github.requests_matching("GET", r"/reactions$")[reads:]] == [
+            f"/repos/{REPO}/pulls/comments/{newer}/reactions"
+        ]
+        assert h.github.token_requests[-1]["permissions"] == {"pull_requests": "read", "metadata": "read"}
+        assert [len(h.github.reviews_for(REPO, n)) for n in (1, 2)] == [1, 1]  # no review was run for it
