@@ -1,8 +1,10 @@
 """The answer runner: a reply in a thread the app started (or a question that mentions it) answered once, in place.
 
 An answer job (core/replies.py admits it) reads the thread, checks who asked (the review's gate), asks Claude once
-(the ask stage: the answer is stored before publishing, so a retry never pays twice), and posts the answer in the same
-thread with a hidden marker naming the comment it answers (the publish stage's ``post_once``). Before posting, and
+through a forced tool that also classifies the reply (does it dispute the app's finding, and which rule of the team
+does it state: review/signals.py turns that into a learning when the replier has write access), stores the answer
+(the ask stage: a retry never pays twice), and posts it in the same thread with a hidden marker naming the comment it
+answers (the publish stage's ``post_once``). Before posting, and
 after a POST whose response was lost, it looks for the app's own comment carrying that marker: one comment, one
 answer, whatever crashed in between.
 """
