@@ -22,6 +22,7 @@ from reviewer_app.core.diff import PatchParseError, parse_patch
 from reviewer_app.core.errors import Cancelled
 from reviewer_app.core.gate import asker_refusal, pull_closed
 from reviewer_app.core.job_records import StoredAnswer
+from reviewer_app.core.learnings import MAX_TEXT
 from reviewer_app.core.links import confine_links, plain_suggestions
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_posted_reply, make_answer_marker, strip_markers
@@ -103,7 +104,7 @@ ANSWER_TOOL: dict[str, Any] = {
         "required": ["answer", "disputes", "learning"],
     },
 }
-MAX_LEARNING_CHARS = 300
+MAX_LEARNING_CHARS = MAX_TEXT  # one learning's length at most (a setting may lower it: review/signals.py)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,13 @@ class ReviewPipeline:
         self.checks = checks
         self.gate = Gate(github, settings)
         # The team's signals share the gate's permission check (and its minute of memory) with `/review`.
-        self.signals = Signals(github, self.gate.permissions, reaction_reads=settings.signal_reads)
+        self.signals = Signals(
+            github,
+            self.gate.permissions,
+            reaction_reads=settings.signal_reads,
+            learnings_limit=settings.learnings_per_repo,
+            max_chars=settings.learning_max_chars,
+        )
         self.gather = Gather(github, reader, memory, settings)
         self.ask = Ask(github, claude, batches, reader=reader, verifier=verifier)
         self.publish = Publish(github, memory, self.gate, self.signals)
