@@ -51,7 +51,6 @@ class Config:
     verify: bool = True
     signal_reads: int = 20
     signal_pass_seconds: float = 3600.0
-    signal_pass_prs: int = 10
     verify_model: str = ""  # "": the provider's default
     max_tool_turns: int = 3
     max_tool_bytes: int = 20000

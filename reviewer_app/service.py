@@ -301,7 +301,7 @@ async def _assemble(
                 owner=duty_owner,
             )
             if cfg.signal_pass_seconds > 0:
-                reactions = SignalPass(stack.pipeline.signals, store, prs_per_pass=cfg.signal_pass_prs, clock=time.time)
+                reactions = SignalPass(stack.pipeline.signals, store, clock=time.time)
                 signal_pass = PeriodicDuty(
                     "signals",
                     reactions.run_once,

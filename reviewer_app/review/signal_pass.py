@@ -1,9 +1,10 @@
 """The periodic signal pass: GitHub sends no webhook for a reaction, so the team's 👍 and 👎 on the app's comments of
 recently reviewed pull requests are read on a timer too, not only when a pull request is next reviewed.
 
-Bounded: a pass looks at the pull requests of the newest finished reviews (at most ``prs_per_pass`` of them), and at
-most ``REVIEWER_SIGNAL_READS`` comments of each (review/signals.py); GitHub limiting the app ends the pass early,
-and the next pass (or the next review) reads the rest. One host at a time runs it (a duty lease).
+Bounded: a pass goes over the pull requests of the newest finished reviews, newest first, and reads the reactions of
+at most ``REVIEWER_SIGNAL_READS`` comments in all (one GitHub request each, review/signals.py); GitHub limiting the
+app ends the pass early, and the next pass (or the next review) reads the rest. One host at a time runs it (a duty
+lease).
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ JOBS_LOOKED_AT = 200  # the newest finished jobs the pass takes its pull request
 class SignalPass:
     """One pass over recently reviewed pull requests; ``run_once`` returns the reactions recorded."""
 
-    def __init__(self, signals: Signals, store: Store, *, prs_per_pass: int, clock: Callable[[], float]) -> None:
+    def __init__(self, signals: Signals, store: Store, *, clock: Callable[[], float]) -> None:
         self.signals = signals
         self.store = store
-        self.prs_per_pass = prs_per_pass
         self.clock = clock
 
     async def recent_pulls(self) -> list[PullRef]:
-        """The pull requests of the newest finished reviews, newest first, each once, at most ``prs_per_pass``."""
+        """The pull requests of the newest finished reviews, newest first, each once."""
         jobs = await self.store.list_jobs(states=[JobState.SUCCEEDED.value], limit=JOBS_LOOKED_AT)
         seen: dict[tuple[int, int], PullRef] = {}
         for job in jobs:
@@ -42,17 +42,19 @@ class SignalPass:
             key = (job.repo_id, job.pr_number)
             if key not in seen:
                 seen[key] = PullRef(job.installation_id, job.repo_full_name, job.repo_id, job.pr_number, "signal pass")
-            if len(seen) >= self.prs_per_pass:
-                break
         return list(seen.values())
 
     @as_work("signals")
     async def run_once(self) -> int:
-        recorded = 0
+        recorded, budget = 0, self.signals.reaction_reads
         for pr in await self.recent_pulls():
-            findings = await self.store.open_findings(pr.repo_id, pr.number)
+            if budget <= 0:
+                break
+            findings = [f for f in await self.store.open_findings(pr.repo_id, pr.number) if f.comment_id is not None]
+            take = min(len(findings), budget)
+            budget -= take
             try:
-                recorded += await self.signals.read_reactions(self.store, pr, findings, self.clock())
+                recorded += await self.signals.read_reactions(self.store, pr, findings, self.clock(), limit=take)
             except RateLimited as exc:
                 log.warning("signal pass: GitHub asks the app to wait; the pass ends here: %s", exc.reason)
                 break

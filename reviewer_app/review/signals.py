@@ -145,14 +145,16 @@ class Signals:
 
     # -- reactions ---------------------------------------------------------------------------------------------
 
-    async def read_reactions(self, store: Store, pr: PullRef, findings: Sequence[Finding], now: float) -> int:
-        """Record the 👍 and 👎 of people with write access on the app's comments of ``findings`` (at most
-        ``reaction_reads`` comments, newest first); returns how many were recorded (again: the store keeps one per
-        person, signal and finding)."""
+    async def read_reactions(
+        self, store: Store, pr: PullRef, findings: Sequence[Finding], now: float, *, limit: int | None = None
+    ) -> int:
+        """Record the 👍 and 👎 of people with write access on the app's comments of ``findings`` (at most ``limit``
+        comments, by default ``reaction_reads``, newest first); returns how many were recorded (again: the store keeps
+        one per person, signal and finding)."""
         bot = await self.github.bot_login()
         commented = sorted((f for f in findings if f.comment_id is not None), key=lambda f: -(f.comment_id or 0))
         recorded = 0
-        for f in commented[: self.reaction_reads]:
+        for f in commented[: self.reaction_reads if limit is None else limit]:
             assert f.comment_id is not None
             reactions = await self.github.list_review_comment_reactions(pr.installation_id, pr.repo, f.comment_id)
             key = finding_key(f.path, f.line_text, f.body_digest)

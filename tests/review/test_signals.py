@@ -158,9 +158,9 @@ def test_the_answer_tool_is_read_strictly_and_a_learning_comes_only_with_a_dispu
 
 
 async def test_the_periodic_pass_reads_reactions_without_a_new_review_within_its_bound(tmp_path) -> None:
-    # GitHub sends no webhook for a reaction: the pass reads them for the newest reviewed pull requests, at most
-    # REVIEWER_SIGNAL_PASS_PRS of them, with a token that can only read pull requests.
-    async with harness(tmp_path, REVIEWER_SIGNAL_PASS_SECONDS="3600", REVIEWER_SIGNAL_PASS_PRS="1") as h:
+    # GitHub sends no webhook for a reaction: the pass reads them for the newest reviewed pull requests first, at
+    # most REVIEWER_SIGNAL_READS comments in all, with a token that can only read pull requests.
+    async with harness(tmp_path, REVIEWER_SIGNAL_PASS_SECONDS="3600", REVIEWER_SIGNAL_READS="1") as h:
         assert h.svc.signal_pass is not None
         _, (unclosed, _) = await revision_1(h)
         repo = str(h.github.repos[REPO].id)
@@ -171,7 +171,7 @@ async def test_the_periodic_pass_reads_reactions_without_a_new_review_within_its
         await h.wait_state(admitted["job_id"], JobState.SUCCEEDED)
         [newer] = [c["id"] for c in h.github.review_comments_for(REPO, 2)]
         h.github.set_permission(REPO, "maintainer", "write")
-        add_reaction(h.github, unclosed, "maintainer", "-1")  # on the older pull request: past this pass's bound
+        add_reaction(h.github, unclosed, "maintainer", "-1")  # on the older pull request: past the pass's one read
         add_reaction(h.github, newer, "maintainer", "-1")
         add_reaction(h.github, newer, "outsider", "+1")
         reads = len(h.github.requests_matching("GET", r"/reactions$"))
