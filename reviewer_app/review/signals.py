@@ -56,9 +56,10 @@ def comment_url(repo: str, number: int, comment_id: int) -> str:
 
 
 def resolved_text(finding: Finding) -> str:
-    """The do-not-flag learning a resolved thread teaches: what the finding said, on its file (pure)."""
+    """The do-not-flag learning a resolved thread teaches (pure): the finding's title as its subject, which the cover
+    rule reads up to a colon (core/learnings.subject_of), so the same finding is what it covers."""
     title = " ".join(finding.title.split()) or "this finding"
-    return f"Do not flag: {title}"[:MAX_TEXT]
+    return f"Do not flag {title}"[:MAX_TEXT]
 
 
 @dataclass(frozen=True)

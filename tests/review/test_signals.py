@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from reviewer_app.core.learnings import finding_key
+from reviewer_app.core.learnings import covers, finding_key
 from reviewer_app.core.states import JobState
 from reviewer_app.review.answer import MAX_LEARNING_CHARS, ThreadAnswer, parse_thread_answer
 from reviewer_app.review.claude_parse import MalformedAnswer
@@ -88,7 +88,8 @@ async def test_a_thread_resolved_by_a_maintainer_on_unchanged_code_teaches_once_
         "maintainer",
         "src/app.py",
     )
-    assert learning.text == "Do not flag: The file is never closed."
+    assert learning.text == "Do not flag The file is never closed."
+    assert covers(learning, "src/app.py", UNCLOSED) and not covers(learning, "src/app.py", DIVISION)
     assert learning.source_url == f"https://github.com/{REPO}/pull/1#discussion_r{unclosed}"
 
     # The team forgets it: the same resolved thread does not teach it again.
@@ -96,7 +97,6 @@ async def test_a_thread_resolved_by_a_maintainer_on_unchanged_code_teaches_once_
     await push(h, pull, fixed, NOTHING_NEW)
     assert await h.store.list_learnings(repo) == []
     assert h.github.review_threads.rejected == []
-    assert DIVISION and UNCLOSED  # the findings revision_1 raised
 
 
 @BACKENDS
