@@ -15,24 +15,17 @@ from reviewer_app.review.claude_parse import MalformedAnswer
 from tests.fakes.github import added_file
 from tests.fakes.github.graphql import resolve_thread_as
 from tests.fakes.github.routes.issues import add_reaction
-from tests.harness import REPO, Harness, harness
-from tests.pg import fresh_schema
+from tests.harness import REPO, Harness, harness, harness_on
 from tests.review.test_findings_e2e import DIVISION, PATH, UNCLOSED, V1, comment, push, revision_1
-from tests.review.test_replies import BACKENDS, answers_in, reply_harness, reply_payload, reviewed_thread
+from tests.review.test_replies import BACKENDS, answers_in, reply_payload, reviewed_thread
 
 NOTHING_NEW = {"summary": "Nothing new.", "comments": []}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def h(request, tmp_path) -> AsyncIterator[Harness]:
-    if request.param == "sqlite":
-        async with harness(tmp_path) as running:
-            yield running
-        return
-    async with fresh_schema() as (dsn, schema):
-        url = f"{dsn}{'&' if '?' in dsn else '?'}search_path={schema}"
-        async with harness(tmp_path, DATABASE_URL=url) as running:
-            yield running
+    async with harness_on(request.param, tmp_path) as running:
+        yield running
 
 
 def permission_lookups(h: Harness, login: str) -> int:
@@ -101,7 +94,7 @@ async def test_a_thread_resolved_by_a_maintainer_on_unchanged_code_teaches_once_
 
 @BACKENDS
 async def test_a_maintainers_reply_that_disputes_a_finding_becomes_a_learning(tmp_path, backend) -> None:
-    async with reply_harness(tmp_path, backend) as h:
+    async with harness_on(backend, tmp_path) as h:
         pull, root = await reviewed_thread(h)
         repo = str(h.github.repos[REPO].id)
         h.github.set_permission(REPO, "maintainer", "write")
@@ -130,7 +123,7 @@ async def test_a_maintainers_reply_that_disputes_a_finding_becomes_a_learning(tm
 
 @BACKENDS
 async def test_a_reply_disputing_a_finding_without_write_access_teaches_nothing(tmp_path, backend) -> None:
-    async with reply_harness(tmp_path, backend) as h:
+    async with harness_on(backend, tmp_path) as h:
         pull, root = await reviewed_thread(h)
         repo = str(h.github.repos[REPO].id)
         # The pull request's author is answered, but has no write access (a fork's author): no learning.
