@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reviewer_app.core.commands import WRITE_PERMISSIONS
-from reviewer_app.core.errors import JobError
+from reviewer_app.core.errors import JobError, PermanentError
 from reviewer_app.core.learnings import (
     MAX_TEXT,
     Learning,
@@ -33,6 +33,7 @@ from reviewer_app.core.learnings import (
     finding_key,
     make_draft,
 )
+from reviewer_app.core.timestamps import parse_time
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient, Json
 from reviewer_app.github.graphql import full_database_id
@@ -157,14 +158,18 @@ class Signals:
         recorded = 0
         for f in commented[: self.reaction_reads if limit is None else limit]:
             assert f.comment_id is not None
-            reactions = await self.github.list_review_comment_reactions(pr.installation_id, pr.repo, f.comment_id)
+            try:
+                reactions = await self.github.list_review_comment_reactions(pr.installation_id, pr.repo, f.comment_id)
+            except PermanentError as exc:  # the comment was deleted: its reactions went with it
+                log.info("%s: reactions on comment %s not read: %s", pr.who, f.comment_id, exc.reason)
+                continue
             key = finding_key(f.path, f.line_text, f.body_digest)
             url = comment_url(pr.repo, pr.number, f.comment_id)
             for reaction in reactions:
                 signal, login = reaction.get("content"), _login(reaction.get("user"))
                 if signal not in SIGNALS or not await self.may_teach(pr, login, bot):
                     continue
-                at = datetime.fromtimestamp(now, UTC)
+                at = datetime.fromtimestamp(parse_time(reaction.get("created_at")) or now, UTC)
                 await store.record_finding_feedback(str(pr.repo_id), key, str(signal), login, url, at)
                 recorded += 1
         if recorded:
