@@ -48,7 +48,7 @@ NOTHING_REVIEWED = "There was nothing in this pull request that the reviewer rev
 
 
 class Ask:
-    """The ask stage, for review jobs (a question in parts) and answers in threads (one plain question)."""
+    """The ask stage, for review jobs (a question in parts) and answers in threads (one question, through its own tool)."""
 
     def __init__(
         self,
