@@ -300,15 +300,11 @@ async def _assemble(
                 store=store,
                 owner=duty_owner,
             )
-            if cfg.signal_pass_seconds > 0:
-                reactions = SignalPass(stack.pipeline.signals, store, clock=time.time)
+            if cfg.signal_pass_seconds > 0:  # the team's reactions: GitHub sends no webhook for them
+                reactions = SignalPass(stack.pipeline.signals, store, clock=time.time).run_once
+                every = cfg.signal_pass_seconds
                 signal_pass = PeriodicDuty(
-                    "signals",
-                    reactions.run_once,
-                    interval=cfg.signal_pass_seconds,
-                    clock=time.time,
-                    store=store,
-                    owner=duty_owner,
+                    "signals", reactions, interval=every, clock=time.time, store=store, owner=duty_owner
                 )
     if worker and runner is not None:
         dispatcher = Dispatcher(
