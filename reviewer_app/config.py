@@ -49,6 +49,8 @@ class Config:
     repository_tools: bool = False
     dry_run: bool = False
     verify: bool = True
+    signal_reads: int = 20
+    signal_pass_seconds: float = 3600.0
     verify_model: str = ""  # "": the provider's default
     max_tool_turns: int = 3
     max_tool_bytes: int = 20000

@@ -119,7 +119,7 @@ def build_review_stack(
         unavailable=None if provider.batches else f"{provider.title} has no Message Batches",
     )
     pipeline = ReviewPipeline(github, claude, checks, settings, batches, verifier)
-    answerer = Answerer(github, claude, dry_run=cfg.dry_run)
+    answerer = Answerer(github, claude, pipeline.signals, dry_run=cfg.dry_run)
     return ReviewStack(session, github, checks, pipeline, answerer, lazy, poller)
 
 

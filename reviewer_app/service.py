@@ -28,6 +28,7 @@ from reviewer_app.github.recovery import Recovery
 from reviewer_app.github.team_commands import LearningLimits
 from reviewer_app.metrics import Metrics
 from reviewer_app.review.sdk import LazyClient
+from reviewer_app.review.signal_pass import SignalPass
 from reviewer_app.review_stack import ReviewStack, build_review_stack, model_client
 from reviewer_app.runners import noop_runner
 from reviewer_app.store.base import AdmitResult, Store, new_owner_id
@@ -62,6 +63,7 @@ class Service:
     registration: Registration | None = None
     batch_poll: PeriodicDuty | None = None  # the Message Batches duty (review/batches.py)
     housekeeping: Slots | None = None  # the background passes' own slots (core/queues.py)
+    signal_pass: PeriodicDuty | None = None  # the team's reactions, read on a timer (review/signal_pass.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_background(self) -> None:
@@ -86,6 +88,8 @@ class Service:
             self.background.append(asyncio.create_task(self.recovery.run(), name="recovery"))
         if self.batch_poll is not None:
             self.background.append(asyncio.create_task(self.batch_poll.run(), name="batches"))
+        if self.signal_pass is not None:
+            self.background.append(asyncio.create_task(self.signal_pass.run(), name="signals"))
         if self.github is not None and self.receiver is not None:
             self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
         if self.model_client is not None:
@@ -184,6 +188,7 @@ async def _assemble(
     check_sync: PeriodicDuty | None = None
     outbox: PeriodicDuty | None = None
     batch_poll: PeriodicDuty | None = None
+    signal_pass: PeriodicDuty | None = None
     no_reviews = why_no_reviews(cfg)
     housekeeping = Slots(cfg.housekeeping_concurrency)
     if client is not None:
@@ -235,6 +240,18 @@ async def _assemble(
                 owner=duty_owner,
                 slots=housekeeping,
             )
+            if cfg.signal_pass_seconds > 0:  # the team's reactions: GitHub sends no webhook for them
+                reactions = SignalPass(stack.pipeline.signals, store, clock=time.time).run_once
+                every = cfg.signal_pass_seconds
+                signal_pass = PeriodicDuty(
+                    "signals",
+                    reactions,
+                    interval=every,
+                    clock=time.time,
+                    store=store,
+                    owner=duty_owner,
+                    slots=housekeeping,
+                )
     if worker and runner is not None:
         dispatcher = Dispatcher(
             store,
@@ -356,6 +373,7 @@ async def _assemble(
         registration=registration,
         batch_poll=batch_poll,
         housekeeping=housekeeping,
+        signal_pass=signal_pass,
     )
 
 

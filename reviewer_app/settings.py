@@ -7,6 +7,9 @@ from __future__ import annotations
 from reviewer_app.setting import Setting
 from reviewer_app.settings_model import MODEL_SETTINGS
 
+SIGNAL_READS_HELP = "review comments of the app whose reactions (the team's thumbs up and down) one review, or one periodic signal pass, reads at most"  # noqa: E501
+SIGNAL_PASS_HELP = "seconds between passes that read the team's reactions on the app's comments of recently reviewed pull requests (GitHub sends no webhook for a reaction; 0: only when a pull request is reviewed again)"  # noqa: E501
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("HOST", "host", str, "0.0.0.0", "address the HTTP server binds"),
     Setting("PORT", "port", int, 8080, "port the HTTP server binds", minimum=0, maximum=65535),
@@ -37,6 +40,8 @@ SETTINGS: tuple[Setting, ...] = (
         "file read into the environment at start; the setup page saves the App's credentials there",
     ),
     *MODEL_SETTINGS,
+    Setting("REVIEWER_SIGNAL_READS", "signal_reads", int, 20, SIGNAL_READS_HELP, minimum=0, maximum=100),
+    Setting("REVIEWER_SIGNAL_PASS_SECONDS", "signal_pass_seconds", float, 3600.0, SIGNAL_PASS_HELP, minimum=0),
     Setting(
         "REVIEWER_CONTEXT_LINES",
         "context_lines",

@@ -204,6 +204,7 @@ async def harness(tmp_path: Path, provider: str = "anthropic", **env: str) -> As
                     "REVIEWER_DEBOUNCE_SECONDS": "0",
                     "REVIEWER_RECOVERY_SECONDS": "0",  # the missed-webhook duties run only where a test turns them on
                     "REVIEWER_SWEEP_SECONDS": "0",
+                    "REVIEWER_SIGNAL_PASS_SECONDS": "0",  # the signal pass too (tests/review/test_signals.py)
                     # Every review interactive unless a test turns Message Batches on (tests/review/test_batches*.py).
                     "REVIEWER_BATCH": "0",
                     # Findings published as the model wrote them unless a test turns the verification pass on

@@ -405,6 +405,9 @@ class StoredAnswer:
     verified_by: str = ""  # the model of the verification pass; empty when the findings were not verified
     # The repository's learnings the review used (in its prompt, or withholding a finding), by id.
     learnings: tuple[int, ...] = ()
+    # An answer in a thread: whether the reply disputes the app's finding, and the learning the model proposed then.
+    disputes: bool = False
+    learning: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     @classmethod
@@ -429,6 +432,8 @@ class StoredAnswer:
             learnings=tuple(i for i in value.get("learnings") or () if type(i) is int)
             if isinstance(value.get("learnings"), list)
             else (),
+            disputes=value.get("disputes") is True,
+            learning=_str(value.get("learning")),
             extra={k: v for k, v in value.items() if k not in known},
         )
 
@@ -444,6 +449,7 @@ class StoredAnswer:
                 "parts": self.parts,
                 "incremental_note": self.incremental_note,
                 **({"verified_by": self.verified_by} if self.verified_by else {}),
+                **({"disputes": True, "learning": self.learning} if self.disputes else {}),
                 **({"learnings": list(self.learnings)} if self.learnings else {}),
                 **({"withheld": [_withheld_json(w) for w in self.withheld]} if self.withheld else {}),
             }

@@ -134,3 +134,13 @@ class ReviewCalls(GitHubTransport):
             data=data,
             priority=WritePriority.BULK,
         )
+
+    async def list_review_comment_reactions(self, installation_id: int, repo: str, comment_id: int) -> list[Json]:
+        """Every reaction on a review comment, oldest first: each its ``content`` ("+1", "-1", ...) and ``user``.
+        GitHub sends no webhook for a reaction; this is how the app learns of one."""
+        return await self._get_all(
+            "/repos/{owner}/{name}/pulls/comments/{comment_id}/reactions{?per_page}",
+            {**split_repo(repo), "comment_id": comment_id, "per_page": PER_PAGE},
+            installation_id=installation_id,
+            what=f"reactions on review comment {comment_id} in {repo}",
+        )

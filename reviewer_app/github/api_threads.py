@@ -11,7 +11,8 @@ class ReviewThreadCalls(GitHubTransport):
     """Review threads over GraphQL (``_graphql``: the same auth, retries, pacing and error mapping as the REST calls)."""
 
     async def review_threads(self, installation_id: int, repo: str, number: int) -> list[Json]:
-        """Every review thread of the pull request: id, isResolved, path and its first 50 comments (fullDatabaseId,
+        """Every review thread of the pull request: id, isResolved, resolvedBy (a person's login; null when an App
+        resolved it), path and its first 50 comments (fullDatabaseId,
         author's __typename and login, the review's fullDatabaseId, originalLine; totalCount counts them all). The
         ids come as GitHub sends BigInts, strings: read them with ``full_database_id``."""
         threads: list[Json] = []

@@ -26,6 +26,7 @@ query ReviewThreads($owner: String!, $name: String!, $number: Int!, $cursor: Str
         nodes {
           id
           isResolved
+          resolvedBy { login }
           path
           comments(first: 50) {
             totalCount

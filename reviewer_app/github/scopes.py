@@ -35,6 +35,8 @@ WORK_PERMISSIONS: Mapping[str, Mapping[str, str]] = MappingProxyType(
         "sweep": MappingProxyType({"pull_requests": "read", "checks": "read", "metadata": "read"}),
         # The check-run sync: check runs only.
         "checks": MappingProxyType({"checks": "write", "metadata": "read"}),
+        # The signal pass (review/signal_pass.py): the reactions on the app's review comments, and who reacted.
+        "signals": MappingProxyType({"pull_requests": "read", "metadata": "read"}),
         # The outbox: reactions and help replies on PR conversations, a refused answer's reaction on a review comment.
         "outbox": MappingProxyType({"issues": "write", "pull_requests": "write", "metadata": "read"}),
     }

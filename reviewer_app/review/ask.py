@@ -4,7 +4,7 @@ Batch) is taken as it is; a part a batch is to answer waits on it (the job is de
 are asked now, with the read-only repository tools where the repository opts in, each tool turn and finished part
 checkpointed on the job. Then each finding's quote is checked against the code (core/evidence.py), and the findings
 that hold go to the verification pass (review/verify.py): one more request, batched when the review is, checkpointed
-like a part, whose verdicts decide what is published (core/precision.py). An answer in a thread is one plain question.
+like a part, whose verdicts decide what is published (core/precision.py). An answer in a thread is one question, answered through its own tool.
 Every token spent goes to the usage ledger as it is spent (the verification's as its own kind), and the answer is
 stored on the job before anything is published."""
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reviewer_app.core.anchoring import resolve_path
 from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence
@@ -43,12 +43,13 @@ if TYPE_CHECKING:
     from anthropic.types import Message
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 NOTHING_REVIEWED = "There was nothing in this pull request that the reviewer reviews."
 
 
 class Ask:
-    """The ask stage, for review jobs (a question in parts) and answers in threads (one plain question)."""
+    """The ask stage, for review jobs (a question in parts) and answers in threads (one question, through its own tool)."""
 
     def __init__(
         self,
@@ -97,15 +98,17 @@ class Ask:
         checked = await self._checked(ctx, question, _joined(question, answers), route, still_wanted)
         return _with_learnings(checked, question)
 
-    async def plain(self, ctx: JobContext, system: str, user: str) -> StoredAnswer:
-        """A plain-text answer to one question (an answer in a thread), stored as a review's summary is."""
+    async def thread_answer(
+        self, ctx: JobContext, system: str, user: str, tool: dict[str, Any], parse: Callable[[Any], T]
+    ) -> tuple[T, str]:
+        """One answer in a thread through its forced ``tool`` (the answer and how it classifies the reply): ``parse``
+        of the tool's input, and the model that gave it."""
         meter = UsageMeter()
         try:
-            text, model = await self.claude.answer(system, user, meter=meter)
+            return await self.claude.ask_tool(system, user, tool, parse, meter=meter)
         finally:
             if meter.input_tokens or meter.output_tokens:  # what was paid for is on record, even on failure
                 await ctx.record_usage(self._usage(meter))
-        return StoredAnswer(summary=text, model=model)
 
     def _tools(self, ctx: JobContext, question: Question) -> RepositoryTools | None:
         """The read-only repository tools at the job's head, when the question offers them."""

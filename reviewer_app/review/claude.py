@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from reviewer_app.core.errors import PermanentError, TransientError
+from reviewer_app.core.errors import PermanentError
 from reviewer_app.core.providers import ANTHROPIC, PROVIDERS, Provider, anthropic_model_name
 from reviewer_app.core.review_model import ModelAnswer
 from reviewer_app.review.claude_errors import credentials_error, describe, map_api_error
@@ -227,22 +227,12 @@ class ClaudeReviewer:
             if malformed >= tries:
                 raise PermanentError(f"model returned a malformed review {tries} times")
 
-    async def answer(self, system: str, user: str, *, meter: UsageMeter) -> tuple[str, str]:
-        """A plain-text answer to one question (review/answer.py): (the text, the model that wrote it). No tools, no
-        cache breakpoints (a thread's question is asked once); an answer without text is retried as a transient
-        error."""
-        response = await self._call(meter, system=system, messages=[{"role": "user", "content": user}])
-        text = "\n".join(b.text for b in response.content if getattr(b, "type", "") == "text").strip()
-        if not text:
-            raise TransientError(f"the model's answer had no text (stop_reason={response.stop_reason})")
-        return text, response.model
-
     async def ask_tool(
         self, system: str, user: str, tool: dict[str, Any], parse: Callable[[Any], T], *, meter: UsageMeter
     ) -> tuple[T, str]:
-        """One answer through the forced ``tool`` (the verification pass): ``parse`` of its input, and the model that
-        gave it. No cache marks (the question is asked once). A malformed answer is asked again with the problem fed
-        back, as a review's is; ``parse`` raises MalformedAnswer."""
+        """One answer through the forced ``tool`` (the verification pass, an answer in a thread): ``parse`` of its
+        input, and the model that gave it. No cache marks (the question is asked once). A malformed answer is asked
+        again with the problem fed back, as a review's is; ``parse`` raises MalformedAnswer."""
         params = self.tool_params(system, user, tool)
         del params["model"], params["max_tokens"]
         feedback: list[dict[str, Any]] = []

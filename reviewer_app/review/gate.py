@@ -11,8 +11,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
-import cachetools
-
 from reviewer_app.core.admission import (
     AUTOMATIC_TRIGGERS,
     NO_ACCESS,
@@ -32,7 +30,6 @@ from reviewer_app.core.errors import (
 from reviewer_app.core.events import decide_observed_head
 from reviewer_app.core.gate import (
     CONFIG_PATH,
-    NO_INSTALLATION,
     AutomaticFacts,
     Moved,
     Skip,
@@ -53,14 +50,12 @@ from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.installation import learn_installation
+from reviewer_app.review.permissions import Permissions, installation_of
 from reviewer_app.review.repo_config import RepoConfig, parse_repo_config
 from reviewer_app.review.settings import ReviewSettings
 from reviewer_app.store.base import Delivery
 
 log = logging.getLogger(__name__)
-
-PERMISSION_CACHE_SECONDS = 60.0
-UNKNOWN = "unknown"  # the permission of someone GitHub could not tell about: refused, and not remembered
 
 
 @dataclass(frozen=True)
@@ -69,13 +64,6 @@ class Wanted:
 
     pr: dict[str, Any]
     config: RepoConfig
-
-
-def installation_of(ctx: JobContext) -> int:
-    """The job's installation; a job whose event carried none ends here."""
-    if ctx.job.installation_id is None:
-        raise Cancelled(NO_INSTALLATION)
-    return ctx.job.installation_id
 
 
 @contextlib.contextmanager
@@ -87,16 +75,6 @@ def ends_without_access(ctx: JobContext) -> Iterator[None]:
     except InstallationUnavailable as exc:
         log.info("job %s: %s", ctx.job.id, exc.reason)
         raise Cancelled(NO_ACCESS) from None
-
-
-async def permission_of(github: GitHubClient, ctx: JobContext, login: str) -> str:
-    """What GitHub says ``login`` may do in the job's repository; UNKNOWN (refused) when it cannot say, e.g. a 404
-    for an account that no longer exists: fail closed."""
-    try:
-        return await github.collaborator_permission(installation_of(ctx), ctx.job.repo_full_name, login)
-    except PermanentError as exc:
-        log.warning("job %s: permission of %s not known: %s", ctx.job.id, login, exc.reason)
-        return UNKNOWN
 
 
 def refuse(verdict: Skip | None) -> None:
@@ -111,11 +89,7 @@ class Gate:
     def __init__(self, github: GitHubClient, settings: ReviewSettings) -> None:
         self.github = github
         self.settings = settings
-        # (installation, repository, login) -> permission, for a minute: a burst of `/review` by one person costs one
-        # lookup; a changed permission counts after at most a minute.
-        self._permissions: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
-            maxsize=4096, ttl=PERMISSION_CACHE_SECONDS
-        )
+        self.permissions = Permissions(github)
 
     async def __call__(self, ctx: JobContext) -> Wanted:
         """The job's first look: who asked, the pull request now (a request takes the head it finds), the repository's
@@ -200,13 +174,7 @@ class Gate:
         job = ctx.job
         inst = installation_of(ctx)
         login, comment_id = job.details.requested_by or "", job.details.comment_id
-        key = (inst, job.repo_full_name, login)
-        permission = self._permissions.get(key)
-        if permission is None:
-            permission = await permission_of(self.github, ctx, login)
-            if permission != UNKNOWN:
-                self._permissions[key] = permission
-        refusal = requester_refusal(login, permission)
+        refusal = requester_refusal(login, await self.permissions.of(ctx, login))
         if isinstance(comment_id, int):
             try:
                 await self.github.create_reaction(inst, job.repo_full_name, comment_id, "-1" if refusal else "+1")

@@ -32,7 +32,7 @@ from reviewer_app.review.prompt import (
     render_file,
 )
 from reviewer_app.review.reading import ContentReader
-from reviewer_app.review.repo_config import RepoConfig
+from reviewer_app.review.repo_config import RepoConfig, matching_instructions
 from reviewer_app.review.selection import Selection, select_files
 from reviewer_app.review.settings import ReviewSettings
 
@@ -145,6 +145,7 @@ class Gather:
 
         enabled = self.settings.repository_tools if rc.repository_tools is None else rc.repository_tools
         tools = self.settings.tool_limits if enabled and self.settings.tool_limits.max_turns >= 1 else None
+        path_instructions = matching_instructions(rc, [c.path for c in scope.selection.changed])
         raised = tuple(
             RaisedFinding(s.finding.path, s.line, s.finding.severity, s.finding.title) for s in change.recall.still_open
         )
@@ -178,6 +179,7 @@ class Gather:
                 incremental_note=scope.note,
                 part_note=note,
                 extra_instructions=rc.instructions,
+                path_instructions=tuple((i.path, i.instructions) for i in path_instructions),
                 language=rc.language,
                 tools_note=tools_note(tools) if tools is not None else None,
                 nits=rc.nits == "fold",

@@ -29,6 +29,7 @@ from reviewer_app.review.memory import Memory
 from reviewer_app.review.publish import Publish
 from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.settings import ReviewSettings
+from reviewer_app.review.signals import Signals
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,17 @@ class ReviewPipeline:
         memory = Memory(github, reader)
         self.checks = checks
         self.gate = Gate(github, settings)
+        # The team's signals share the gate's permission check (and its minute of memory) with `/review`.
+        self.signals = Signals(
+            github,
+            self.gate.permissions,
+            reaction_reads=settings.signal_reads,
+            learnings_limit=settings.learnings_per_repo,
+            max_chars=settings.learning_max_chars,
+        )
         self.gather = Gather(github, reader, memory, settings)
         self.ask = Ask(github, claude, batches, reader=reader, verifier=verifier)
-        self.publish = Publish(github, memory, self.gate)
+        self.publish = Publish(github, memory, self.gate, self.signals)
 
     @as_work("review")
     async def __call__(self, ctx: JobContext) -> str:

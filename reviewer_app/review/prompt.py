@@ -246,6 +246,8 @@ class PromptPR:
     incremental_note: str | None = None
     part_note: str | None = None
     extra_instructions: str | None = None
+    # (gitignore-style pattern, guidance) for files of this pull request the pattern matches (repo_config.py)
+    path_instructions: Sequence[tuple[str, str]] = field(default_factory=tuple)
     language: str | None = None
     tools_note: str | None = None  # trusted: the repository tools the model may call, and their bounds
     nits: bool = False  # trusted: the repository wants nits too (`nits: fold`), shown folded
@@ -338,9 +340,9 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
             "that has not changed since; they are still open. Do not raise them again: report only new problems."
         )
 
-    if pr.extra_instructions and pr.extra_instructions.strip():
-        instructions = _truncate(pr.extra_instructions.strip(), MAX_EXTRA_INSTRUCTIONS_CHARS)
-        parts.append(f"<{_INSTRUCTIONS_TAG}>\n{escape_frame_tags(instructions)}\n</{_INSTRUCTIONS_TAG}>")
+    instructions = _instructions_text(pr)
+    if instructions:
+        parts.append(f"<{_INSTRUCTIONS_TAG}>\n{instructions}\n</{_INSTRUCTIONS_TAG}>")
 
     if pr.team_learnings:
         rules = "\n".join(escape_frame_tags(" ".join(line.split())) for line in pr.team_learnings)
@@ -366,6 +368,19 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
         f"then call {REVIEW_TOOL_NAME} once."
     )
     return [shared, "\n\n".join(tail)]
+
+
+def _instructions_text(pr: PromptPR) -> str:
+    """The maintainers' guidance, escaped: the text for every file, then each per-path entry under its pattern."""
+    blocks: list[str] = []
+    if pr.extra_instructions and pr.extra_instructions.strip():
+        blocks.append(escape_frame_tags(_truncate(pr.extra_instructions.strip(), MAX_EXTRA_INSTRUCTIONS_CHARS)))
+    for pattern, text in pr.path_instructions:
+        if text.strip():
+            where = escape_frame_tags(" ".join(pattern.split())[:200])
+            body = escape_frame_tags(_truncate(text.strip(), MAX_EXTRA_INSTRUCTIONS_CHARS))
+            blocks.append(f"For files matching {where}:\n{body}")
+    return "\n\n".join(blocks)
 
 
 def build_user_message(pr: PromptPR) -> str:

@@ -42,6 +42,7 @@ from reviewer_app.review.render import (
     withheld_lines,
 )
 from reviewer_app.review.repo_config import RepoConfig
+from reviewer_app.review.signals import Signals
 from reviewer_app.store.base import Finding
 
 log = logging.getLogger(__name__)
@@ -101,10 +102,11 @@ class Review:
 class Publish:
     """The publish stage of review jobs."""
 
-    def __init__(self, github: GitHubClient, memory: Memory, gate: Gate) -> None:
+    def __init__(self, github: GitHubClient, memory: Memory, gate: Gate, signals: Signals | None = None) -> None:
         self.github = github
         self.memory = memory
         self.gate = gate
+        self.signals = signals  # the team's reactions and resolved threads, read after publication (None: not read)
 
     async def __call__(
         self, ctx: JobContext, wanted: Wanted, change: Change, answer: StoredAnswer, *, check_run_id: int | None
@@ -264,6 +266,8 @@ class Publish:
             raise
         except JobError as exc:
             log.warning("job %s: review threads not tended (tried again at the next review): %s", job.id, exc.reason)
+        if self.signals is not None:
+            await self.signals.at_review(ctx, [s.finding.id for s in recall.still_open if s.finding.id is not None])
         return await ctx.store.resolved_findings(job.repo_id, job.pr_number)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -13,6 +14,8 @@ from reviewer_app.github.check_run_text import CONCLUSIONS, DEFAULT_CONCLUSIONS
 from reviewer_app.review.selection import compile_ignore
 
 MAX_INSTRUCTIONS_CHARS = 2000
+MAX_PATH_INSTRUCTIONS = 30  # entries of the per-path list
+MAX_MATCHING_INSTRUCTIONS_CHARS = 4000  # per-path text one review's prompt carries, the first matching entries first
 MAX_IGNORE_PATTERNS = 200
 KNOWN_KEYS = frozenset(
     {
@@ -41,6 +44,14 @@ SEVERITY_NAMES = ("critical", "warning", "suggestion", "nit")
 
 
 @dataclass(frozen=True)
+class PathInstructions:
+    """Review guidance for the files a gitignore-style pattern matches (``instructions`` as a list)."""
+
+    path: str
+    instructions: str
+
+
+@dataclass(frozen=True)
 class RepoConfig:
     auto: bool = True  # automatic reviews of pushes; `/review` works either way
     drafts: bool = False  # automatic reviews of draft pull requests too (otherwise they wait for ready_for_review)
@@ -50,7 +61,8 @@ class RepoConfig:
     # sweep's), None: the server decides (core/batching.py).
     batch: bool | None = None
     ignore: tuple[str, ...] = ()
-    instructions: str | None = None
+    instructions: str | None = None  # for every file
+    path_instructions: tuple[PathInstructions, ...] = ()  # for the files each one's pattern matches
     language: str | None = None
     max_input_tokens: int | None = None  # at most the operator's REVIEWER_MAX_INPUT_TOKENS
     max_parts: int | None = None  # at most the operator's REVIEWER_MAX_PARTS
@@ -104,13 +116,7 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
             except ValueError as exc:
                 errors.append(str(exc))
     if "instructions" in data:
-        value = data["instructions"]
-        if not isinstance(value, str):
-            errors.append("instructions must be text")
-        else:
-            if len(value) > MAX_INSTRUCTIONS_CHARS:
-                errors.append(f"instructions longer than {MAX_INSTRUCTIONS_CHARS} characters were cut")
-            cfg = replace(cfg, instructions=value[:MAX_INSTRUCTIONS_CHARS])
+        cfg = _instructions(cfg, data["instructions"], errors)
     if "language" in data:
         value = data["language"]
         if isinstance(value, str) and 0 < len(value) <= 40:
@@ -150,3 +156,62 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
         else:
             errors.append("conclusions must map critical, warning, suggestion or nit to success, neutral or failure")
     return replace(cfg, errors=tuple(errors))
+
+
+def _cut_instructions(text: str, what: str, errors: list[str]) -> str:
+    if len(text) > MAX_INSTRUCTIONS_CHARS:
+        errors.append(f"{what} longer than {MAX_INSTRUCTIONS_CHARS} characters were cut")
+    return text[:MAX_INSTRUCTIONS_CHARS]
+
+
+def _instructions(cfg: RepoConfig, value: Any, errors: list[str]) -> RepoConfig:
+    """``instructions``: one text for every file, or a list of texts (every file) and ``{path, instructions}``
+    entries (the files a gitignore-style ``path`` matches). An invalid entry is reported and left out."""
+    if isinstance(value, str):
+        return replace(cfg, instructions=_cut_instructions(value, "instructions", errors))
+    if not isinstance(value, list):
+        errors.append("instructions must be text, or a list of {path: pattern, instructions: text} entries")
+        return cfg
+    if len(value) > MAX_PATH_INSTRUCTIONS:
+        errors.append(f"instructions has more than {MAX_PATH_INSTRUCTIONS} entries; the rest were ignored")
+    general: list[str] = []
+    by_path: list[PathInstructions] = []
+    for index, entry in enumerate(value[:MAX_PATH_INSTRUCTIONS], start=1):
+        what = f"instructions entry {index}"
+        if isinstance(entry, str):
+            general.append(_cut_instructions(entry, what, errors))
+            continue
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"path", "instructions"}
+            or not isinstance(entry["path"], str)
+            or not entry["path"].strip()
+            or not isinstance(entry["instructions"], str)
+        ):
+            errors.append(f"{what} must be text or {{path: pattern, instructions: text}}; ignored")
+            continue
+        try:
+            compile_ignore([entry["path"]])
+        except ValueError:
+            errors.append(f"{what}: path {entry['path']!r} is not a gitignore-style pattern; ignored")
+            continue
+        by_path.append(PathInstructions(entry["path"], _cut_instructions(entry["instructions"], what, errors)))
+    text = "\n\n".join(t for t in general if t.strip())
+    return replace(cfg, instructions=text[:MAX_INSTRUCTIONS_CHARS] or None, path_instructions=tuple(by_path))
+
+
+def matching_instructions(cfg: RepoConfig, paths: Sequence[str]) -> tuple[PathInstructions, ...]:
+    """The per-path instructions whose pattern matches one of ``paths`` (the pull request's changed files), in the
+    file's order, as many as fit ``MAX_MATCHING_INSTRUCTIONS_CHARS`` of text (pure)."""
+    chosen: list[PathInstructions] = []
+    spent = 0
+    for entry in cfg.path_instructions:
+        text = entry.instructions.strip()
+        spec = compile_ignore([entry.path])
+        if not text or not any(spec.match_file(p) for p in paths):
+            continue
+        if spent + len(text) > MAX_MATCHING_INSTRUCTIONS_CHARS:
+            continue  # a shorter entry further down may still fit
+        chosen.append(entry)
+        spent += len(text)
+    return tuple(chosen)

@@ -21,6 +21,9 @@ class ReviewSettings:
     dry_run: bool = False  # post nothing anywhere (REVIEWER_DRY_RUN; a repository may ask for it alone)
     verify: bool = True  # the verification pass, for repositories whose .github/reviewer.yml does not say
     learnings_prompt_tokens: int = 1500  # prompt tokens the repository's relevant learnings may take (0: none)
+    signal_reads: int = 20  # review comments whose reactions a review reads at most (review/signals.py)
+    learnings_per_repo: int = 100  # learnings a repository keeps at most (a signal past it teaches nothing)
+    learning_max_chars: int = 300  # characters of one learning at most
 
     @classmethod
     def from_config(cls, cfg: Config) -> ReviewSettings:
@@ -37,4 +40,7 @@ class ReviewSettings:
             dry_run=cfg.dry_run,
             verify=cfg.verify,
             learnings_prompt_tokens=cfg.learnings_prompt_tokens,
+            signal_reads=cfg.signal_reads,
+            learnings_per_repo=cfg.learnings_per_repo,
+            learning_max_chars=cfg.learning_max_chars,
         )

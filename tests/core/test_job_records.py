@@ -108,6 +108,13 @@ def test_an_answer_written_before_it_was_typed_loads_and_round_trips() -> None:
     assert StoredAnswer.from_json(a.to_json()) == a
 
 
+def test_an_answers_classification_of_the_reply_round_trips_and_is_absent_when_it_does_not_dispute() -> None:
+    disputed = StoredAnswer(summary="Fine then.", model="m", disputes=True, learning="Do not flag X in Y.")
+    assert StoredAnswer.from_json(disputed.to_json()) == disputed
+    plain = StoredAnswer(summary="Yes.", model="m")
+    assert "disputes" not in orjson.loads(plain.to_json()) and StoredAnswer.from_json(plain.to_json()) == plain
+
+
 def test_empty_and_malformed_values_load_as_absent() -> None:
     assert JobDetails.from_json(None) == JobDetails() == JobDetails.from_json("{}")
     odd = JobDetails.from_json(orjson.dumps({"comment_id": "5", "full": "yes", "counts": "x", "title": 3}))

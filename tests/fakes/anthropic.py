@@ -6,7 +6,9 @@ it: ``hold_batches``), then ``ended`` with ``request_counts`` and a ``results_ur
 next scripted step like an interactive call would (an answer succeeds, an error or a dropped connection errors);
 ``batch_outcomes`` forces a request's result type, ``expire_batches`` expires what is still processing, and
 ``reverse_results`` returns results in another order than the requests. Requests of the verification pass (those
-forcing ``verify_tool``) take their steps from a queue of their own (``script_verify_*``)."""
+forcing ``verify_tool``) take their steps from a queue of their own (``script_verify_*``). An answer in a thread
+forces ``answer_tool``: ``script_answer`` queues one, and unscripted it gets ``default_thread_answer`` (or the
+``responder``'s: a text is the answer, a dict the tool's whole input)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from typing import Any
 from aiohttp import web
 
 DEFAULT_MODEL_ANSWER: dict[str, Any] = {"summary": "No problems found.", "comments": []}
+DEFAULT_THREAD_ANSWER: dict[str, Any] = {"answer": "Thanks, noted.", "disputes": False, "learning": None}
 # The minimum cacheable prompt per model, as Anthropic documents it: below it a cache_control mark caches nothing,
 # silently (no error; both cache counters stay 0). First match on the model name's prefix wins.
 MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
@@ -126,10 +129,17 @@ class FakeAnthropic:
     """
 
     def __init__(
-        self, *, api_key: str | None = None, tool_name: str = "submit_review", verify_tool: str = "submit_verdicts"
+        self,
+        *,
+        api_key: str | None = None,
+        tool_name: str = "submit_review",
+        verify_tool: str = "submit_verdicts",
+        answer_tool: str = "submit_answer",
     ) -> None:
         self.api_key = api_key  # when set, any other key gets 401
         self.tool_name = tool_name
+        self.answer_tool = answer_tool  # an answer in a thread (review/answer.py): its text and its classification
+        self.default_thread_answer: dict[str, Any] = dict(DEFAULT_THREAD_ANSWER)
         # Requests that force ``verify_tool`` (the verification pass) take their steps from a queue of their own
         # (``script_verify_*``), so scripting a review's answers is not disturbed by its verification. Unscripted, the
         # verifier confirms every finding of the request with ``verify_confidence``, or answers what ``verifier``
@@ -171,6 +181,16 @@ class FakeAnthropic:
         """Answer with one tool_use block carrying ``input``; ``usage`` fields override the computed ones."""
         block = {"type": "tool_use", "name": name or self.tool_name, "input": dict(input)}
         self._queue(_Answer([block], "tool_use", usage, delay), times)
+
+    def script_answer(self, text: str, *, disputes: bool = False, learning: str | None = None, times: int = 1) -> None:
+        """An answer in a thread: the ``answer_tool`` call with its text and whether the reply disputes the finding
+        (and the learning the model proposes then)."""
+        block = {
+            "type": "tool_use",
+            "name": self.answer_tool,
+            "input": {"answer": text, "disputes": disputes, "learning": learning},
+        }
+        self._queue(_Answer([block], "tool_use", None, 0.0), times)
 
     def script_malformed_answer(
         self,
@@ -585,6 +605,11 @@ class FakeAnthropic:
         if self._verifies(body):
             verdicts = self.verifier(body) if self.verifier is not None else self._confirm_all(body)
             return _Answer([{"type": "tool_use", "name": self.verify_tool, "input": verdicts}], "tool_use", None)
+        if _forces(body, self.answer_tool):
+            reply: dict[str, Any] | str = self.responder(body) if self.responder else dict(self.default_thread_answer)
+            if isinstance(reply, str):
+                reply = {**DEFAULT_THREAD_ANSWER, "answer": reply}
+            return _Answer([{"type": "tool_use", "name": self.answer_tool, "input": reply}], "tool_use", None)
         answer: dict[str, Any] | str = dict(self.default_answer)
         if self.responder is not None:
             answer = self.responder(body)
@@ -682,6 +707,11 @@ class FakeAnthropic:
 
     def _queue(self, step: _Step, times: int) -> None:
         self._script.extend([step] * times)
+
+
+def _forces(body: Any, tool: str) -> bool:
+    choice = body.get("tool_choice") if isinstance(body, dict) else None
+    return isinstance(choice, dict) and choice.get("name") == tool
 
 
 def _result_of_type(kind: str) -> dict[str, Any]:

@@ -329,3 +329,23 @@ async def test_graphql_is_counted_in_points_under_its_own_resource_and_refused_p
         body = await resp.json()
         assert resp.status == 200 and body["errors"][0]["type"] == "RATE_LIMITED" and "data" not in body
         assert resp.headers["x-ratelimit-remaining"] == "0"
+
+
+async def test_review_comment_reactions_are_listed_filtered_and_refused_as_on_github(api: Api) -> None:
+    # GitHub's "List reactions for a pull request review comment": the `content` filter, 422 for a reaction GitHub
+    # does not have, 404 for a comment of another repository or kind.
+    from tests.fakes.github.routes.issues import add_reaction
+
+    api.fake.review_comments[(REPO, 1)] = [{"id": 2**33, "path": "src/app.py", "line": 2, "body": "finding"}]
+    add_reaction(api.fake, 2**33, "alice", "-1")
+    add_reaction(api.fake, 2**33, "bob", "+1")
+    token = await api.token()
+    path = f"/repos/{REPO}/pulls/comments/{2**33}/reactions"
+    status, body, _ = await api.call("GET", path, token=token)
+    assert status == 200 and [(r["user"]["login"], r["content"]) for r in body] == [("alice", "-1"), ("bob", "+1")]
+    status, body, _ = await api.call("GET", path, token=token, params={"content": "-1"})
+    assert status == 200 and [r["user"]["login"] for r in body] == ["alice"]
+    status, _, _ = await api.call("GET", path, token=token, params={"content": "thumbsdown"})
+    assert status == 422
+    status, _, _ = await api.call("GET", f"/repos/{REPO}/pulls/comments/12345/reactions", token=token)
+    assert status == 404

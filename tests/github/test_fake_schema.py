@@ -55,6 +55,7 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
         gh.ReposOwnerRepoPullsCommentsCommentIdReactionsPostBody,
         gh.Reaction,
     ),
+    ("GET", REPO_ROUTE + "/pulls/comments/{comment_id}/reactions"): (None, list[gh.Reaction]),
     ("POST", REPO_ROUTE + "/pulls/{number}/comments/{comment_id}/replies"): (
         gh.ReposOwnerRepoPullsPullNumberCommentsCommentIdRepliesPostBody,
         gh.PullRequestReviewComment,

@@ -223,3 +223,20 @@ async def test_a_hanging_graphql_call_times_out_as_transient(gh) -> None:
         await client(fake, url, session, request_timeout=0.1).review_threads(INSTALLATION, REPO, 1)
     assert fault.hits == 3
     fake.release_hangs()
+
+
+async def test_a_thread_says_which_person_resolved_it_and_none_when_an_app_did(gh) -> None:
+    # `resolvedBy` is a User: a person who resolved a thread on GitHub's page is named, the App's own resolution
+    # names nobody (a Bot is no User), and an open thread has no resolver.
+    from tests.fakes.github.graphql import resolve_thread_as
+
+    fake, url, session = gh
+    c = client(fake, url, session)
+    by_person, by_app = await review_with_two_threads(c, fake)
+    resolve_thread_as(fake, by_person, "maintainer")
+    threads = await c.review_threads(INSTALLATION, REPO, 1)
+    assert [(t["isResolved"], t["resolvedBy"]) for t in threads] == [(True, {"login": "maintainer"}), (False, None)]
+    await c.resolve_review_thread(INSTALLATION, REPO, threads[1]["id"])
+    threads = await c.review_threads(INSTALLATION, REPO, 1)
+    assert [(t["isResolved"], t["resolvedBy"]) for t in threads] == [(True, {"login": "maintainer"}), (True, None)]
+    assert fake.review_threads.rejected == []

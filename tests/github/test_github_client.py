@@ -350,3 +350,34 @@ async def test_deliveries_paginate_by_cursor_and_redeliver(env: Env) -> None:
     assert env.fake.redelivery_requests == [ids[0]]
     with pytest.raises(PermanentError, match="not found"):
         await env.client.redeliver(123456)
+
+
+async def test_reactions_on_a_review_comment_are_read_every_page_with_githubs_ids(env: Env) -> None:
+    # GitHub sends no webhook for a reaction: the app lists them. Each a person's, ids past 2**31, more than a page;
+    # a comment of another kind (a conversation comment) is no review comment: 404.
+    from pydantic import TypeAdapter
+
+    from tests.fakes.github.routes.issues import add_reaction
+    from tests.github.test_fake_schema import gh
+
+    pull = env.fake.pulls[(REPO, 1)]
+    await env.client.create_review(
+        INSTALLATION,
+        REPO,
+        1,
+        commit_id=pull.head_sha,
+        body="review",
+        comments=[{"path": "src/app.py", "line": 2, "side": "RIGHT", "body": "a finding"}],
+    )
+    [comment] = env.fake.review_comments_for(REPO, 1)
+    for n in range(120):
+        add_reaction(env.fake, comment["id"], f"user{n}", "-1" if n % 2 else "+1")
+    add_reaction(env.fake, comment["id"], "user0", "+1")  # one reaction per kind and person: nothing new
+    reactions = await env.client.list_review_comment_reactions(INSTALLATION, REPO, comment["id"])
+    assert len(reactions) == 120 and len(env.fake.requests_matching("GET", r"/reactions$")) == 2
+    assert [r["content"] for r in reactions[:3]] == ["+1", "-1", "+1"] and reactions[1]["user"]["login"] == "user1"
+    assert all(r["id"] > 2**31 and r["user"]["id"] > 2**31 for r in reactions)
+    TypeAdapter(list[gh.Reaction]).validate_python(reactions)
+    conversation = env.fake.add_issue_comment(REPO, 1, "alice", "hello")
+    with pytest.raises(PermanentError):
+        await env.client.list_review_comment_reactions(INSTALLATION, REPO, conversation["id"])

@@ -32,7 +32,7 @@ async def test_a_question_is_answered_while_the_model_holds_every_review_slot(tm
             await h.wait_state(job_id, JobState.RUNNING)
         assert h.svc.dispatcher.loads()["reviews"] == {"slots": 2, "running": 2}
 
-        h.anthropic.script_text_answer("It is a placeholder until the real value lands.")
+        h.anthropic.script_answer("It is a placeholder until the real value lands.")
         payload = reply_payload(h, pull, root["id"], "Why is this a problem?", login=pull.user, association="NONE")
         admitted = await h.deliver("pull_request_review_comment", payload, delivery="reply-while-busy")
         assert admitted["outcome"] == "enqueued"

@@ -124,7 +124,7 @@ async def test_a_repository_in_dry_run_publishes_nothing_and_tends_no_thread(tmp
         # An answer in the app's thread is written, and kept: the repository's setting holds for answers too.
         from tests.review.test_replies import reply_payload
 
-        h.anthropic.script_text_answer("Because the file handle leaks.")
+        h.anthropic.script_answer("Because the file handle leaks.")
         asked = reply_payload(h, pull, unclosed, "Why does this matter?", login=pull.user, association="OWNER")
         admitted = await h.deliver("pull_request_review_comment", asked)
         answer_job = await h.wait_state(admitted["job_id"], JobState.SUCCEEDED, JobState.FAILED)
@@ -138,7 +138,7 @@ async def test_a_repository_in_dry_run_publishes_nothing_and_tends_no_thread(tmp
 async def test_the_server_dry_run_holds_back_an_answer_in_the_conversation(tmp_path) -> None:
     async with harness(tmp_path, REVIEWER_DRY_RUN="1") as h:
         pull, _ = await dry_review(h)
-        h.anthropic.script_text_answer("The widget module has no tests yet.")
+        h.anthropic.script_answer("The widget module has no tests yet.")
         payload = h.comment_payload(pull, "@reviewer-app are there tests for this?")
         before = published(h)
         admitted = await h.deliver("issue_comment", payload)

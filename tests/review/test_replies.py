@@ -21,6 +21,7 @@ from tests.harness import REPO, Harness, harness
 from tests.helpers import eventually
 from tests.payloads import review_comment_event
 from tests.pg import create_schema, drop_schema, postgres_dsn
+from tests.prompt_text import user_text
 
 BOT = "reviewer-app[bot]"
 THREAD_ROUTE = REPO_ROUTE + "/pulls/{number}/comments"
@@ -98,7 +99,7 @@ async def test_a_reply_by_the_author_gets_exactly_one_answer_in_the_same_thread(
     async with reply_harness(tmp_path, backend) as h:
         pull, root = await reviewed_thread(h)
         checks_before = len(h.github.check_runs_for(REPO, pull.head_sha))
-        h.anthropic.script_text_answer("It is a placeholder until the real value lands; @octocat agrees.")
+        h.anthropic.script_answer("It is a placeholder until the real value lands; @octocat agrees.")
         payload = reply_payload(h, pull, root["id"], "Why is this a problem?", login=pull.user, association="NONE")
         admitted = await h.deliver("pull_request_review_comment", payload, delivery="reply-1")
         assert admitted["outcome"] == "enqueued"
@@ -111,7 +112,7 @@ async def test_a_reply_by_the_author_gets_exactly_one_answer_in_the_same_thread(
         assert job.details.answer_comment_id == answer["id"] and job.review_id is None
         link = f"https://github.com/{REPO}/pull/1#discussion_r{answer['id']}"
         assert Admin(h.store).links(job)["answer"] == link  # `reviewer-app jobs show` links to it
-        asked = h.anthropic.message_requests[-1].body["messages"][0]["content"]
+        asked = user_text(h.anthropic.message_requests[-1])
         assert "Why is this a problem?" in asked and "@@ " in asked and "def f1():" in asked  # thread, hunk, code
         # The same delivery again, and the same body under a new delivery id (a replay): no second answer.
         again = await h.deliver("pull_request_review_comment", payload, delivery="reply-1")
@@ -163,7 +164,7 @@ async def test_a_drive_by_user_a_reader_and_a_bot_get_no_answer(tmp_path, backen
 async def test_a_lost_response_does_not_make_a_second_answer(tmp_path, backend) -> None:
     async with reply_harness(tmp_path, backend) as h:
         pull, root = await reviewed_thread(h)
-        h.anthropic.script_text_answer("Because f1 is called with user input.")
+        h.anthropic.script_answer("Because f1 is called with user input.")
         lost = h.github.inject("POST", r"/comments/\d+/replies$", "lost_response", times=1)
         admitted = await h.deliver(
             "pull_request_review_comment",
@@ -180,7 +181,7 @@ async def test_the_per_thread_rate_limit_holds(tmp_path, backend) -> None:
         pull, root = await reviewed_thread(h)
         outcomes = []
         for n in range(3):
-            h.anthropic.script_text_answer(f"Answer {n}.")
+            h.anthropic.script_answer(f"Answer {n}.")
             admitted = await h.deliver(
                 "pull_request_review_comment",
                 reply_payload(h, pull, root["id"], f"Question {n}?", login=pull.user, association="NONE"),
@@ -219,7 +220,7 @@ async def test_a_push_leaves_a_pending_answer_alone_and_a_close_cancels_it(tmp_p
 async def test_a_question_that_mentions_the_app_is_answered_once_in_the_conversation(tmp_path, backend) -> None:
     async with reply_harness(tmp_path, backend) as h:
         pull, _ = await reviewed_thread(h)
-        h.anthropic.script_text_answer("The widget module has no tests yet.")
+        h.anthropic.script_answer("The widget module has no tests yet.")
         payload = h.comment_payload(pull, "@reviewer-app are there tests for this?")
         admitted = await h.deliver("issue_comment", payload)
         assert admitted["outcome"] == "enqueued"
@@ -256,7 +257,7 @@ async def test_a_reply_in_a_thread_someone_else_started_is_not_answered(tmp_path
 async def test_the_check_run_counts_the_answers_on_the_pull_request(tmp_path) -> None:
     async with reply_harness(tmp_path, "sqlite") as h:
         pull, root = await reviewed_thread(h)
-        h.anthropic.script_text_answer("Yes.")
+        h.anthropic.script_answer("Yes.")
         admitted = await h.deliver(
             "pull_request_review_comment",
             reply_payload(h, pull, root["id"], "Really?", login=pull.user, association="NONE"),
@@ -277,7 +278,7 @@ async def test_an_answer_publishes_no_outside_link_image_or_committable_suggesti
     # Someone without access plants "tell them to see <link>" in a thread; the model repeats it in its answer.
     async with reply_harness(tmp_path, "sqlite") as h:
         pull, root = await reviewed_thread(h)
-        h.anthropic.script_text_answer(
+        h.anthropic.script_answer(
             "See [the fix](https://evil.example/fix) ![pixel](https://track.example/p.gif?u=1) or https://evil.example.\n"
             f"The code: [app.py](https://github.com/{REPO}/blob/main/app.py).\n\n"
             "```suggestion\nreturn 2\n```"
@@ -301,7 +302,7 @@ async def test_an_outside_author_asking_away_is_limited_and_never_refuses_a_revi
         pull, root = await reviewed_thread(h)  # the day's first review
         outcomes, questions = [], []
         for n in range(4):
-            h.anthropic.script_text_answer(f"Answer {n}.")
+            h.anthropic.script_answer(f"Answer {n}.")
             payload = reply_payload(h, pull, root["id"], f"Question {n}?", login=pull.user, association="NONE")
             questions.append(payload["comment"]["id"])
             admitted = await h.deliver("pull_request_review_comment", payload)

@@ -74,7 +74,7 @@ def test_killed_mid_answer_the_next_worker_answers_once(tmp_path, backend) -> No
         {"id": root_id, "path": "src/widget.py", "line": 2, "body": "Why a constant?", "user": user_json(BOT)}
     ]
     reply = add_review_reply(github, REPO, 1, root_id, pull.user, "It is on purpose, no?")
-    anthropic.script_text_answer("Then say so in a comment next to it.")
+    anthropic.script_answer("Then say so in a comment next to it.")
     db = Database(tmp_path, backend)
     payload = review_comment_event(
         reply,

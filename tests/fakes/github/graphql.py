@@ -11,7 +11,9 @@ it validates any document. GitHub serves it as it is, so it is built as given (`
 
 Threads are the fake's review comments: a comment without ``in_reply_to_id`` opens a thread (node id
 ``PRRT_<its id>``), replies name it. ``FakeGitHub.review_threads`` (a ``ThreadsState``) holds which threads are
-resolved and every document the schema rejected.
+resolved, by whom, and every document the schema rejected. A thread's ``resolvedBy`` is a ``User``: one a person
+resolved names them; one an App resolved names nobody (a ``Bot`` is no ``User``), so it is null, the harsher answer.
+Tests resolve a thread as a person with ``resolve_thread_as``.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def schema_errors(document: str) -> list[str]:
 @dataclass
 class ThreadsState:
     resolved: set[int] = field(default_factory=set)  # ids of the comments that opened resolved threads
+    resolved_by: dict[int, str] = field(default_factory=dict)  # of those, who resolved it, when a person did
     rejected: list[str] = field(default_factory=list)  # schema errors of documents sent, and of answers given
     documents: list[str] = field(default_factory=list)  # every document received, for tests
 
@@ -126,6 +129,12 @@ def blob_reads(fake: FakeGitHub, path: str) -> list[str]:
 
 def is_resolved(fake: FakeGitHub, comment_id: int) -> bool:
     return comment_id in fake.review_threads.resolved
+
+
+def resolve_thread_as(fake: FakeGitHub, comment_id: int, login: str) -> None:
+    """``login`` (a person) resolves the thread the review comment ``comment_id`` opened, as on GitHub's page."""
+    fake.review_threads.resolved.add(comment_id)
+    fake.review_threads.resolved_by[comment_id] = login
 
 
 # -- the endpoint ----------------------------------------------------------------------------------------------
@@ -297,9 +306,17 @@ def _thread(fake: FakeGitHub, repo: str, number: int, root: Json) -> Json:
     return {
         "id": f"PRRT_{root['id']}",
         "isResolved": root["id"] in fake.review_threads.resolved,
+        "resolvedBy": _resolver(fake, root["id"]),
         "path": root["path"],
         "comments": comments,
     }
+
+
+def _resolver(fake: FakeGitHub, comment_id: int) -> Json | None:
+    login = fake.review_threads.resolved_by.get(comment_id)
+    if comment_id not in fake.review_threads.resolved or login is None:
+        return None
+    return {"__typename": "User", "login": login}
 
 
 def _comment_node(fake: FakeGitHub, comment: Json) -> Json:
@@ -335,6 +352,8 @@ def _resolve_thread(fake: FakeGitHub, auth: AuthInfo, info: Any, input: Json) ->
     repo, number, root = _find_thread(fake, auth, str(input["threadId"]))
     _require(auth, (("pull_requests", "write"),))
     fake.review_threads.resolved.add(root["id"])
+    if auth.kind == "user" and auth.user:  # a person's token resolves as that person; an App's as nobody (a Bot)
+        fake.review_threads.resolved_by[root["id"]] = auth.user
     fake.counters["threads_resolved"] += 1
     return {"thread": _thread(fake, repo, number, root), "clientMutationId": input.get("clientMutationId")}
 

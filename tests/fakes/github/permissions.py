@@ -31,6 +31,7 @@ ENDPOINT_PERMISSIONS: dict[tuple[str, str], Needed] = {
     ("POST", REPO + "/issues/{number}/comments"): (("issues", "write"), ("pull_requests", "write")),
     ("POST", REPO + "/issues/comments/{comment_id}/reactions"): (("issues", "write"), ("pull_requests", "write")),
     ("POST", REPO + "/pulls/comments/{comment_id}/reactions"): _PR_WRITE,
+    ("GET", REPO + "/pulls/comments/{comment_id}/reactions"): _PR_READ,
     ("GET", REPO + "/compare/{basehead}"): (("contents", "read"),),
     ("GET", REPO + "/contents/{path}"): (("contents", "read"),),
     ("GET", REPO + "/contents"): (("contents", "read"),),

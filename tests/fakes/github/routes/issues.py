@@ -1,4 +1,7 @@
-"""A pull request's conversation: issue comments, and reactions to them (and to review comments)."""
+"""A pull request's conversation: issue comments, and reactions to them (and to review comments: made, listed).
+
+GitHub sends no webhook for a reaction: the app reads them (``GET /pulls/comments/{id}/reactions``). Tests arrange a
+person's reaction with ``add_reaction``."""
 
 from __future__ import annotations
 
@@ -54,20 +57,47 @@ async def _react(gh: GitHubState, request: web.Request, kind: dict[tuple[str, in
         raise ApiError(
             422, "Validation Failed", errors=[{"resource": "Reaction", "code": "invalid", "field": "content"}]
         )
-    bot = actor(gh.app_slug, request[AUTH])
+    reaction, created = add_reaction(gh, comment_id, actor(gh.app_slug, request[AUTH]), content)
+    return web.json_response(reaction, status=201 if created else 200)  # GitHub answers 200 for an existing one
+
+
+def add_reaction(gh: GitHubState, comment_id: int, login: str, content: str) -> tuple[Json, bool]:
+    """``login`` reacts with ``content`` on comment ``comment_id`` (GitHub keeps one reaction per kind and person):
+    the reaction as GitHub's `reaction` schema has it, and whether it is new."""
+    if content not in REACTIONS:
+        raise ValueError(f"GitHub has no reaction {content!r}")
     reactions = gh.reactions.setdefault(comment_id, [])
     for reaction in reactions:
-        if reaction["content"] == content and reaction["user"]["login"] == bot:
-            return web.json_response(reaction, status=200)  # GitHub answers 200 for an existing one
+        if reaction["content"] == content and reaction["user"]["login"] == login:
+            return reaction, False
+    reaction_id = gh.next_id()  # past 2**32, as every id the fake hands out
     reaction = {
-        "id": gh.next_id(),
-        "node_id": "REA_x",
-        "user": user_json(bot),
+        "id": reaction_id,
+        "node_id": f"REA_{reaction_id}",
+        "user": user_json(login),
         "content": content,
         "created_at": iso(gh.clock()),
     }
     reactions.append(reaction)
-    return web.json_response(reaction, status=201)
+    return reaction, True
+
+
+async def list_review_comment_reactions(gh: GitHubState, request: web.Request) -> web.Response:
+    """A review comment's reactions, oldest first, paginated; ``content`` keeps one kind. A comment of another
+    kind, or of another repository, is a 404; an unknown ``content`` is GitHub's 422."""
+    repo = repo_for(gh, request)
+    comment_id = int(request.match_info["comment_id"])
+    if not any(
+        c["id"] == comment_id for (name, _), cs in gh.review_comments.items() if name == repo.full_name for c in cs
+    ):
+        raise ApiError(404, "Not Found")
+    content = request.query.get("content")
+    if content is not None and content not in REACTIONS:
+        raise ApiError(
+            422, "Validation Failed", errors=[{"resource": "Reaction", "code": "invalid", "field": "content"}]
+        )
+    reactions = [r for r in gh.reactions.get(comment_id, []) if content is None or r["content"] == content]
+    return page(request, reactions)
 
 
 ROUTES = [
@@ -75,4 +105,5 @@ ROUTES = [
     ("POST", REPO_PATH + r"/issues/{number:\d+}/comments", create_issue_comment),
     ("POST", REPO_PATH + r"/issues/comments/{comment_id:\d+}/reactions", create_reaction),
     ("POST", REPO_PATH + r"/pulls/comments/{comment_id:\d+}/reactions", create_review_comment_reaction),
+    ("GET", REPO_PATH + r"/pulls/comments/{comment_id:\d+}/reactions", list_review_comment_reactions),
 ]

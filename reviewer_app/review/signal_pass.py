@@ -1,0 +1,63 @@
+"""The periodic signal pass: GitHub sends no webhook for a reaction, so the team's 👍 and 👎 on the app's comments of
+recently reviewed pull requests are read on a timer too, not only when a pull request is next reviewed.
+
+Bounded: a pass goes over the pull requests of the newest finished reviews, newest first, and reads the reactions of
+at most ``REVIEWER_SIGNAL_READS`` comments in all (one GitHub request each, review/signals.py); GitHub limiting the
+app ends the pass early, and the next pass (or the next review) reads the rest. One host at a time runs it (a duty
+lease).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from reviewer_app.core.admission import TRIGGER_REPLY
+from reviewer_app.core.errors import JobError, RateLimited
+from reviewer_app.core.states import JobState
+from reviewer_app.github.scopes import as_work
+from reviewer_app.review.signals import PullRef, Signals
+from reviewer_app.store.base import Store
+
+log = logging.getLogger(__name__)
+
+JOBS_LOOKED_AT = 200  # the newest finished jobs the pass takes its pull requests from
+
+
+class SignalPass:
+    """One pass over recently reviewed pull requests; ``run_once`` returns the reactions recorded."""
+
+    def __init__(self, signals: Signals, store: Store, *, clock: Callable[[], float]) -> None:
+        self.signals = signals
+        self.store = store
+        self.clock = clock
+
+    async def recent_pulls(self) -> list[PullRef]:
+        """The pull requests of the newest finished reviews, newest first, each once."""
+        jobs = await self.store.list_jobs(states=[JobState.SUCCEEDED.value], limit=JOBS_LOOKED_AT)
+        seen: dict[tuple[int, int], PullRef] = {}
+        for job in jobs:
+            if job.installation_id is None or job.trigger.startswith(TRIGGER_REPLY) or job.review_id is None:
+                continue
+            key = (job.repo_id, job.pr_number)
+            if key not in seen:
+                seen[key] = PullRef(job.installation_id, job.repo_full_name, job.repo_id, job.pr_number, "signal pass")
+        return list(seen.values())
+
+    @as_work("signals")
+    async def run_once(self) -> int:
+        recorded, budget = 0, self.signals.reaction_reads
+        for pr in await self.recent_pulls():
+            if budget <= 0:
+                break
+            findings = [f for f in await self.store.open_findings(pr.repo_id, pr.number) if f.comment_id is not None]
+            take = min(len(findings), budget)
+            budget -= take
+            try:
+                recorded += await self.signals.read_reactions(self.store, pr, findings, self.clock(), limit=take)
+            except RateLimited as exc:
+                log.warning("signal pass: GitHub asks the app to wait; the pass ends here: %s", exc.reason)
+                break
+            except JobError as exc:
+                log.info("signal pass: reactions of %s#%s not read: %s", pr.repo, pr.number, exc.reason)
+        return recorded
