@@ -130,9 +130,15 @@ class Sent:
     answered: Callable[[dict[str, Any]], None] | None = None  # the model's bookkeeping of the app's answer
 
 
+def reviews(body: dict[str, Any]) -> bool:
+    """A request for a review (the review tool offered), not for an answer in a thread (the answer tool)."""
+    return any(tool.get("name") == "submit_review" for tool in body.get("tools") or ())
+
+
 def fake_model(body: dict[str, Any]) -> dict[str, Any] | str:
-    """The stand-in model: a review raises one finding on a changed line; a question gets a short text answer."""
-    if body.get("tools"):
+    """The stand-in model: a review raises one finding on a changed line; a question gets a short answer (the fake
+    puts it in the answer tool's call, saying it disputes nothing)."""
+    if reviews(body):
         comment = {"path": PATH, "line": FINDING_LINE, "side": "RIGHT", "severity": "warning"}
         return {"summary": "One thing to look at.", "comments": [{**comment, "body": "f1 returns a constant."}]}
     return "It returns a constant on purpose, as far as this pull request shows."
@@ -887,11 +893,11 @@ class PRWorkMachine(RuleBasedStateMachine):
         the jobs that stored an interactive answer."""
         anthropic = self.h.anthropic
         names = Counter(
-            item["custom_id"] for b in anthropic.batches.values() for item in b.requests if item["params"].get("tools")
+            item["custom_id"] for b in anthropic.batches.values() for item in b.requests if reviews(item["params"])
         )
         batched_jobs = {int(name.split("-")[1]) for name in names}
         asked_again = sum(c - 1 for c in names.values())
-        interactive = sum(1 for r in anthropic.message_requests if r.body.get("tools"))
+        interactive = sum(1 for r in anthropic.message_requests if reviews(r.body))
         answered = sum(1 for j in jobs if j.answer is not None and j.id not in batched_jobs)
         COVERAGE.update(model_calls=interactive + sum(names.values()), batched=sum(names.values()))
         # A job stopped while it waited on the model (superseded by a push, cancelled by a close or an uninstall)
