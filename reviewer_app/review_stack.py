@@ -90,21 +90,14 @@ def build_review_stack(
         pacer=WritePacer(interval=cfg.github_write_interval_seconds, burst=cfg.github_write_burst),
     )
     checks = CheckRuns(github, store)
-    claude = ClaudeReviewer(
-        client,
-        cfg.model,
-        provider=provider,
-        max_output_tokens=cfg.max_output_tokens,
-        malformed_retries=cfg.malformed_retries,
-    )
+
+    def reviewer(model: str) -> ClaudeReviewer:
+        limits = {"max_output_tokens": cfg.max_output_tokens, "malformed_retries": cfg.malformed_retries}
+        return ClaudeReviewer(client, model, provider=provider, **limits)
+
+    claude = reviewer(cfg.model)
     # The verification pass's model: built always, a repository may turn verification on where the server does not.
-    verifier = ClaudeReviewer(
-        client,
-        cfg.verify_model,
-        provider=provider,
-        max_output_tokens=cfg.max_output_tokens,
-        malformed_retries=cfg.malformed_retries,
-    )
+    verifier = reviewer(cfg.verify_model)
     settings = ReviewSettings.from_config(cfg)
     # With REVIEWER_BATCH=0 nothing new is batched, but requests already out are still collected and used (on a
     # provider without batches they are asked again interactively).

@@ -145,6 +145,10 @@ async def test_a_request_submitted_while_a_batch_is_being_created_is_sent_in_the
     import time
 
     from reviewer_app.review.batches import BatchSubmitter
+    from tests.helpers import eventually
+
+    async def _true(value: bool) -> bool:
+        return value
 
     fake = FakeAnthropic()
     fake.batch_create_gate = asyncio.Event()
@@ -155,7 +159,8 @@ async def test_a_request_submitted_while_a_batch_is_being_created_is_sent_in_the
         first = asyncio.create_task(submitter.submit([{"custom_id": "first", "params": params}]))
         await fake.wait_for_requests(1)  # the first create is in flight, held by the gate
         second = asyncio.create_task(submitter.submit([{"custom_id": "second", "params": params}]))
-        await asyncio.sleep(0)  # the second request joins while the first create has not answered
+        # The second request joins while the first create has not answered.
+        await eventually(lambda: _true(any(r[0][0]["custom_id"] == "second" for r in submitter._waiting)))
         fake.batch_create_gate.set()
         first_batch, second_batch = await asyncio.wait_for(asyncio.gather(first, second), timeout=10)
     assert first_batch != second_batch and submitter.batches_created == 2
