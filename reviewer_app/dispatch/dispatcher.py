@@ -241,23 +241,27 @@ class Dispatcher:
             self._ensure_renewer()
             self._arm_watchdog()
             try:
-                try:
-                    outcome = await self._timed(ctx)
-                finally:
-                    self._free_slot(lease)  # the runner is done
+                outcome = await self._timed(ctx)
             except asyncio.CancelledError:
                 why = running.stopped_for
                 if why is None or this.uncancel() > 0:
-                    # Shutdown: hand the job back without burning the attempt.
+                    # Shutdown: hand the job back without burning the attempt. The slot is free at once, but the
+                    # lease stays in the renewer's set until the hand-back's last write has landed: a write of this
+                    # attempt still in flight must not find another host holding the job (it would publish again).
+                    running.stopped_for = "shutdown"  # the watchdog leaves the hand-back alone
+                    self._free_slot(lease, keep_renewing=True)
                     await self._hand_back(ctx)
                     raise
+                self._free_slot(lease)
                 if why == "lost":
                     self._refused(ctx, "runner stopped: lease lost")
                     return
                 await self._settle(ctx, TransientError(f"timed out after {self.job_timeout:g} s"))
             except BaseException as exc:  # noqa: BLE001 - every runner error has a defined outcome
+                self._free_slot(lease)
                 await self._settle(ctx, exc)
             else:
+                self._free_slot(lease)  # the runner is done; the outcome write is fenced by the token
                 await self._succeed(ctx, outcome)
         except StoreUnavailable as exc:
             log.error(
@@ -269,8 +273,11 @@ class Dispatcher:
             if self.on_finished is not None:
                 self.on_finished(lease.job_id)
 
-    def _free_slot(self, lease: Lease) -> None:
-        self._running.pop(lease.token, None)  # nothing left to renew: the outcome write is fenced by the token
+    def _free_slot(self, lease: Lease, *, keep_renewing: bool = False) -> None:
+        """The runner is done: its slot is free. Its lease is renewed no more (the outcome write is fenced by the
+        token), unless ``keep_renewing``: a hand-back renews it until its last write has landed."""
+        if not keep_renewing:
+            self._running.pop(lease.token, None)
         if self._busy.pop(lease.token, None) is not None:
             self._wake.set()
 

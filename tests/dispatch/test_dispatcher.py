@@ -581,6 +581,43 @@ async def test_shutdown_hands_a_job_back_only_after_its_github_write_in_flight(s
     assert job.state == JobState.QUEUED and job.next_attempt_at >= landed[0] and job.attempts == 0  # none spent
 
 
+async def test_a_hand_back_keeps_renewing_the_lease_until_its_write_has_landed(sqlite_store) -> None:
+    # The red multi-host test: the slot was freed (and the lease dropped from the renewer's set) before the hand-back
+    # waited for the review POST, so the lease ran out during that wait and another host rescued the job and
+    # published again. The clock is the test's: the lease must still be held a lease and more after the grace.
+    now = [time.time() + 1.0]  # admitted just before: due
+    writing, release = asyncio.Event(), asyncio.Event()
+
+    async def runner(ctx: JobContext) -> str:
+        async def post() -> str:
+            writing.set()
+            await release.wait()
+            return "posted"
+
+        return await ctx.write_through(post())
+
+    d = dispatcher(sqlite_store, runner, lease=5.0, renew=0.01, clock=lambda: now[0])
+    job_id = await admit(sqlite_store, pr=1)
+    d.start()
+    await eventually(lambda: asyncio.sleep(0, writing.is_set()))
+    stopping = asyncio.create_task(d.stop(0.01))
+    await eventually(lambda: asyncio.sleep(0, any(t.cancelling() for t in d.tasks.values())))
+    first_expiry = (await sqlite_store.get_job(job_id)).lease_expires_at
+    now[0] += 4.0  # most of a lease passes while the POST is in flight...
+
+    async def renewed_past(t: float) -> bool:
+        return ((await sqlite_store.get_job(job_id)).lease_expires_at or 0) > t
+
+    await eventually(lambda: renewed_past(first_expiry + 3.0))
+    now[0] += 4.0  # ...and more: past the first expiry, the lease is still this host's
+    await eventually(lambda: renewed_past(first_expiry + 7.0))
+    assert await sqlite_store.rescue_expired(now=now[0]) == []  # nothing for another host to take
+    release.set()
+    await stopping
+    job = await sqlite_store.get_job(job_id)
+    assert job.state == JobState.QUEUED and job.attempts == 0
+
+
 async def test_a_write_still_unfinished_after_the_settle_time_makes_the_job_due_a_lease_later(sqlite_store) -> None:
     release = asyncio.Event()
 

@@ -412,17 +412,20 @@ def test_a_worker_with_nothing_to_run_exits_with_status_2(tmp_path: Path) -> Non
 def test_a_host_stopped_while_its_review_post_is_in_flight_is_not_doubled_by_another(
     database: str, tmp_path: Path
 ) -> None:
-    # A deploy: host A's grace runs out while its review POST is on its way (GitHub takes 3 s to apply it); host B
-    # shares the PostgreSQL store. A hands the job back only once its write has finished, so B finds the review by
-    # its marker and publishes nothing. Before: B claimed the job at once, found no review yet, and posted a second.
+    # A deploy: host A's grace runs out while its review POST is on its way (the fake holds it until the test lets it
+    # go); host B shares the PostgreSQL store. A hands the job back only once its write has finished, and renews its
+    # lease all the while, so B cannot rescue the job meanwhile; then B finds the review by its marker and publishes
+    # nothing. Before: A stopped renewing when its slot was freed, the lease ran out during the wait, B rescued the
+    # job, found no review yet, and posted a second. The order is forced by the held POST, not by timing.
     from tests.payloads import pull_request_event
 
     github, anthropic = FakeGitHub(), FakeAnthropic()
     inst = github.add_installation()
     repo = github.add_repo(REPO, inst.id)
     pull = github.add_pull(REPO, 1, files=[SOURCE])
+    lease = 2.0  # app_env's REVIEWER_LEASE_SECONDS
     with FakesThread(github, anthropic) as fakes:
-        slow = fakes.call(github.inject, "POST", r"/pulls/1/reviews$", "hang", delay=3)
+        held = fakes.call(github.inject, "POST", r"/pulls/1/reviews$", "hang")  # A's POST only: held until released
         env = {**app_env(database, fakes, github), "REVIEWER_SHUTDOWN_GRACE_SECONDS": "0.2"}
         first = ServeProcess(env, tmp_path / "first.log").start()
         second: ServeProcess | None = None
@@ -439,17 +442,24 @@ def test_a_host_stopped_while_its_review_post_is_in_flight_is_not_doubled_by_ano
             status, answer = first.post("/api/github/webhooks", body, webhook_headers(body))
             assert status == 202
             job_id = json.loads(answer)["job_id"]
-            wait_until(lambda: slow.hits > 0)  # the POST is in flight
+            wait_until(lambda: held.hits > 0)  # the POST is in flight
             second = ServeProcess(env, tmp_path / "second.log", command="worker").start()
             assert first.proc is not None
+            lease_of = "SELECT state, lease_owner, lease_expires_at FROM jobs WHERE id = $1"
+            expiry = query(database, lease_of, job_id)[0]["lease_expires_at"]
             first.proc.terminate()
+            # A's grace runs out, its runner is cancelled, and it waits for the held POST: two leases and more after
+            # the expiry it had when it was told to stop, the job is still A's, renewed, never rescued by B.
+            row = wait_until(
+                lambda: (r := query(database, lease_of, job_id)[0])["lease_expires_at"] > expiry + 2 * lease and r,
+                timeout=60,
+            )
+            assert row["state"] == "running" and owner_of(first) in row["lease_owner"], dict(row)
+            fakes.call(github.release_hangs)
             assert first.proc.wait(30) == 0
-            # Finished: succeeded by B's marker check, or, when A's lease ran out under load before its hand-back
-            # (B rescued the job while A's POST was still landing), cancelled as covered by that review. Either way:
-            # one review and one model call (below).
-            state = "SELECT state, cancel_reason FROM jobs WHERE id = $1"
-            done = wait_until(lambda: (r := query(database, state, job_id)[0])[0] in ("succeeded", "cancelled") and r)
-            assert done[0] == "succeeded" or done[1] == "covered", done
+            state = "SELECT state, outcome FROM jobs WHERE id = $1"
+            done = wait_until(lambda: (r := query(database, state, job_id)[0])[0] not in ("queued", "running") and r)
+            assert done[0] == "succeeded", dict(done)
         finally:
             first.kill()
             if second is not None:
