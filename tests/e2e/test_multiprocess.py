@@ -448,12 +448,14 @@ def test_a_host_stopped_while_its_review_post_is_in_flight_is_not_doubled_by_ano
             lease_of = "SELECT state, lease_owner, lease_expires_at FROM jobs WHERE id = $1"
             expiry = query(database, lease_of, job_id)[0]["lease_expires_at"]
             first.proc.terminate()
+
             # A's grace runs out, its runner is cancelled, and it waits for the held POST: two leases and more after
             # the expiry it had when it was told to stop, the job is still A's, renewed, never rescued by B.
-            row = wait_until(
-                lambda: (r := query(database, lease_of, job_id)[0])["lease_expires_at"] > expiry + 2 * lease and r,
-                timeout=60,
-            )
+            def renewed_or_gone() -> Any:
+                r = query(database, lease_of, job_id)[0]
+                return (r["state"] != "running" or r["lease_expires_at"] > expiry + 2 * lease) and r
+
+            row = wait_until(renewed_or_gone, timeout=60)
             assert row["state"] == "running" and owner_of(first) in row["lease_owner"], dict(row)
             fakes.call(github.release_hangs)
             assert first.proc.wait(30) == 0
