@@ -68,6 +68,7 @@ class Checkout:
 
     def __init__(self, tmp: Path, fakes: FakesThread, monkeypatch: pytest.MonkeyPatch) -> None:
         self.fakes, self.monkeypatch, self.tmp = fakes, monkeypatch, tmp
+        self.answer: dict[str, Any] = ANSWER  # what the model answers the review's request
         self.origin = tmp / "origin.git"
         self.root = tmp / "widgets"
         self.root.mkdir()
@@ -115,6 +116,7 @@ class Checkout:
         for name, value in self.env().items():
             self.monkeypatch.setenv(name, value)
         self.monkeypatch.chdir(cwd or self.root)
+        self.fakes.call(self.anthropic.script_tool_answer, self.answer)
         status = main(["review", *args])
         out, err = capsys.readouterr()
         return status, out, err
@@ -134,9 +136,7 @@ def logging_as_it_was() -> Iterator[None]:
 
 @pytest.fixture
 def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Checkout]:
-    anthropic = FakeAnthropic()
-    anthropic.script_tool_answer(ANSWER)
-    with FakesThread(FakeGitHub(), anthropic) as fakes:
+    with FakesThread(FakeGitHub(), FakeAnthropic()) as fakes:
         yield Checkout(tmp_path, fakes, monkeypatch)
 
 
@@ -263,18 +263,45 @@ def test_fail_on_exits_3_when_a_finding_is_that_severe(checkout: Checkout, capsy
     assert status == 3, err
 
 
-def test_in_a_pre_push_hook_the_push_is_reviewed(checkout: Checkout) -> None:
-    """The pre-push hook docs/local-review.md shows, installed as it says, runs the review on `git push`."""
+def install_documented_hook(checkout: Checkout) -> None:
+    """The pre-push hook docs/local-review.md shows, installed as it says (this interpreter for `reviewer-app`)."""
     hook = checkout.root / ".git" / "hooks" / "pre-push"
     doc = (Path(__file__).resolve().parents[2] / "docs" / "local-review.md").read_text()
     script = doc.split("```sh\n#!/bin/sh\n", 1)[1].split("```", 1)[0]
     hook.write_text("#!/bin/sh\n" + script.replace("reviewer-app ", f"{sys.executable} -m reviewer_app.cli ", 1))
     hook.chmod(0o755)
-    checkout.commit("Make f2 explicit", {"src/widget.py": CHANGED_SOURCE})
-    env = {**checkout.env(), "GIT_AUTHOR_NAME": "Dev", "GIT_COMMITTER_NAME": "Dev"}
-    pushed = subprocess.run(
-        ["git", "push", "origin", "topic"], cwd=checkout.root, env=env, capture_output=True, text=True, timeout=DEADLINE
+
+
+def push(checkout: Checkout) -> subprocess.CompletedProcess[str]:
+    checkout.fakes.call(checkout.anthropic.script_tool_answer, checkout.answer)
+    return subprocess.run(
+        ["git", "push", "origin", "topic"],
+        cwd=checkout.root,
+        env={**checkout.env(), "GIT_AUTHOR_NAME": "Dev", "GIT_COMMITTER_NAME": "Dev"},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
     )
+
+
+def test_in_a_pre_push_hook_the_push_is_reviewed(checkout: Checkout) -> None:
+    install_documented_hook(checkout)
+    checkout.commit("Make f2 explicit", {"src/widget.py": CHANGED_SOURCE})
+    pushed = push(checkout)
     assert pushed.returncode == 0, pushed.stderr
     assert len(checkout.anthropic.review_requests) == 1
-    assert "f2 adds zero" in pushed.stderr
+    assert "WARNING  src/widget.py:4" in pushed.stdout + pushed.stderr
+    assert git(checkout.tmp, "--git-dir", str(checkout.origin), "rev-parse", "topic") == git(
+        checkout.root, "rev-parse", "HEAD"
+    )
+
+
+def test_in_a_pre_push_hook_a_critical_finding_stops_the_push(checkout: Checkout) -> None:
+    install_documented_hook(checkout)
+    checkout.answer = {**ANSWER, "comments": [{**ANSWER["comments"][0], "severity": "critical"}]}
+    checkout.commit("Make f2 explicit", {"src/widget.py": CHANGED_SOURCE})
+    pushed = push(checkout)
+    assert pushed.returncode != 0
+    assert "CRITICAL  src/widget.py:4" in pushed.stdout + pushed.stderr
+    branches = git(checkout.tmp, "--git-dir", str(checkout.origin), "branch", "--list", "topic")
+    assert branches == ""
