@@ -97,7 +97,12 @@ def test_no_other_room_reaches_into_a_stage() -> None:
     # Only the service wires the runners (with review_stack.py), and `reviewer-app review` its one review; the stages are the review room's.
     stages = {_review_module(name) for name in (*STAGES, *COMPOSITIONS)}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parent.name == "review" or path.name in ("service.py", "review_stack.py", "one_pr_cli.py", "local_cli.py"):
+        if path.parent.name == "review" or path.name in (
+            "service.py",
+            "review_stack.py",
+            "one_pr_cli.py",
+            "local_cli.py",
+        ):
             continue
         wrong = sorted(imported(path) & stages)
         assert not wrong, f"{path.relative_to(PACKAGE)} imports {wrong}"
