@@ -115,8 +115,8 @@ def test_add_then_remove_through_the_cli(db, capsys) -> None:
     ("argv", "fragment"),
     [
         (("show", "9", "--repo", REPO), "no learning 9 in octo/widgets"),
-        (("list", "--repo", "other/repo"), "no job of the app names other/repo"),
-        (("list", "--repo", "nonsense"), "neither owner/name nor a repository id"),
+        (("add", "--repo", "other/repo", "Prefer", "early", "returns."), "has not reviewed other/repo yet"),
+        (("remove", "3", "--repo", "other/repo"), "no learning 3 in other/repo"),
         (("add", "--repo", REPO, "--path", "../x", "Do", "not", "flag", "it."), "nothing added: the path"),
     ],
 )
@@ -124,6 +124,20 @@ def test_what_cannot_be_done_is_exit_1_with_one_line(db, capsys, argv, fragment)
     code, out, err = run(capsys, "learnings", *argv)
     assert code == 1 and out == ""
     assert fragment in err and err.count("\n") == 1
+
+
+def test_a_repository_not_reviewed_yet_has_no_learnings_and_that_is_no_error(db, capsys) -> None:
+    """Issue 42: `learnings list --repo owner/name` failed (exit 1) before the repository's first review."""
+    code, out, err = run(capsys, "learnings", "list", "--repo", "other/repo")
+    assert (code, out, err) == (0, "other/repo has no learnings\n", "")
+
+
+@pytest.mark.parametrize("repo", ["nonsense", "a/b/c", "/name", "owner/"])
+def test_a_repo_that_is_no_repository_is_a_usage_error(db, capsys, repo: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["learnings", "list", "--repo", repo])
+    assert exit_.value.code == 2
+    assert "neither owner/name nor a repository id" in capsys.readouterr().err
 
 
 def test_the_limit_holds_for_the_cli_too(db, capsys, monkeypatch) -> None:
