@@ -161,6 +161,19 @@ def test_ci_and_the_readme_install_the_tests_from_the_locks_with_hashes() -> Non
     assert "pip install -e '.[test]'" not in readme
 
 
+def test_ci_installs_into_a_venv_of_its_own() -> None:
+    """Issue 42: .ci/run installed into whatever python3 came first on PATH. It makes its venv with python3 -m venv,
+    and every pip, ruff and pytest runs on that venv's interpreter."""
+    ci = (ROOT / ".ci" / "run").read_text().replace("\\\n", " ")
+    commands = [line.strip() for line in ci.splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert 'venv="${REVIEWER_CI_VENV:-.ci/venv}"' in commands
+    assert '[ -x "$venv/bin/python" ] || python3 -m venv "$venv"' in commands
+    assert 'python="$venv/bin/python"' in commands
+    tools = [c for c in commands if re.search(r"-m (pip|ruff|pytest)\b", c)]
+    assert len(tools) == 5 and all(c.startswith('"$python" -m ') for c in tools), tools
+    assert ".ci/venv/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
 def test_a_fresh_venv_installs_the_test_lock(tmp_path) -> None:
     # What .ci/run does on a new machine, resolved in an empty venv (nothing installed to hide a missing pin): a
     # lock that named `hishel` where githubkit asks for `hishel[async,httpx]` passed here and failed there. Files
