@@ -44,3 +44,20 @@ def test_the_upgrade_steps_say_what_a_migration_does_and_how_to_roll_back() -> N
     upgrading = ops.split("## Upgrading\n", 1)[1].split("\n## ", 1)[0]
     for words in ("**What a migration does.**", "schema_migrations", "Step by step", "**Rolling back.**", "CHANGELOG"):
         assert words in upgrading, words
+
+
+def test_the_readmes_figures_say_how_they_were_obtained_and_include_the_verification() -> None:
+    """Issue 42: the README's "about 3 cents" came from a fake model's token counts, left out the verification, and
+    did not say so; its quality figures came from a stand-in."""
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("###", 1)[0]
+    assert "verification of its findings included" in quickstart and "estimates" in quickstart
+    assert "no live model was asked" in quickstart
+    ops = (ROOT / "docs" / "operations.md").read_text()
+    costs = ops.split("## What a review costs\n", 1)[1].split("\n## ", 1)[0]
+    assert "**These are estimates, and this is how they were made.**" in costs
+    # The README's median and 90th percentile are the table's totals, rounded to half cents.
+    assert "| median | 4,682 + 1,834 |" in costs and "**$0.036**" in costs and "3½ cents" in quickstart
+    assert "**$0.064**" in costs and "6½ cents" in quickstart
+    quality = readme.split("**Fewer findings, each one checked.**", 1)[1].split("\n- **", 1)[0]
+    assert "stand-in" in quality and "verification pass counted in" in quality
