@@ -101,15 +101,15 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(__name__).error("the review failed", exc_info=exc)
         return fail(_why(exc), 1)
     fmt = local_cli.output_format(args, sys.stdout)
+    report = local_cli.report_of(result, f"{ref.repo}#{ref.number} at {result.head_sha[:12]}")
     if fmt == "json":  # the findings, and the review as GitHub gets it
         print(json.dumps(as_json(ref, result, cfg), indent=2))
     else:
-        report = local_cli.report_of(result, f"{ref.repo}#{ref.number} at {result.head_sha[:12]}")
         local_cli.emit(fmt, report, as_markdown(result), cfg, repository_uri=f"{ref.scheme}://{ref.host}/{ref.repo}")
     if result.not_posted is not None:
         return fail(f"reviewed, but not posted: {_why(result.not_posted)}", 1)
     print(f"{PROG}: {_what_happened(ref, result, cfg)}", file=sys.stderr)
-    return 0
+    return local_cli.FINDINGS_FOUND if local_cli.failing(report, args.fail_on) else 0
 
 
 def find_token(env: Mapping[str, str], host: str) -> str | None:

@@ -394,3 +394,9 @@ def test_sarif_of_a_pull_request_names_its_repository_and_head(world: World, cap
     assert [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]] == [
         "src/widget.py"
     ]
+
+
+def test_fail_on_gates_a_pull_requests_review_too(world: World, capsys) -> None:
+    assert world.review(world.url, "--fail-on", "critical", capsys=capsys)[0] == 0  # a warning is no critical
+    world.fakes.call(world.anthropic.script_tool_answer, ANSWER)
+    assert world.review(world.url, "--fail-on", "warning", capsys=capsys)[0] == 3
