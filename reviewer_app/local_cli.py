@@ -112,6 +112,15 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--local: {exc}", 2)
     if commits.base == commits.head:
         print(f"reviewer-app: review: nothing to review: HEAD is {commits.base_label}", file=sys.stderr)
+        fmt = output_format(args, sys.stdout)
+        if fmt in ("json", "sarif"):  # a CI step that uploads the file still gets a valid, empty one
+            emit(
+                fmt,
+                Report(f"no commits since {commits.base_label}", commits.head, "", ()),
+                "",
+                cfg,
+                repository_uri=None,
+            )
         return 0
     if (missing := model_missing(cfg)) is not None:
         return fail(missing.what, 2)

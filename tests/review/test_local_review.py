@@ -186,6 +186,12 @@ def test_nothing_to_review_asks_no_model(checkout: Checkout, capsys) -> None:
     status, out, err = checkout.review("--local", "main", capsys=capsys)
     assert (status, out) == (0, "")
     assert "nothing to review" in err
+    # SARIF (or JSON) for a CI step that uploads it: a valid document with no result.
+    status, out, _ = checkout.review("--local", "main", "--format", "sarif", capsys=capsys)
+    assert status == 0
+    sarif = json.loads(out)
+    jsonschema.validate(sarif, SARIF_SCHEMA)
+    assert sarif["runs"][0]["results"] == []
     assert checkout.anthropic.review_requests == []
 
 
