@@ -45,7 +45,7 @@ class LocalGitHub:
         self.commits = commits
         self._files: list[dict[str, Any]] | None = None
 
-    async def _files_changed(self) -> list[dict[str, Any]]:
+    async def files_changed(self) -> list[dict[str, Any]]:
         if self._files is None:
             self._files = await asyncio.to_thread(local_git.changed_files, self.commits)
         return self._files
@@ -69,11 +69,11 @@ class LocalGitHub:
             # The base's "ref" is where the repository's settings are read: the base commit, as the App reads them
             # from the base branch (a change cannot rewrite its own review rules).
             "base": {"sha": c.base, "ref": c.base},
-            "changed_files": len(await self._files_changed()),
+            "changed_files": len(await self.files_changed()),
         }
 
     async def list_pull_files(self, installation_id: int, repo: str, number: int) -> list[dict[str, Any]]:
-        return [dict(f) for f in await self._files_changed()]
+        return [dict(f) for f in await self.files_changed()]
 
     async def compare(self, installation_id: int, repo: str, base: str, head: str) -> dict[str, Any]:
         return {"status": "ahead", "merge_base_commit": {"sha": self.commits.base}, "files": []}
@@ -130,7 +130,7 @@ async def review_local(cfg: Config, commits: Commits, progress: Progress) -> Loc
     from reviewer_app.review.model_client import ModelEndpoint, make_client
 
     github = LocalGitHub(commits)
-    files = len(await github._files_changed())
+    files = len(await github.files_changed())
     progress.step(f"{files} file(s) changed in {len(commits.messages)} commit(s) since {commits.base_label}")
     ref = PullRef("file", "localhost", *commits.repo.split("/", 1), LOCAL_NUMBER)
     with tempfile.TemporaryDirectory(prefix="reviewer-app-local-") as tmp:
