@@ -14,7 +14,8 @@ of the prompt spent on generated, lock and whitespace-only files, and the tokens
 cache after its first attempt's answer was lost.
 
     python bench/review_cost.py                  # table; --json for JSON; --commits N; --before REF
-    python bench/review_cost.py --cost           # what a review costs in dollars: this tree only, priced
+    python bench/review_cost.py --cost           # what a review costs in dollars: this tree only, priced, with the
+                                                 # verification of 3 findings per review
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE_REF = "b77fdb5"  # the last commit before issue 16 (what the model sees)
 NO_PATCH_LINES = 3000  # GitHub leaves the patch out of larger file diffs; the corpus does the same
 JUNK_KINDS = ("generated", "lock", "whitespace")
+FINDINGS = 3  # --cost: the findings each review answers with, which the verification pass is then asked about
 
 
 # --------------------------------------------------------------------------------------------------- the corpus
@@ -118,7 +120,7 @@ def generated_case() -> dict[str, Any]:
     crlf_new = crlf_old.replace("\r\n", "\n")
     source = (ROOT / "reviewer_app" / "core" / "retry.py").read_text()
     changed = source.replace("attempt", "attempt_number", 3)
-    test = (ROOT / "tests" / "test_duty.py").read_text()
+    test = (ROOT / "tests" / "dispatch" / "test_duty.py").read_text()
     test_new = test + "\n\ndef test_retry_names() -> None:\n    assert True\n"
     big_old = "\n".join(f"ROW_{i} = compute({i})" for i in range(4000)) + "\n"
     big_new = big_old.replace("ROW_2000 = compute(2000)", "ROW_2000 = compute(2000) + 1")
@@ -181,6 +183,8 @@ async def measure(corpus: list[dict[str, Any]], env: dict[str, str], work: Path)
         async with harness(work / f"case{index}", **env) as h:
             if case.get("lose_first_answer"):
                 h.anthropic.script_lost_answer()
+            if case.get("findings"):
+                h.anthropic.script_tool_answer(findings_answer(case, case["findings"]))
             entries = [f["entry"] for f in case["files"]]
             pull = h.github.add_pull(REPO, 1, files=entries, title=case["title"], body=case["body"])
             for f in case["files"]:
@@ -192,6 +196,7 @@ async def measure(corpus: list[dict[str, Any]], env: dict[str, str], work: Path)
             answer = await h.deliver("pull_request", h.pr_payload(pull))
             job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED, JobState.FAILED, timeout=60)
             attempts = await h.store.attempts_of(job.id)
+            verified = [r for r in await h.store.usage_by_repo(since=0) if r["kind"] == "verification"]
             junk = {f["entry"]["filename"] for f in case["files"] if f.get("kind") in JUNK_KINDS}
             shown = junk_chars = 0
             for req in h.anthropic.message_requests:
@@ -219,9 +224,52 @@ async def measure(corpus: list[dict[str, Any]], env: dict[str, str], work: Path)
                         "cache_read": sum(a.cache_read_tokens for a in attempts),
                     },
                     "junk_share": junk_chars / shown if shown else 0.0,
+                    "verify_model": next((r["model"] for r in verified if r["model"]), ""),
+                    "verify": {
+                        key: sum(int(r[column]) for r in verified)
+                        for key, column in (
+                            ("input", "input_tokens"),
+                            ("cache_write", "cache_creation_tokens"),
+                            ("cache_read", "cache_read_tokens"),
+                            ("output", "output_tokens"),
+                        )
+                    },
                 }
             )
     return out
+
+
+def findings_answer(case: dict[str, Any], count: int) -> dict[str, Any]:
+    """A review answer with ``count`` findings on added lines of the case's first files, each quoting its line (so the
+    evidence check keeps it and the verification pass is asked about it, as about real findings): the verification's
+    request is then the real one for findings of that number on that code."""
+    comments: list[dict[str, Any]] = []
+    for f in case["files"]:
+        patch = f["entry"].get("patch") or ""
+        line = 0
+        for row in patch.split("\n"):
+            header = re.match(r"@@ -\d+(?:,\d+)? \+(\d+)", row)
+            if header:
+                line = int(header[1])
+                continue
+            if row.startswith("+") and row[1:].strip() and len(comments) < count:
+                comments.append(
+                    {
+                        "path": f["entry"]["filename"],
+                        "line": line,
+                        "side": "RIGHT",
+                        "severity": "warning",
+                        "body": "This line may not do what the change intends; check the case it misses.",
+                        "quote": row[1:],
+                        "failure": "A caller gets the wrong result for the case the change does not handle.",
+                    }
+                )
+                break  # one finding per file: spread over the change, as a review's are
+            if not row.startswith("-"):
+                line += 1
+        if len(comments) >= count:
+            break
+    return {"summary": "Risks: " + "; ".join(c["path"] for c in comments), "comments": comments}
 
 
 def scope_stats(corpus: list[dict[str, Any]]) -> dict[str, int]:
@@ -357,6 +405,33 @@ def price_reviews(after: list[dict[str, Any]], model: str, output_tokens: int, o
                 for batched in (False, True)
             }
         out["levels"][name] = level
+    verifying = [r for r in rows if r["verify"]["input"] or r["verify"]["cache_write"]]
+    if verifying:
+        totals = [r["verify"]["input"] + r["verify"]["cache_write"] + r["verify"]["cache_read"] for r in verifying]
+        for name, share in (("median", 0.5), ("p90", 0.9)):
+            total = percentile(totals, share)
+            near = min(
+                verifying,
+                key=lambda r: abs(sum(r["verify"][k] for k in ("input", "cache_write", "cache_read")) - total),
+            )
+            v = near["verify"]
+            # The fake's verdicts are one short line each; Claude's reasons run longer: priced at 80 tokens a verdict.
+            output = max(v["output"], 80 * FINDINGS)
+            dollars = cost(
+                DEFAULT_PRICES,
+                near["verify_model"] or model,  # the verification's own model (REVIEWER_VERIFY_MODEL)
+                input_tokens=v["input"],
+                output_tokens=output,
+                cache_creation_tokens=v["cache_write"],
+                cache_read_tokens=v["cache_read"],
+                batched=False,
+            ).dollars
+            out["levels"][name]["verification"] = {
+                "model": near["verify_model"],
+                "input_tokens": total,
+                "output_tokens": output,
+                "dollars": dollars,
+            }
     return out
 
 
@@ -381,7 +456,10 @@ def main(argv: list[str] | None = None) -> None:
     corpus = build_corpus(args.commits, args.before)
     here = f"{ROOT}"
     if args.cost:
-        priced = price_reviews(run_measure(corpus, {}, here), args.model, args.output_tokens, 4096)
+        # Each review answers with FINDINGS findings, so its verification request is built on real code as in use.
+        with_findings = [{**case, "findings": FINDINGS} for case in corpus]
+        measured = run_measure(with_findings, {"REVIEWER_VERIFY": "1"}, here)  # as the server runs by default
+        priced = price_reviews(measured, args.model, args.output_tokens, 4096)
         if args.json:
             print(json.dumps(priced, indent=2))
             return
@@ -390,6 +468,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name}: {level['input_tokens']:,} input tokens {level['cache_split_of_a_review_that_size']}")
             for output_name in ("typical_output", "output_at_cap"):
                 print(f"  {output_name}: " + ", ".join(f"{k} ${v:.4f}" for k, v in level[output_name].items()))
+            if "verification" in level:
+                v = level["verification"]
+                print(
+                    f"  verification by {v['model']}: {v['input_tokens']:,} input, {v['output_tokens']} output, "
+                    f"${v['dollars']:.4f}"
+                )
         return
     with tempfile.TemporaryDirectory() as tmp:
         extract(args.before, Path(tmp))

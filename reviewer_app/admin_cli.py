@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from reviewer_app import __version__
 from reviewer_app.admin import Admin, AdminError, github_web_url
 from reviewer_app.admin_text import render_job, render_list, render_status
 from reviewer_app.cli_args import number_above, whole_number
@@ -20,6 +21,11 @@ from reviewer_app.store.factory import make_store
 from reviewer_app.usage_report import render_usage, usage_report
 
 COMMANDS = ("status", "jobs", "queue", "usage")
+# What the admin commands add while no App is configured: the database is fine, nothing has come in yet.
+SETUP_NOTE = (
+    "No GitHub App is configured yet: `reviewer-app serve` shows the setup page that registers one; until then no "
+    "webhook arrives and no job is queued."
+)
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,15 +85,28 @@ def run_on_database(cfg: Config, args: argparse.Namespace, command: Command, ref
     one line on stderr when it is ``refused`` or the database is unavailable."""
     path = cfg.sqlite_path
     if path is not None and not Path(path).exists():
-        print(f"reviewer-app: no database at {path!r}: check DATABASE_URL", file=sys.stderr)
+        print(
+            f"reviewer-app: no database at {path!r} yet: `reviewer-app serve` creates it when it starts "
+            "(DATABASE_URL says where)",
+            file=sys.stderr,
+        )
         return 1
     try:
         result, text = asyncio.run(command(cfg, args))
     except (refused, StoreUnavailable) as exc:
         print(f"reviewer-app: {exc}", file=sys.stderr)
         return 1
+    if cfg.needs_setup and not args.json and (args.command == "status" or _listed_nothing(args, result)):
+        text = f"{text}\n\n{SETUP_NOTE}"
     print(json.dumps(result, indent=2, default=str) if args.json else text)
     return 0
+
+
+def _listed_nothing(args: argparse.Namespace, result: Any) -> bool:
+    """`jobs list` or `usage` found nothing (in setup mode: since no App sent anything yet)."""
+    listing = args.command == "usage" or getattr(args, "jobs_command", None) == "list"
+    rows = result.get("rows") if isinstance(result, dict) else result
+    return listing and not rows
 
 
 async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:
@@ -97,7 +116,7 @@ async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:
         admin = Admin(store, web_url=github_web_url(cfg.github_api_url))
         now = admin.clock()
         if args.command == "status":
-            status = await admin.status()
+            status = {**await admin.status(), "version": __version__, "app_configured": not cfg.needs_setup}
             return status, render_status(status)
         if args.command == "usage":
             rows = await store.usage_by_repo(since=now - args.days * 86400)

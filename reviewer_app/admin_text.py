@@ -50,6 +50,7 @@ def render_status(s: dict[str, Any]) -> str:
     lines = [
         "queue:  PAUSED (no new claims; `reviewer-app queue resume` to resume)" if s["paused"] else "queue:  running",
         f"jobs:   {counts}",
+        *([f"version: reviewer-app {s['version']}"] if "version" in s else []),
     ]
     oldest = s["oldest_pending"]
     if oldest is None:

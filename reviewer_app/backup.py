@@ -71,14 +71,15 @@ def backup_sqlite(source: str, dest: str) -> dict[str, Any]:
 
 
 def run(cfg: Config, args: argparse.Namespace) -> int:
-    """0 when the backup is written and checked; 1 with one line on stderr when not."""
+    """0 when the backup is written and checked; 1 with one line on stderr when not; 2 for a database it cannot copy
+    (PostgreSQL: a usage error)."""
     path = cfg.sqlite_path
     if path is None:
         print(
             "reviewer-app: backup copies a SQLite database; for PostgreSQL use pg_dump (see docs/postgres.md)",
             file=sys.stderr,
         )
-        return 1
+        return 2
     try:
         result = backup_sqlite(path, args.dest)
     except BackupError as exc:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import sys
 from pathlib import Path
 
 from reviewer_app import admin_cli, backup, learnings_cli, one_pr_cli
 from reviewer_app.cli_args import whole_number
-from reviewer_app.config import Config, ConfigError, load_config
+from reviewer_app.config import Config, ConfigError, load_config, lookalike_settings
 from reviewer_app.dispatch.registry import app_version
 from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.logs import setup_logging
@@ -35,9 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--port", type=whole_number(0, 65535), help="serve /healthz, /readyz and /metrics on this port (default: none)"
     )
-    sub.add_parser(
+    config = sub.add_parser(
         "config", help="print the effective configuration, secrets masked, with what is wrong or missing marked"
     )
+    config.add_argument("--json", action="store_true", help="print JSON for scripts")
     admin_cli.add_commands(sub)
     learnings_cli.add_command(sub)
     backup.add_command(sub)
@@ -55,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     missing = admin_cli.missing_subcommand(args) or learnings_cli.missing_subcommand(args)
     if missing is not None:
         args.command_parser.error(missing)
+    warn_lookalikes()
     if args.command == "migrate-store":  # both databases are named on the command line: no configuration needed
         return migrate_store.main(args)
     if args.command == "review":  # a token and the model key: none of the App's settings, no database of its own
         return one_pr_cli.run(args)
     if args.command == "config":
-        return print_config()
+        return print_config(as_json=args.json)
     try:
         # The .env file fills in what the real environment leaves unset (the setup page writes the App there).
         apply_env_file(os.environ.get("REVIEWER_ENV_FILE") or ".env", os.environ)
@@ -125,9 +129,9 @@ def database_hint(cfg: Config) -> str:
     return "; check DATABASE_URL"
 
 
-def print_config() -> int:
-    """`reviewer-app config`: every setting it can read, with what is wrong or missing marked; 2 when `serve`
-    would refuse this configuration, 0 otherwise."""
+def print_config(*, as_json: bool = False) -> int:
+    """`reviewer-app config`: every setting it can read, with what is wrong or missing marked (``as_json``: as data,
+    each setting's value, mark, and what stops `serve`); 2 when `serve` would refuse this configuration, 0 otherwise."""
     from reviewer_app.config_report import inspect_config
 
     env_problem = None
@@ -136,12 +140,32 @@ def print_config() -> int:
     except EnvFileError as exc:
         env_problem = str(exc)
     report = inspect_config(os.environ)
-    print("\n".join(report.lines()))
     found = [env_problem] if env_problem else []
     found += report.problems
+    if as_json:
+        settings = {env: {"value": value, "mark": report.marks.get(env)} for env, value in report.values.items()}
+        data = {
+            "settings": settings,
+            "problems": found,
+            "warnings": lookalike_settings(os.environ),
+            "serve_would_start": not (found or report.broken),
+        }
+        print(json.dumps(data, indent=2))
+        return 2 if found or report.broken else 0
+    print("\n".join(report.lines()))
     for problem in found:
         print(f"reviewer-app: configuration error: {problem}", file=sys.stderr)
     return 2 if found or report.broken else 0
+
+
+def warn_lookalikes() -> None:
+    """A warning line for each GITHUB_ or ANTHROPIC_ name, in the environment or the .env file, that looks like a
+    setting but is none (GITHUB_APPID): it is ignored, and the setting it meant stays unset."""
+    env = dict(os.environ)
+    with contextlib.suppress(EnvFileError):  # a broken .env file is the command's own error to report
+        apply_env_file(env.get("REVIEWER_ENV_FILE") or ".env", env)
+    for warning in lookalike_settings(env):
+        print(f"reviewer-app: warning: {warning}", file=sys.stderr)
 
 
 def _one_line(text: str) -> str:

@@ -262,6 +262,52 @@ def unknown_settings(env: Mapping[str, str]) -> list[str]:
     return messages
 
 
+# Names under these prefixes belong to others too (GitHub Actions sets a score of GITHUB_ names, the Anthropic SDK reads
+# its own): only one that looks like a setting of ours is worth a word, since a typo there leaves a setting unset.
+FOREIGN_PREFIXES = ("GITHUB_", "ANTHROPIC_")
+# GITHUB_TOKEN is read by `reviewer-app review`; the rest are GitHub Actions' default variables, set in every job.
+NOT_OURS = frozenset(
+    "GITHUB_TOKEN GITHUB_ACTION GITHUB_ACTION_PATH GITHUB_ACTION_REPOSITORY GITHUB_ACTIONS GITHUB_ACTOR GITHUB_ACTOR_ID "
+    "GITHUB_BASE_REF GITHUB_ENV GITHUB_EVENT_NAME GITHUB_EVENT_PATH GITHUB_GRAPHQL_URL GITHUB_HEAD_REF GITHUB_JOB "
+    "GITHUB_OUTPUT GITHUB_PATH GITHUB_REF GITHUB_REF_NAME GITHUB_REF_PROTECTED GITHUB_REF_TYPE GITHUB_REPOSITORY "
+    "GITHUB_REPOSITORY_ID GITHUB_REPOSITORY_OWNER GITHUB_REPOSITORY_OWNER_ID GITHUB_RETENTION_DAYS GITHUB_RUN_ATTEMPT "
+    "GITHUB_RUN_ID GITHUB_RUN_NUMBER GITHUB_SERVER_URL GITHUB_SHA GITHUB_STATE GITHUB_STEP_SUMMARY "
+    "GITHUB_TRIGGERING_ACTOR GITHUB_WORKFLOW GITHUB_WORKFLOW_REF GITHUB_WORKFLOW_SHA GITHUB_WORKSPACE".split()
+)
+
+
+def lookalike_settings(env: Mapping[str, str]) -> list[str]:
+    """A one-line warning for each GITHUB_ or ANTHROPIC_ name that is none of ours but looks like one (GITHUB_APPID):
+    at most two edits away, the same but for underscores, or a part of one's words (ANTHROPIC_KEY)."""
+    known = sorted(k for k in KNOWN_ENV if k.startswith(FOREIGN_PREFIXES))
+    warnings = []
+    for name in sorted(env):
+        if not name.startswith(FOREIGN_PREFIXES) or name in KNOWN_ENV or name in NOT_OURS:
+            continue
+        like = [k for k in known if k.split("_", 1)[0] == name.split("_", 1)[0] and _looks_like(name, k)]
+        if like:
+            best = min(like, key=lambda k: _edits(name, k))
+            warnings.append(f"{name} is no setting of reviewer-app and is ignored: did you mean {best}?")
+    return warnings
+
+
+def _looks_like(name: str, known: str) -> bool:
+    if name.replace("_", "") == known.replace("_", "") or _edits(name, known) <= 2:
+        return True
+    words, known_words = name.split("_")[1:], set(known.split("_")[1:])
+    return bool(words) and set(words) <= known_words
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
 def _similarity(a: str, b: str) -> float:
     import difflib
 

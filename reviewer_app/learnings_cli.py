@@ -27,7 +27,10 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument(
-        "--repo", required=True, help="owner/name, as the app's jobs record it (or the repository's numeric id)"
+        "--repo",
+        required=True,
+        type=repository,
+        help="owner/name, as the app's jobs record it (or the repository's numeric id)",
     )
     parser = sub.add_parser(COMMAND, help="list, show, add or remove a repository's learnings")
     parser.set_defaults(command_parser=parser)
@@ -42,6 +45,15 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add.add_argument("--author", default="operator", help="who taught it (default: operator)")
     remove = verbs.add_parser("remove", parents=[common], help="forget one learning")
     remove.add_argument("learning_id", type=whole_number(1), metavar="ID")
+
+
+def repository(raw: str) -> str:
+    """An argparse type: owner/name or a numeric repository id (anything else is a usage error, exit 2)."""
+    value = raw.strip()
+    owner, _, name = value.partition("/")
+    if value.isdigit() or (owner and name and "/" not in name and " " not in value):
+        return value
+    raise argparse.ArgumentTypeError(f"{raw!r} is neither owner/name nor a repository id")
 
 
 def missing_subcommand(args: argparse.Namespace) -> str | None:
@@ -59,10 +71,17 @@ async def _run(cfg: Config, args: argparse.Namespace) -> tuple[Any, str]:
     store = make_store(cfg)
     await store.open()
     try:
-        repo = await _repo_id(store, args.repo)
+        repo = await _repo_id(store, args.repo, cfg)
         if args.learnings_command == "list":
-            found = await store.list_learnings(repo)
+            found = await store.list_learnings(repo) if repo is not None else []
             return [as_json(x) for x in found], render_list(found, args.repo)
+        if repo is None and args.learnings_command == "add":
+            raise LearningsError(
+                f"the app has not reviewed {args.repo} yet and no App is configured to ask GitHub its id: give the "
+                f"id instead (`gh api repos/{args.repo} --jq .id`)"
+            )
+        if repo is None:
+            raise LearningsError(f"no learning {args.learning_id} in {args.repo}")
         if args.learnings_command == "add":
             return await _add(store, cfg, args, repo)
         learning = await store.get_learning(repo, args.learning_id)
@@ -94,16 +113,37 @@ async def _add(store: Store, cfg: Config, args: argparse.Namespace, repo: str) -
     return as_json(learning), f"learning {learning.id} in {args.repo}: {learning.text}"
 
 
-async def _repo_id(store: Store, repo: str) -> str:
-    """The repository's id: given as a number, or found by the full name the app's newest job records for it."""
+async def _repo_id(store: Store, repo: str, cfg: Config) -> str | None:
+    """The repository's id: given as a number, or found by the full name the app's newest job records for it; before
+    the app's first review of it, asked of GitHub with the App's credentials (None without them: it can hold no
+    learning under that name yet)."""
     if repo.isdigit():
         return repo
-    if repo.count("/") != 1:
-        raise LearningsError(f"--repo {repo!r} is neither owner/name nor a repository id")
     found = await store.repo_id_of_name(repo)
+    if found is None and cfg.app_id and cfg.private_key:
+        found = await _ask_github(cfg, repo)
+    return None if found is None else str(found)
+
+
+async def _ask_github(cfg: Config, repo: str) -> int:
+    """The id GitHub gives ``repo``, read with a token of the installation that holds it (metadata only)."""
+    import aiohttp
+
+    from reviewer_app.core.errors import JobError
+    from reviewer_app.github.auth import AppCredentials
+    from reviewer_app.github.client import GitHubClient
+    from reviewer_app.github.scopes import acting_as
+
+    async with aiohttp.ClientSession() as session:
+        github = GitHubClient(session, cfg.github_api_url, AppCredentials(cfg.app_id, cfg.private_key))
+        try:
+            with acting_as("lookup"):
+                found = await github.repository_id(repo)
+        except JobError as exc:
+            raise LearningsError(f"GitHub did not say which repository {repo} is: {exc.reason}") from None
     if found is None:
-        raise LearningsError(f"no job of the app names {repo}: give the repository's numeric id instead")
-    return str(found)
+        raise LearningsError(f"the App is not installed on {repo} (or there is no such repository)")
+    return found
 
 
 def as_json(learning: Learning) -> dict[str, Any]:

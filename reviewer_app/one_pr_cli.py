@@ -25,12 +25,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from reviewer_app import local_cli
 from reviewer_app.config import Config, ConfigError, load_config, model_missing
 from reviewer_app.core.pull_url import NotAPullRequestURL, PullRef, parse_pull_url
 from reviewer_app.envfile import EnvFileError, apply_env_file
 
 if TYPE_CHECKING:
     from reviewer_app.review.one_pr import OneReview
+    from reviewer_app.review.progress import Progress
 
 PROG = "reviewer-app: review"
 # The App's own settings: `review` needs none of them, and one half set (an id without its key) must not stop it.
@@ -48,8 +50,9 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="review one pull request by its URL and print the review (a GitHub token and the model key; no App)",
         description="Review one pull request as the App would and print the review; --post posts it.",
     )
-    p.add_argument("url", metavar="PULL_REQUEST_URL", help="https://HOST/OWNER/REPO/pull/NUMBER")
+    p.add_argument("url", metavar="PULL_REQUEST_URL", nargs="?", help="https://HOST/OWNER/REPO/pull/NUMBER")
     p.add_argument("--json", action="store_true", help="print the structured findings and the review as JSON")
+    local_cli.add_arguments(p)
     p.add_argument(
         "--post",
         action="store_true",
@@ -63,6 +66,10 @@ def fail(message: str, status: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.local is not None:
+        return local_cli.run(args)
+    if args.url is None:
+        return fail("say what to review: a PULL_REQUEST_URL, or --local for this checkout's commits", 2)
     env = os.environ
     try:
         ref = parse_pull_url(args.url)
@@ -84,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(env.get("LOG_LEVEL") or "CRITICAL", cfg.log_format)
     api_url = (env.get("GITHUB_API_URL") or ref.api_url).rstrip("/")
     try:
-        result = asyncio.run(_review(cfg, ref, token, api_url, post=args.post))
+        progress = local_cli.progress_for(args)
+        result = asyncio.run(_review(cfg, ref, token, api_url, post=args.post, progress=progress))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except TimeoutError:
@@ -92,11 +100,16 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - every failure is one line for a person (LOG_LEVEL=ERROR: its trace)
         logging.getLogger(__name__).error("the review failed", exc_info=exc)
         return fail(_why(exc), 1)
-    print(json.dumps(as_json(ref, result, cfg), indent=2) if args.json else as_markdown(result))
+    fmt = local_cli.output_format(args, sys.stdout)
+    report = local_cli.report_of(result, f"{ref.repo}#{ref.number} at {result.head_sha[:12]}")
+    if fmt == "json":  # the findings, and the review as GitHub gets it
+        print(json.dumps(as_json(ref, result, cfg), indent=2))
+    else:
+        local_cli.emit(fmt, report, as_markdown(result), cfg, repository_uri=f"{ref.scheme}://{ref.host}/{ref.repo}")
     if result.not_posted is not None:
         return fail(f"reviewed, but not posted: {_why(result.not_posted)}", 1)
     print(f"{PROG}: {_what_happened(ref, result, cfg)}", file=sys.stderr)
-    return 0
+    return local_cli.FINDINGS_FOUND if local_cli.failing(report, args.fail_on) else 0
 
 
 def find_token(env: Mapping[str, str], host: str) -> str | None:
@@ -121,15 +134,15 @@ def find_token(env: Mapping[str, str], host: str) -> str | None:
     return token if done.returncode == 0 and token and len(token.split()) == 1 else None
 
 
-async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: bool) -> OneReview:
+async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: bool, progress: Progress) -> OneReview:
     import aiohttp
 
     from reviewer_app.github.auth import PersonalToken
     from reviewer_app.github.client import GitHubClient
     from reviewer_app.github.pacing import WritePacer
-    from reviewer_app.review.claude import ClaudeReviewer
     from reviewer_app.review.model_client import ModelEndpoint, make_client
     from reviewer_app.review.one_pr import OnePullRequest, review_one
+    from reviewer_app.review.progress import reviewers
     from reviewer_app.review.settings import ReviewSettings
     from reviewer_app.store.factory import make_store
 
@@ -148,20 +161,7 @@ async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: 
                 # No job-level retries here: the SDK waits out an overloaded or rate-limited model itself.
                 client = make_client(ModelEndpoint.from_config(cfg), timeout=cfg.model_timeout_seconds, max_retries=2)
                 try:
-                    claude = ClaudeReviewer(
-                        client,
-                        cfg.model,
-                        provider=cfg.provider,
-                        max_output_tokens=cfg.max_output_tokens,
-                        malformed_retries=cfg.malformed_retries,
-                    )
-                    verifier = ClaudeReviewer(
-                        client,
-                        cfg.verify_model,
-                        provider=cfg.provider,
-                        max_output_tokens=cfg.max_output_tokens,
-                        malformed_retries=cfg.malformed_retries,
-                    )
+                    claude, verifier = reviewers(cfg, client, progress)
                     reviewer = OnePullRequest(github, claude, ReviewSettings.from_config(cfg), verifier)
                     return await review_one(
                         store, reviewer, ref, post=post, clock=time.time, timeout=cfg.job_timeout_seconds
@@ -247,17 +247,10 @@ def as_json(ref: PullRef, result: OneReview, cfg: Config) -> dict[str, Any]:
 
 
 def _usage(result: OneReview, cfg: Config) -> dict[str, Any]:
-    from reviewer_app.core.pricing import cost
+    from reviewer_app.review.formats import spend
 
-    totals = {
-        "input_tokens": sum(a.input_tokens for a in result.attempts),
-        "output_tokens": sum(a.output_tokens for a in result.attempts),
-        "cache_creation_tokens": sum(a.cache_creation_tokens for a in result.attempts),
-        "cache_read_tokens": sum(a.cache_read_tokens for a in result.attempts),
-    }
     model = next((a.model for a in result.attempts if a.model), None) or cfg.model
-    dollars = cost(cfg.price_table, model, batched=False, **totals).dollars
-    return {**totals, "model": model, "dollars": None if dollars is None else round(dollars, 4)}
+    return {**spend(result.usage, cfg.price_table).as_json(), "model": model}
 
 
 def _what_happened(ref: PullRef, result: OneReview, cfg: Config) -> str:
@@ -266,10 +259,9 @@ def _what_happened(ref: PullRef, result: OneReview, cfg: Config) -> str:
         return (
             f"{where} was already reviewed (a review whose marker names this head); nothing posted: {result.review_url}"
         )
-    usage = _usage(result, cfg)
-    spent = f"{usage['input_tokens']:,} input and {usage['output_tokens']:,} output tokens"
-    if usage["dollars"] is not None:
-        spent += f", about ${usage['dollars']:.2f}"
+    from reviewer_app.review.formats import spend
+
+    spent = spend(result.usage, cfg.price_table).line()
     if result.review_url is not None:
         return f"{where} reviewed and posted ({spent}): {result.review_url}"
     return f"{where} reviewed, not posted ({spent}); --post posts it"

@@ -391,6 +391,7 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     if cfg.needs_setup:
         from reviewer_app.web.setup_page import run_setup
 
+        await open_database_first(cfg)
         configured = await run_setup(cfg, stop)
         if configured is None:
             log.info("stopped before setup was completed")
@@ -412,6 +413,15 @@ async def serve(cfg: Config, *, worker: bool = True) -> None:
     await svc.stop()
     await runner.cleanup()
     log.info("stopped")
+
+
+async def open_database_first(cfg: Config) -> None:
+    """Setup mode registers an App on GitHub, and then this server must answer its webhooks: a database that cannot be
+    opened would stop the server right after, leaving an App registered with nothing behind it. So the database is
+    opened (and migrated) before the setup page starts; StoreUnavailable is one line and exit 2 (cli.py)."""
+    store = make_store(cfg)
+    await store.open()
+    await store.close()
 
 
 async def work(cfg: Config, *, host: str | None = None, port: int | None = None) -> int:

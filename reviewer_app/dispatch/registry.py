@@ -9,7 +9,6 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import replace
-from importlib import metadata
 
 from reviewer_app.core.queues import HOUSEKEEPING
 from reviewer_app.dispatch.context import Clock
@@ -21,10 +20,10 @@ log = logging.getLogger(__name__)
 
 
 def app_version() -> str:
-    try:
-        return metadata.version("reviewer-app")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
+    """The installed version (reviewer_app.__version__, from pyproject.toml through the package's metadata)."""
+    from reviewer_app import __version__
+
+    return __version__
 
 
 class Registration:

@@ -51,6 +51,18 @@ class AppCalls(GitHubTransport):
         found = body.get("id") if isinstance(body, dict) else None
         return found if isinstance(found, int) and not isinstance(found, bool) else None
 
+    async def repository_id(self, repo: str) -> int | None:
+        """The id GitHub gives ``repo`` (what the app keys a repository's learnings by), read with a token of the
+        installation that holds it; None when no installation of the App holds it."""
+        installation = await self.repo_installation(repo)
+        if installation is None:
+            return None
+        body = await self._get(
+            "/repos/{owner}/{name}", split_repo(repo), installation_id=installation, what=f"repository {repo}"
+        )
+        found = body.get("id") if isinstance(body, dict) else None
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
+
     async def list_app_deliveries(self, per_page: int = PER_PAGE, cursor: str | None = None) -> DeliveriesPage:
         body, next_url = await self._call(
             "GET",

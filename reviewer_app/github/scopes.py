@@ -39,6 +39,8 @@ WORK_PERMISSIONS: Mapping[str, Mapping[str, str]] = MappingProxyType(
         "signals": MappingProxyType({"pull_requests": "read", "metadata": "read"}),
         # The outbox: reactions and help replies on PR conversations, a refused answer's reaction on a review comment.
         "outbox": MappingProxyType({"issues": "write", "pull_requests": "write", "metadata": "read"}),
+        # `reviewer-app learnings --repo owner/name` before the app's first review of it: the repository's id.
+        "lookup": MappingProxyType({"metadata": "read"}),
     }
 )
 DEFAULT_WORK = "review"

@@ -75,6 +75,9 @@ class OneReview:
     posted_before: Mapping[str, Any] | None = None  # an earlier review of this head by the token's person
     not_posted: JobError | None = None  # why posting failed (the review was written, and is printed all the same)
     attempts: tuple[Attempt, ...] = ()  # the job's attempt, with the tokens it spent
+    # What the model cost, the review's requests and the verification's: the store's usage rows (kind, model, batched,
+    # input, output, cache write and cache read tokens).
+    usage: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def review_url(self) -> str | None:
@@ -174,4 +177,5 @@ async def review_one(
     with acting_as("review"):
         async with asyncio.timeout(timeout):
             done = await reviewer(ctx, post=post)
-    return replace(done, attempts=tuple(await store.attempts_of(job.id)))
+    usage = tuple(await store.usage_by_repo(since=0))  # the temporary store holds this review alone
+    return replace(done, attempts=tuple(await store.attempts_of(job.id)), usage=usage)

@@ -26,6 +26,10 @@ PENDING_STATES = (JobState.QUEUED, JobState.RUNNING, JobState.FAILED, JobState.C
 MOVED_WHILE_RUNNING = "lease dropped when the jobs moved to PostgreSQL (the SQLite deployment was stopped)"
 
 
+class WrongURL(ValueError):
+    """--from or --to is not the kind of database URL it must be: a usage error (exit 2)."""
+
+
 class MigrationError(Exception):
     """The copy cannot start or did not commit; the message says what to do. Nothing was written."""
 
@@ -81,11 +85,11 @@ async def migrate_store(
 def _source_path(source: str, target: str) -> str:
     path = sqlite_path(source)
     if path is None:
-        raise MigrationError(f"--from {source!r} is not a SQLite URL: use sqlite:///path/to/reviewer.db")
+        raise WrongURL(f"--from {source!r} is not a SQLite URL: use sqlite:///path/to/reviewer.db")
     if not Path(path).is_file():
         raise MigrationError(f"--from names no file: {path!r} does not exist")
     if not target.startswith(("postgresql://", "postgres://")):
-        raise MigrationError(f"--to {redact_url(target)!r} is not a PostgreSQL URL: use postgresql://user@host/db")
+        raise WrongURL(f"--to {redact_url(target)!r} is not a PostgreSQL URL: use postgresql://user@host/db")
     return path
 
 
@@ -253,11 +257,15 @@ def add_command(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run `migrate-store`; 0 on success, 1 with a one-line message when nothing was copied."""
+    """Run `migrate-store`; 0 on success, 1 with a one-line message when nothing was copied, 2 for a URL of the wrong
+    kind (a usage error)."""
     try:
         report = asyncio.run(
             migrate_store(args.source, args.target, include_all=args.include_all, schema=args.schema, force=args.force)
         )
+    except WrongURL as exc:
+        print(f"reviewer-app migrate-store: {exc}", file=sys.stderr)
+        return 2
     except (MigrationError, ValueError) as exc:
         print(f"reviewer-app migrate-store: {exc}", file=sys.stderr)
         return 1

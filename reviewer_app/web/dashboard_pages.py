@@ -8,6 +8,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from reviewer_app import __version__
 from reviewer_app.admin_text import duration
 from reviewer_app.core.job_records import WouldPublish
 from reviewer_app.core.queues import QueueRow, describe_loads
@@ -68,7 +69,8 @@ def page(title: str, body: str, *, nonce: str, here: str = "", signed_in: bool =
     if signed_in:
         links = "".join(f"<a href='{href}'{' class=here' if href == here else ''}>{name}</a>" for href, name in NAV)
         nav = (
-            f"<header><b>reviewer-app</b>{links}"
+            # The version only to those signed in: a login page need not tell anyone what to attack.
+            f"<header><b>reviewer-app</b> <span class=muted title=version>{e(__version__)}</span>{links}"
             "<form method=post action='/dashboard/logout'><button type=submit>Log out</button></form></header>"
         )
     return (

@@ -221,3 +221,45 @@ def test_config_masks_the_gateway_headers_and_shows_the_providers_settings() -> 
     assert lines["ANTHROPIC_CUSTOM_HEADERS"] == "***" and "gw-77" not in "\n".join(report.lines())
     assert (lines["REVIEWER_MODEL_PROVIDER"], lines["AWS_REGION"]) == ("bedrock", "eu-west-1")
     assert lines["REVIEWER_MODEL"] == "anthropic.claude-sonnet-4-5-20250929-v1:0"
+
+
+def _cli(tmp_path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reviewer_app.cli", *argv],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        cwd=tmp_path,
+        timeout=60,
+    )
+
+
+def test_config_json_gives_each_setting_its_mark_and_what_stops_serve(tmp_path) -> None:
+    import json
+
+    result = _cli(tmp_path, "config", "--json", GITHUB_APP_ID="42", ANTHROPIC_API_KEY="sk-ant-secret")
+    assert result.returncode == 2  # an App id without its secret: serve would refuse it
+    data = json.loads(result.stdout)
+    assert data["settings"]["GITHUB_APP_ID"] == {"value": "42", "mark": None}
+    assert data["settings"]["ANTHROPIC_API_KEY"]["value"] == "***" and "sk-ant-secret" not in result.stdout
+    assert data["settings"]["GITHUB_WEBHOOK_SECRET"]["mark"].startswith("missing")
+    assert data["serve_would_start"] is False and data["problems"]
+    ok = json.loads(_cli(tmp_path, "config", "--json", GITHUB_WEBHOOK_SECRET="s").stdout)
+    assert ok["serve_would_start"] is True and ok["problems"] == []
+
+
+def test_a_name_that_looks_like_a_setting_is_warned_about(tmp_path) -> None:
+    """Issue 42: GITHUB_APPID was ignored without a word, leaving the App id unset."""
+    result = _cli(tmp_path, "config", GITHUB_APPID="42", ANTHROPIC_KEY="k", GITHUB_SHA="abc", GITHUB_TOKEN="t")
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        "reviewer-app: warning: ANTHROPIC_KEY is no setting of reviewer-app and is ignored: did you mean "
+        "ANTHROPIC_API_KEY?",
+        "reviewer-app: warning: GITHUB_APPID is no setting of reviewer-app and is ignored: did you mean GITHUB_APP_ID?",
+    ]
+    (tmp_path / ".env").write_text("GITHUB_PRIVATEKEY_PATH=/k.pem\n")
+    served = _cli(tmp_path, "status")
+    assert (
+        "GITHUB_PRIVATEKEY_PATH is no setting of reviewer-app and is ignored: did you mean GITHUB_PRIVATE_KEY_PATH?"
+        in (served.stderr)
+    )

@@ -65,8 +65,9 @@ def test_no_module_of_a_room_is_over_the_line_limit(room: str) -> None:
 # above it and may ask them again (the gate before each model call and before posting), never one below it.
 STAGES = ("gate", "gather", "ask", "publish")
 # What composes the stages: the review pipeline, the answers in threads, which reuse gate, ask and publish, and the
-# review of one pull request on demand (`reviewer-app review`), which runs them all for a person's token.
-COMPOSITIONS = ("pipeline", "answer", "one_pr")
+# review of one pull request on demand (`reviewer-app review`), which runs them all for a person's token, and of a
+# checkout's commits (`reviewer-app review --local`).
+COMPOSITIONS = ("pipeline", "answer", "one_pr", "local")
 
 
 def _review_module(name: str) -> str:
@@ -96,7 +97,12 @@ def test_no_other_room_reaches_into_a_stage() -> None:
     # Only the service wires the runners (with review_stack.py), and `reviewer-app review` its one review; the stages are the review room's.
     stages = {_review_module(name) for name in (*STAGES, *COMPOSITIONS)}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parent.name == "review" or path.name in ("service.py", "review_stack.py", "one_pr_cli.py"):
+        if path.parent.name == "review" or path.name in (
+            "service.py",
+            "review_stack.py",
+            "one_pr_cli.py",
+            "local_cli.py",
+        ):
             continue
         wrong = sorted(imported(path) & stages)
         assert not wrong, f"{path.relative_to(PACKAGE)} imports {wrong}"

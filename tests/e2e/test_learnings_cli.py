@@ -115,8 +115,8 @@ def test_add_then_remove_through_the_cli(db, capsys) -> None:
     ("argv", "fragment"),
     [
         (("show", "9", "--repo", REPO), "no learning 9 in octo/widgets"),
-        (("list", "--repo", "other/repo"), "no job of the app names other/repo"),
-        (("list", "--repo", "nonsense"), "neither owner/name nor a repository id"),
+        (("add", "--repo", "other/repo", "Prefer", "early", "returns."), "has not reviewed other/repo yet"),
+        (("remove", "3", "--repo", "other/repo"), "no learning 3 in other/repo"),
         (("add", "--repo", REPO, "--path", "../x", "Do", "not", "flag", "it."), "nothing added: the path"),
     ],
 )
@@ -126,7 +126,64 @@ def test_what_cannot_be_done_is_exit_1_with_one_line(db, capsys, argv, fragment)
     assert fragment in err and err.count("\n") == 1
 
 
+def test_a_repository_not_reviewed_yet_has_no_learnings_and_that_is_no_error(db, capsys) -> None:
+    """Issue 42: `learnings list --repo owner/name` failed (exit 1) before the repository's first review."""
+    code, out, err = run(capsys, "learnings", "list", "--repo", "other/repo")
+    assert (code, out, err) == (0, "other/repo has no learnings\n", "")
+
+
+@pytest.mark.parametrize("repo", ["nonsense", "a/b/c", "/name", "owner/"])
+def test_a_repo_that_is_no_repository_is_a_usage_error(db, capsys, repo: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["learnings", "list", "--repo", repo])
+    assert exit_.value.code == 2
+    assert "neither owner/name nor a repository id" in capsys.readouterr().err
+
+
 def test_the_limit_holds_for_the_cli_too(db, capsys, monkeypatch) -> None:
     monkeypatch.setenv("REVIEWER_LEARNINGS_PER_REPO", "1")
     code, _, err = run(capsys, "learnings", "add", "--repo", REPO, "Prefer", "early", "returns.")
     assert code == 1 and "nothing added: the repository holds 1 learnings" in err
+
+
+def test_before_a_first_review_owner_name_is_looked_up_on_github(db, capsys, monkeypatch) -> None:
+    """Issue 42: before the app's first review of a repository, its learnings could be named only by the numeric id.
+    With the App configured, the command asks GitHub (the fake) for the id, with a token that may read metadata only
+    of that one repository, and the learning is kept under it, where the repository's reviews look."""
+    from tests.fakes.anthropic import FakeAnthropic
+    from tests.fakes.github import FakeGitHub
+    from tests.fakes.threads import FakesThread
+    from tests.github.test_fake_schema import disagreements
+
+    github = FakeGitHub()
+    inst = github.add_installation()
+    repo = github.add_repo("octo/newcomer", inst.id, repo_id=3_000_000_001)  # past 2**31, as GitHub's ids get
+    with FakesThread(github, FakeAnthropic()) as fakes:
+        monkeypatch.setenv("GITHUB_APP_ID", str(github.app_id))
+        monkeypatch.setenv("GITHUB_PRIVATE_KEY", github.private_key)
+        monkeypatch.setenv("GITHUB_API_URL", fakes.github_url)
+        code, out, err = run(capsys, "learnings", "add", "--repo", "octo/newcomer", "Prefer", "early", "returns.")
+        assert code == 0, err
+        assert "in octo/newcomer: Prefer early returns." in out
+        assert fakes.call(lambda: github.token_requests[-1]) == {
+            "permissions": {"metadata": "read"},
+            "repositories": ["newcomer"],
+        }
+        learnings = asyncio.run(_learnings_of(db, str(repo.id)))
+        assert [x.text for x in learnings] == ["Prefer early returns."]
+        code, out, _ = run(capsys, "learnings", "list", "--repo", "octo/newcomer")
+        assert code == 0 and "Prefer early returns." in out
+        code, _, err = run(capsys, "learnings", "add", "--repo", "octo/elsewhere", "Anything.")
+        assert code == 1 and "the App is not installed on octo/elsewhere" in err
+        # The fake's repository is GitHub's full-repository schema, and what the app asked of it is held to it.
+        problems, seen = disagreements(fakes.call(lambda: list(github.requests)))
+        assert problems == [] and ("GET", "/repos/{owner}/{repo}") in seen
+
+
+async def _learnings_of(path: Path, repo_id: str) -> list:
+    store = SqliteStore(str(path))
+    await store.open()
+    try:
+        return await store.list_learnings(repo_id)
+    finally:
+        await store.close()

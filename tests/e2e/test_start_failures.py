@@ -130,3 +130,23 @@ def test_bedrock_without_a_region_says_what_to_set(tmp_path: Path) -> None:
     line = one_line_exit(result)
     assert line.startswith("reviewer-app: Amazon Bedrock: No AWS region was provided"), line
     assert "AWS_REGION" in line
+
+
+# Setup mode (no App configured yet): the database is opened before the setup page starts, so no App is registered on
+# GitHub by a server that would then exit on its database (issue 42).
+SETUP = {"REVIEWER_RUNNER": "noop", "REVIEWER_ENV_FILE": "app.env"}
+
+
+def test_setup_mode_with_a_sqlite_file_in_a_missing_directory_starts_no_setup_page(tmp_path: Path) -> None:
+    result = start(tmp_path, "serve", "--port", "0", **SETUP, DATABASE_URL="sqlite:///no/such/dir/reviewer.db")
+    line = one_line_exit(result)
+    assert line.startswith("reviewer-app: cannot open SQLite database 'no/such/dir/reviewer.db'")
+    assert "Setup token" not in result.stdout + result.stderr
+
+
+def test_setup_mode_with_postgresql_unreachable_starts_no_setup_page(tmp_path: Path) -> None:
+    url = _with(_reachable_dsn(), port=free_port())
+    result = start(tmp_path, "serve", "--port", "0", **SETUP, DATABASE_URL=url)
+    line = one_line_exit(result)
+    assert "cannot open PostgreSQL database" in line and line.endswith("; check DATABASE_URL")
+    assert "Setup token" not in result.stdout + result.stderr

@@ -705,6 +705,10 @@ class FakeAnthropic:
         except TimeoutError:
             pass
 
+    def clear_script(self) -> None:
+        """Forget the review answers scripted and not given yet (a test that replaces its fixture's answer)."""
+        self._script.clear()
+
     def _queue(self, step: _Step, times: int) -> None:
         self._script.extend([step] * times)
 

@@ -24,6 +24,7 @@ REPO_ROUTE = "/repos/{owner}/{repo}"
 
 # (method, route pattern) -> (request body model or None, response model), for every endpoint the app calls.
 SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
+    ("GET", REPO_ROUTE): (None, gh.FullRepository),
     ("GET", REPO_ROUTE + "/pulls/{number}"): (None, gh.PullRequest),
     ("GET", REPO_ROUTE + "/pulls/{number}/files"): (None, list[gh.DiffEntry]),
     ("GET", REPO_ROUTE + "/pulls/{number}/reviews"): (None, list[gh.PullRequestReview]),

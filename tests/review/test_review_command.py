@@ -371,3 +371,32 @@ def test_the_readmes_quickstart_shows_both_ways_in_each_one_command() -> None:
     assert len(app) == 1 and "reviewer-app serve" in app[0]
     assert quickstart.index("### Review one pull request") < quickstart.index("### Run the App")
     assert "cents" in quickstart[: quickstart.index("### Review one pull request")]  # the cost, before either
+
+
+def test_the_cost_line_counts_every_kind_of_token_and_the_verification(world: World, capsys) -> None:
+    """Issue 42: the line said "1 input and 219 output tokens" and left out the cache's tokens and the verification."""
+    world.fakes.call(world.anthropic.clear_script)  # the fixture's answer, replaced by one that used the cache
+    usage = {"input_tokens": 1, "output_tokens": 219, "cache_creation_input_tokens": 2297, "cache_read_input_tokens": 5}
+    world.fakes.call(world.anthropic.script_tool_answer, ANSWER, usage=usage)
+    status, _, err = world.review(world.url, capsys=capsys)
+    assert status == 0, err
+    line = one_line(err)
+    assert "1 input, 219 output, 2,297 cache-write and 5 cache-read tokens (review)" in line
+    assert "(verification)" in line and "about $" in line
+
+
+def test_sarif_of_a_pull_request_names_its_repository_and_head(world: World, capsys) -> None:
+    status, out, err = world.review(world.url, "--format", "sarif", capsys=capsys)
+    assert status == 0, err
+    [run] = json.loads(out)["runs"]
+    head = world.github.pulls[(REPO, 1)].head_sha
+    assert run["versionControlProvenance"] == [{"repositoryUri": f"https://github.com/{REPO}", "revisionId": head}]
+    assert [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]] == [
+        "src/widget.py"
+    ]
+
+
+def test_fail_on_gates_a_pull_requests_review_too(world: World, capsys) -> None:
+    assert world.review(world.url, "--fail-on", "critical", capsys=capsys)[0] == 0  # a warning is no critical
+    world.fakes.call(world.anthropic.script_tool_answer, ANSWER)
+    assert world.review(world.url, "--fail-on", "warning", capsys=capsys)[0] == 3

@@ -74,7 +74,7 @@ def test_a_backup_never_overwrites_and_never_creates_a_database(db: Path, tmp_pa
     assert main(["backup", str(tmp_path / "x.db")]) == 1
     assert "no database at" in capsys.readouterr().err and not (tmp_path / "nothing.db").exists()
     monkeypatch.setenv("DATABASE_URL", "postgresql://app@db.example/reviews")
-    assert main(["backup", str(tmp_path / "x.db")]) == 1
+    assert main(["backup", str(tmp_path / "x.db")]) == 2  # the wrong command for this database: a usage error
     assert "use pg_dump" in capsys.readouterr().err
 
 

@@ -219,6 +219,11 @@ def test_the_command_copies_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
         assert "already holds 5 job(s)" in capsys.readouterr().err
         assert main(["migrate-store", "--from", "sqlite:///nowhere.db", "--to", dsn]) == 1
         assert "does not exist" in capsys.readouterr().err
+        # URLs of the wrong kind are usage errors: exit 2, as for every command.
+        assert main(["migrate-store", "--from", dsn, "--to", dsn]) == 2
+        assert "is not a SQLite URL" in capsys.readouterr().err
+        assert main(["migrate-store", "--from", f"sqlite:///{tmp_path / 'reviewer.db'}", "--to", "mysql://x/y"]) == 2
+        assert "is not a PostgreSQL URL" in capsys.readouterr().err
     finally:
         asyncio.run(drop_schema(dsn, schema))
 

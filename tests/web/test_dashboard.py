@@ -521,3 +521,13 @@ async def test_the_spend_page_shows_what_the_verification_of_findings_cost(dash)
     usage = {r["kind"]: r for r in await store.usage_by_repo(since=now - 1) if r["repo"] == "octo/verified"}
     assert (usage["verification"]["model"], usage["verification"]["input_tokens"]) == (verifier, 1_000_000)
     assert usage["reviews"]["model"] == MODEL
+
+
+async def test_the_header_shows_the_version_to_those_signed_in_only(dash) -> None:
+    from reviewer_app import __version__
+
+    client, _, _ = dash
+    before = await (await client.get("/dashboard/login")).text()
+    assert f"title=version>{__version__}<" not in before
+    await login(client)
+    assert f"<span class=muted title=version>{__version__}</span>" in await (await client.get("/dashboard")).text()

@@ -15,6 +15,7 @@ _PR_READ: Needed = (("pull_requests", "read"),)
 _PR_WRITE: Needed = (("pull_requests", "write"),)
 
 ENDPOINT_PERMISSIONS: dict[tuple[str, str], Needed] = {
+    ("GET", REPO): (("metadata", "read"),),
     ("GET", REPO + "/pulls"): _PR_READ,
     ("GET", REPO + "/pulls/{number}"): _PR_READ,
     ("GET", REPO + "/pulls/{number}/files"): _PR_READ,

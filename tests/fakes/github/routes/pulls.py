@@ -94,6 +94,22 @@ def repo_json(repo: Repo) -> Json:
     }
 
 
+async def get_repo(gh: GitHubState, request: web.Request) -> web.Response:
+    """GitHub's "Get a repository": the full repository (what `reviewer-app learnings` reads the id from)."""
+    repo = repo_for(gh, request)
+    return web.json_response(
+        {
+            **repo_json(repo),
+            "has_issues": True,
+            "has_projects": False,
+            "has_wiki": False,
+            "has_discussions": False,
+            "subscribers_count": 0,
+            "network_count": 0,
+        }
+    )
+
+
 def pull_json(gh: GitHubState, request: web.Request, pull: Pull) -> Json:
     repo = gh.repos[pull.repo]
     owner = pull.repo.split("/")[0]
@@ -192,6 +208,7 @@ async def list_files(gh: GitHubState, request: web.Request) -> web.Response:
 
 
 ROUTES = [
+    ("GET", REPO_PATH, get_repo),
     ("GET", REPO_PATH + "/pulls", list_pulls),
     ("GET", REPO_PATH + r"/pulls/{number:\d+}", get_pull),
     ("GET", REPO_PATH + r"/pulls/{number:\d+}/files", list_files),
