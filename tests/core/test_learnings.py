@@ -52,7 +52,7 @@ def test_a_draft_is_cleaned_and_keeps_its_fields() -> None:
         ({"kind": "ignore"}, "is not one of"),
         ({"source_kind": "email"}, "is not one of"),
         ({"repo": "owner/name"}, "GitHub repository id"),
-        ({"path_glob": "/etc/passwd"}, "not a repository path glob"),
+        ({"path_glob": "//etc/passwd"}, "not a repository path glob"),  # one leading "/" only anchors a glob
         ({"path_glob": "src/../secrets"}, "not a repository path glob"),
         ({"path_glob": "src/$(rm)"}, "not a repository path glob"),
         ({"author": " "}, "login"),
