@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from reviewer_app.core.globs import check_glob, path_matches
 
@@ -210,9 +210,7 @@ def covers(
 
 def covering(learnings: Iterable[Learning], path: str, text: str, *, severity: str | None = None) -> Learning | None:
     """The first do-not-flag learning (lowest id) that covers the finding, or None."""
-    return next(
-        (x for x in sorted(learnings, key=lambda x: x.id) if covers(x, path, text, severity=severity)), None
-    )
+    return next((x for x in sorted(learnings, key=lambda x: x.id) if covers(x, path, text, severity=severity)), None)
 
 
 def drawn_from(sentence: str, source: str) -> bool:
@@ -242,6 +240,24 @@ def withheld_by(learning: Learning, findings: Iterable[Any]) -> list[Any]:
     preview, shown before it applies."""
     as_active = replace(learning, status=ACTIVE)
     return [f for f in findings if covers(as_active, f.path, f.title, severity=f.severity)]
+
+
+PREVIEW_FINDINGS = 200  # the repository's most recent findings a preview reads
+PREVIEW_SHOWN = 5  # of those a learning would have withheld, the ones its acknowledgement names
+
+
+def preview_text(found: Sequence[Any], read: int) -> str:
+    """What a learning would have withheld of the ``read`` most recent findings (``found``: each with ``path``,
+    ``line``, ``pr_number`` and ``title``), as its acknowledgement says it (pure; the text is the app's own)."""
+    if not found:
+        return f"Preview: it would have withheld none of this repository's {read} most recent findings."
+    lines = [f"Preview: it would have withheld {len(found)} of this repository's {read} most recent findings:"]
+    for f in found[:PREVIEW_SHOWN]:
+        title = " ".join(str(f.title).split())[:120].replace("`", "'")
+        lines.append(f"- `{str(f.path).replace('`', '')}` line {f.line} (#{f.pr_number}): {title}")
+    if len(found) > PREVIEW_SHOWN:
+        lines.append(f"- and {len(found) - PREVIEW_SHOWN} more")
+    return "\n".join(lines)
 
 
 def finding_key(path: str, line_text: str, body_digest: str) -> str:
