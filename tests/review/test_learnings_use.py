@@ -45,7 +45,10 @@ def test_learnings_are_framed_as_the_teams_data_and_cannot_close_their_frame() -
 
 def test_the_verifier_is_shown_the_do_not_flag_learnings_and_may_name_one() -> None:
     comments = [ModelComment("a.py", 1, "f2 always returns a constant."), ModelComment("a.py", 2, "y overflows.")]
-    rules = [learning(4, "Do not flag constant returns in widget stubs."), learning(5, "Prefer pathlib.", kind="prefer")]
+    rules = [
+        learning(4, "Do not flag constant returns in widget stubs."),
+        learning(5, "Prefer pathlib.", kind="prefer"),
+    ]
     diff = parse_patch("a.py", "@@ -0,0 +1,2 @@\n+x = 1\n+y = 2")
     request = verify_request("t", "d", comments, {}, {"a.py": diff}, learnings=rules)
 
