@@ -7,11 +7,14 @@ of outsiders reacting costs a bounded number of permission lookups."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 
+from reviewer_app.core.learnings import Learning, make_draft
 from reviewer_app.core.states import JobState
 from reviewer_app.review.signals import DEFAULT_NEW_LOOKUPS
+from reviewer_app.web.dashboard_learnings import learnings_page
 from tests.fakes.github.routes.issues import add_reaction
 from tests.harness import REPO, Harness, harness_on
 from tests.prompt_text import user_text
@@ -101,3 +104,11 @@ async def test_sixty_outsiders_reacting_cost_a_bounded_number_of_permission_look
     await push(h, pull, V1, {"summary": "Nothing new.", "comments": []})  # the ones asked about are known now
     again = len(h.github.requests_matching("GET", r"/collaborators/[^/]+/permission$")) - before - lookups
     assert again <= DEFAULT_NEW_LOOKUPS and all(permission_lookups(h, f"outsider{i}") <= 1 for i in range(60))
+
+
+def test_the_dashboard_shows_a_pending_learning_as_pending() -> None:
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    d = make_draft(repo="7", text="Do not flag it.", source_kind="reply", author="bob", created_at=at, status="pending")
+    page = learnings_page([("7", "octo/widgets")], {"7": [Learning(id=3, **d.__dict__)]}, {}, {})
+    row = next(r for r in page.split("<tr>") if "Do not flag it." in r)
+    assert "pending: not used until someone with write access confirms it" in row
