@@ -11,10 +11,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reviewer_app.core.learnings import Learning, make_draft
+from reviewer_app.core.learnings import Learning, covers, make_draft
 from reviewer_app.core.states import JobState
 from reviewer_app.review.signals import DEFAULT_NEW_LOOKUPS
 from reviewer_app.web.dashboard_learnings import learnings_page
+from tests.fakes.github import added_file
+from tests.fakes.github.graphql import resolve_thread_as
 from tests.fakes.github.routes.issues import add_reaction
 from tests.harness import REPO, Harness, harness_on
 from tests.prompt_text import user_text
@@ -112,3 +114,47 @@ def test_the_dashboard_shows_a_pending_learning_as_pending() -> None:
     page = learnings_page([("7", "octo/widgets")], {"7": [Learning(id=3, **d.__dict__)]}, {}, {})
     row = next(r for r in page.split("<tr>") if "Do not flag it." in r)
     assert "pending: not used until someone with write access confirms it" in row
+
+
+async def test_a_thread_resolved_on_a_top_level_file_teaches_that_file_only(h: Harness) -> None:
+    # Point 11: a thread resolved on the top-level config.py taught a rule that also covered
+    # services/payments/config.py.
+    lines = ["DEBUG = True", "SECRET = 'x'", ""]
+    h.anthropic.script_tool_answer(
+        {"summary": "One.", "comments": [{"path": "config.py", "line": 1, "body": "Debug mode is left on."}]}
+    )
+    pull = h.github.add_pull(REPO, 1, files=[added_file("config.py", lines)])
+    h.github.set_file(REPO, "config.py", "\n".join(lines), ref=pull.head_sha)
+    await h.wait_state((await h.deliver("pull_request", h.pr_payload(pull)))["job_id"], JobState.SUCCEEDED)
+    [root] = h.github.review_comments_for(REPO, 1)
+    h.github.set_permission(REPO, "maintainer", "write")
+    resolve_thread_as(h.github, root["id"], "maintainer")
+    h.anthropic.script_tool_answer({"summary": "Nothing new.", "comments": []})
+    sha = h.github.advance_head(REPO, 1, files=[added_file("config.py", lines)])
+    h.github.set_file(REPO, "config.py", "\n".join(lines), ref=sha)
+    await h.wait_check_synced((await h.deliver("pull_request", h.pr_payload(pull, "synchronize")))["job_id"])
+
+    [learning] = await h.store.list_learnings(str(h.github.repos[REPO].id))
+    assert (learning.source_kind, learning.path_glob, learning.status) == ("resolved", "/config.py", "active")
+    assert covers(learning, "config.py", "Debug mode is left on.")
+    assert not covers(learning, "services/payments/config.py", "Debug mode is left on.")
+
+
+async def test_the_signal_pass_confirms_a_pending_learning_a_writer_gave_a_thumbs_up(tmp_path) -> None:
+    async with harness_on("sqlite", tmp_path, REVIEWER_SIGNAL_PASS_SECONDS="3600") as h:
+        assert h.svc.signal_pass is not None
+        pull, (unclosed, _) = await revision_1(h)
+        repo = str(h.github.repos[REPO].id)
+        h.github.set_permission(REPO, "maintainer", "write")
+        h.github.set_permission(REPO, "reader", "read")
+        h.anthropic.script_answer("Understood.", disputes=True, learning=RULE)
+        payload = reply_payload(h, pull, unclosed, SAID, login="maintainer", association="MEMBER")
+        await h.wait_state((await h.deliver("pull_request_review_comment", payload))["job_id"], JobState.SUCCEEDED)
+        [learning] = await h.store.list_learnings(repo)
+        add_reaction(h.github, learning.ack_comment_id, "reader", "+1")
+
+        await h.svc.signal_pass.run_pass()
+        assert [x.status for x in await h.store.list_learnings(repo)] == ["pending"]  # a reader's 👍 is no confirmation
+        add_reaction(h.github, learning.ack_comment_id, "maintainer", "+1")
+        await h.svc.signal_pass.run_pass()
+        assert [x.status for x in await h.store.list_learnings(repo)] == ["active"]
