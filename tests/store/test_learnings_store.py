@@ -4,6 +4,7 @@ forgotten, counted when applied, pending until confirmed, and moved by migrate-s
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from reviewer_app.core.learnings import LearningLimitReached, make_draft
 from reviewer_app.store.base import Delivery
 from reviewer_app.store.migrate import migrate_store
 from reviewer_app.store.postgres import PostgresStore
+from reviewer_app.store.schema import load_migrations
 from reviewer_app.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -181,3 +183,35 @@ async def test_repositories_with_learnings_or_feedback_are_named_by_their_newest
     assert await store.learning_repos() == [("7", "Octo/Widgets"), ("9", None)]
     assert await store.repo_id_of_name("octo/widgets") == 7
     assert await store.repo_id_of_name("octo/other") is None
+
+
+async def test_migration_0017_keeps_old_learnings_active_and_anchors_a_resolved_top_level_file(tmp_path) -> None:
+    # A database as it stood before 0017: a resolved thread on the top-level config.py kept the glob "config.py",
+    # which matches every config.py (point 11 of issue 39).
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)")
+    for version, name, script in load_migrations("sqlite"):
+        if version < 17:
+            for statement in script.split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (version, name))
+    insert = "INSERT INTO learnings (repo, path_glob, text, kind, source_kind, author, created_at) VALUES (?, ?, ?, ?, ?, ?, 0)"
+    conn.execute(insert, ("7", "config.py", "Do not flag Debug mode is left on.", "do-not-flag", "resolved", "al"))
+    conn.execute(insert, ("7", "src/app.py", "Do not flag unclosed files.", "do-not-flag", "resolved", "al"))
+    conn.execute(insert, ("7", "*.sql", "Do not flag long migrations.", "do-not-flag", "command", "al"))
+    conn.commit()
+    conn.close()
+
+    store = SqliteStore(str(path), busy_timeout_ms=2000)
+    await store.open()
+    try:
+        learnings = await store.list_learnings("7")
+    finally:
+        await store.close()
+    assert [(x.path_glob, x.status) for x in learnings] == [
+        ("/config.py", "active"),
+        ("src/app.py", "active"),
+        ("*.sql", "active"),  # a glob someone wrote stays as written
+    ]
