@@ -156,9 +156,10 @@ def as_json(learning: Learning) -> dict[str, Any]:
 def render_list(learnings: list[Learning], repo: str) -> str:
     if not learnings:
         return f"{repo} has no learnings"
-    rows = [f"{'ID':>6}  {'KIND':<12}  {'PATH':<20}  {'APPLIED':>7}  SENTENCE"]
+    rows = [f"{'ID':>6}  {'KIND':<12}  {'STATUS':<7}  {'PATH':<20}  {'APPLIED':>7}  SENTENCE"]
     for x in learnings:
-        rows.append(f"{x.id:>6}  {x.kind:<12}  {(x.path_glob or '(all)'):<20}  {x.times_applied:>7}  {x.text}")
+        where = x.path_glob or "(all)"
+        rows.append(f"{x.id:>6}  {x.kind:<12}  {x.status:<7}  {where:<20}  {x.times_applied:>7}  {x.text}")
     return "\n".join(rows)
 
 
@@ -166,7 +167,7 @@ def render_learning(x: Learning) -> str:
     last = x.last_applied.strftime("%Y-%m-%d %H:%M UTC") if x.last_applied else "never"
     return "\n".join(
         [
-            f"learning {x.id} ({x.kind}, {'files ' + x.path_glob if x.path_glob else 'all files'})",
+            f"learning {x.id} ({x.kind}, {'files ' + x.path_glob if x.path_glob else 'all files'}, {x.status})",
             f"  {x.text}",
             f"source:   {source_label(x)}, {x.created_at.strftime('%Y-%m-%d %H:%M UTC')}",
             f"link:     {x.source_url or '-'}",

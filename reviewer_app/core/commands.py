@@ -31,6 +31,7 @@ HELP_TEXT = """\
 | `/review pause` | stop automatic reviews of this pull request (`/review` still works) |
 | `/review resume` | start automatic reviews again |
 | `/review learn SENTENCE` | teach this repository's reviews one rule (options: `--path GLOB`, `--prefer`, `--always-check`; default: do not flag) |
+| `/review learn confirm ID` | make pending learning ID (one a reply proposed) apply |
 | `/review forget ID` | forget learning ID (the app says each learning's id when it learns it) |
 | `/review help` | this message |
 
@@ -140,12 +141,21 @@ def parse_learn(args: str) -> LearnArgs:
     return LearnArgs(" ".join(words), glob, kind)
 
 
-def parse_forget(args: str) -> int:
+def parse_forget(args: str, *, usage: str = "say which learning to forget: `/review forget ID`") -> int:
     """The learning id of `/review forget ID` (``12`` or ``#12``); ValueError otherwise."""
     word = args.split()[0].lstrip("#") if args.split() else ""
     if not word.isdigit() or not 0 < int(word) < 2**63:
-        raise ValueError("say which learning to forget: `/review forget ID`")
+        raise ValueError(usage)
     return int(word)
+
+
+def confirmed_id(args: str) -> int | None:
+    """The learning id of `/review learn confirm ID`; None when the arguments are no confirmation (a sentence to
+    learn); ValueError when they are one without an id."""
+    words = args.split()
+    if not words or words[0].lower() != "confirm" or len(words) > 2:
+        return None
+    return parse_forget(" ".join(words[1:]), usage="say which learning to confirm: `/review learn confirm ID`")
 
 
 @dataclass(frozen=True)
@@ -160,6 +170,10 @@ class TeamRequest:
     at: float | None
     learn: LearnArgs | None = None
     forget: int | None = None
+    confirm: int | None = None
+    # Why the command cannot be applied (a one-line reason that repeats none of its text): answered only to a person
+    # with write access, anyone else's gets a reaction (core/events.py).
+    error: str | None = None
 
     def to_json(self) -> str:
         learn = self.learn
@@ -172,6 +186,8 @@ class TeamRequest:
                 "at": self.at,
                 **({"text": learn.text, "glob": learn.path_glob, "kind": learn.kind} if learn else {}),
                 **({"forget": self.forget} if self.forget is not None else {}),
+                **({"confirm": self.confirm} if self.confirm is not None else {}),
+                **({"error": self.error} if self.error is not None else {}),
             }
         )
 
@@ -179,4 +195,14 @@ class TeamRequest:
     def from_json(cls, content: str) -> TeamRequest:
         v = json.loads(content)
         learn = LearnArgs(v["text"], v.get("glob"), v["kind"]) if "text" in v else None
-        return cls(int(v["repo_id"]), int(v["pr"]), str(v["login"]), v.get("url"), v.get("at"), learn, v.get("forget"))
+        return cls(
+            int(v["repo_id"]),
+            int(v["pr"]),
+            str(v["login"]),
+            v.get("url"),
+            v.get("at"),
+            learn,
+            v.get("forget"),
+            v.get("confirm"),
+            v.get("error"),
+        )

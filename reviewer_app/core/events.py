@@ -35,6 +35,7 @@ from reviewer_app.core.commands import (
     HELP_QUIET_SECONDS,
     Command,
     TeamRequest,
+    confirmed_id,
     help_text,
     is_bot,
     may_command,
@@ -219,11 +220,9 @@ def decide_comment(
     if command.verb in ("learn", "forget"):
         # Applied only once the outbox has GitHub's word that the commenter may write to the repository (the owner
         # too: a learning is written by the outbox, never in the request), once per comment.
-        try:
-            request = _team_request(command, repo_id, number, login, comment)
-        except ValueError as exc:
-            text = f"Nothing {'learned' if command.verb == 'learn' else 'forgotten'}: {exc}.\n\n"
-            return Reply(f"{command.verb} refused: {exc}", (say(text + make_answer_marker(comment_id)),))
+        # A malformed one too: its author's permission comes first, so only a person with write access is answered
+        # (anyone else's gets one reaction, never a reply: github/team_commands.py).
+        request = _team_request(command, repo_id, number, login, comment)
         verify = Effect(command.verb, inst, repo, comment_id, request.to_json())
         return Reply(
             f"{command.verb} awaits the permission check of {login}",
@@ -275,13 +274,20 @@ def decide_comment(
 
 
 def _team_request(command: Command, repo_id: int, number: int, login: str, comment: dict[str, Any]) -> TeamRequest:
-    """The request of a `/review learn` or `forget` comment; ValueError (a reason that repeats none of its text)."""
+    """The request of a `/review learn` (or `learn confirm`) or `forget` comment; one that cannot be applied carries
+    its error (a reason that repeats none of its text)."""
     url = comment.get("html_url")
     url = url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
     written = parse_time(comment.get("created_at"))
-    if command.verb == "learn":
+    try:
+        if command.verb == "forget":
+            return TeamRequest(repo_id, number, login, url, written, forget=parse_forget(command.args))
+        confirm = confirmed_id(command.args)
+        if confirm is not None:
+            return TeamRequest(repo_id, number, login, url, written, confirm=confirm)
         return TeamRequest(repo_id, number, login, url, written, learn=parse_learn(command.args))
-    return TeamRequest(repo_id, number, login, url, written, forget=parse_forget(command.args))
+    except ValueError as exc:
+        return TeamRequest(repo_id, number, login, url, written, error=str(exc))
 
 
 def rerun_job_id(payload: dict[str, Any]) -> int | None:

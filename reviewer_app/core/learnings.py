@@ -13,22 +13,27 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import lru_cache
+from typing import Any
+
+from reviewer_app.core.globs import check_glob, path_matches
 
 KINDS = ("do-not-flag", "prefer", "always-check")
 DEFAULT_KIND = "do-not-flag"
 SOURCE_KINDS = ("command", "reply", "reaction", "resolved", "cli")
 MAX_TEXT = 300  # characters of one learning (a setting may lower it)
-MAX_GLOB = 200
 MIN_TEXT = 3
-# The share of a do-not-flag learning's distinctive words a finding must carry for the pure rule to call it covered.
+PENDING, ACTIVE = "pending", "active"  # a learning proposed from a reply waits on a writer's confirmation
+STATUSES = (PENDING, ACTIVE)
+# The share of a do-not-flag learning's distinctive words a finding must carry for the pure rule to call it covered;
+# a learning the verifier names (it judged the meaning) needs half of them, never less than MIN_COVER_WORDS.
 COVER_SHARE = 0.75
+NAMED_SHARE = 0.5
 MIN_COVER_WORDS = 2
+NEVER_WITHHELD = frozenset({"critical"})  # severities no learning withholds
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
-_GLOB_CHARS = re.compile(r"^[A-Za-z0-9_./*?\[\]{},@+=~-]+$")
 _WORD = re.compile(r"[a-z0-9_]+")
 # Words that say how to treat a finding, not what it is about: they never make a learning cover a finding.
 _RULE_WORDS = frozenset(
@@ -52,6 +57,7 @@ class LearningDraft:
     source_url: str | None
     author: str
     created_at: datetime
+    status: str = ACTIVE
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,12 @@ class Learning:
     created_at: datetime
     times_applied: int = 0
     last_applied: datetime | None = None
+    status: str = ACTIVE
+    ack_comment_id: int | None = None  # the app's comment a writer's 👍 confirms a pending learning on
+
+    @property
+    def active(self) -> bool:
+        return self.status == ACTIVE
 
 
 class LearningLimitReached(Exception):
@@ -86,6 +98,7 @@ def make_draft(
     author: str,
     created_at: datetime,
     max_text: int = MAX_TEXT,
+    status: str = ACTIVE,
 ) -> LearningDraft:
     """A validated draft: one line of bounded length, a known kind and source, a sane glob. Raises ValueError with a
     one-line reason a person can act on."""
@@ -111,6 +124,8 @@ def make_draft(
         raise ValueError("the source link is not an http(s) URL")
     if created_at.tzinfo is None:
         raise ValueError("created_at must be timezone-aware")
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
     return LearningDraft(
         repo=str(int(repo_text)),
         path_glob=check_glob(path_glob),
@@ -120,67 +135,8 @@ def make_draft(
         source_url=source_url,
         author=author,
         created_at=created_at,
+        status=status,
     )
-
-
-def check_glob(glob: str | None) -> str | None:
-    """A path glob as stored (None or empty: every path), or ValueError: relative, no ``..``, bounded, glob
-    characters only."""
-    if glob is None or not glob.strip():
-        return None
-    glob = glob.strip()
-    if len(glob) > MAX_GLOB:
-        raise ValueError(f"a path glob is at most {MAX_GLOB} characters")
-    if glob.startswith("/") or ".." in glob.split("/") or not _GLOB_CHARS.match(glob):
-        raise ValueError("the path is not a repository path glob (like src/legacy/** or *.sql)")
-    return glob
-
-
-def path_matches(glob: str | None, path: str) -> bool:
-    """Whether ``path`` falls under ``glob``: ``**`` crosses directories, ``*`` and ``?`` do not, ``{a,b}`` is either;
-    a glob without ``/`` matches a file name in any directory, one ending in ``/`` a whole directory (as in
-    .gitignore). None matches every path."""
-    if glob is None:
-        return True
-    return _compiled(glob).fullmatch(path) is not None
-
-
-@lru_cache(maxsize=256)
-def _compiled(glob: str) -> re.Pattern[str]:
-    if glob.endswith("/"):
-        glob += "**"
-    if "/" not in glob:
-        glob = "**/" + glob
-    out, i = [], 0
-    while i < len(glob):
-        ch = glob[i]
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "{" and "}" in glob[i:]:
-            end = glob.index("}", i)
-            out.append("(?:" + "|".join(re.escape(a) for a in glob[i + 1 : end].split(",")) + ")")
-            i = end + 1
-            continue
-        elif ch == "[" and "]" in glob[i + 1 :]:
-            end = glob.index("]", i + 1)
-            body = glob[i + 1 : end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-            continue
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return re.compile("".join(out))
 
 
 def prompt_line(learning: Learning) -> str:
@@ -200,7 +156,9 @@ def relevant(
         applied = learning.last_applied.timestamp() if learning.last_applied else float("-inf")
         return (learning.path_glob is None, -applied, -learning.created_at.timestamp(), -learning.id)
 
-    matching = [x for x in learnings if x.path_glob is None or any(path_matches(x.path_glob, p) for p in paths)]
+    matching = [
+        x for x in learnings if x.active and (x.path_glob is None or any(path_matches(x.path_glob, p) for p in paths))
+    ]
     chosen, spent = [], 0
     for learning in sorted(matching, key=rank):
         cost = estimate(prompt_line(learning)) + 1
@@ -231,23 +189,75 @@ def subject_of(text: str) -> str:
     return _REASON_START.split(text, 1)[0]
 
 
-def covers(learning: Learning, path: str, text: str) -> bool:
-    """Whether a do-not-flag ``learning`` covers a finding on ``path`` whose title is ``text``: its glob
-    matches the path, and the finding carries most of what the learning is about (at least two of the distinctive
-    words of its subject, and ``COVER_SHARE`` of them). Conservative by design: a finding it misses is published, never one of
-    another subject withheld."""
-    if learning.kind != "do-not-flag" or not path_matches(learning.path_glob, path):
+def covers(
+    learning: Learning, path: str, text: str, *, severity: str | None = None, share: float = COVER_SHARE
+) -> bool:
+    """Whether a do-not-flag ``learning`` covers a finding on ``path`` whose title is ``text``: it is active, the
+    finding is not critical (``severity``), its glob matches the path, and the finding carries most of what the
+    learning is about (at least two of the distinctive words of its subject, and ``share`` of them: COVER_SHARE for
+    the pure rule, NAMED_SHARE for a learning the verifier names). Conservative by design: a finding it misses is
+    published, never one of another subject withheld."""
+    if learning.kind != "do-not-flag" or not learning.active or severity in NEVER_WITHHELD:
+        return False
+    if not path_matches(learning.path_glob, path):
         return False
     about = distinctive_words(subject_of(learning.text))
     if len(about) < MIN_COVER_WORDS:
         return False
     shared = about & distinctive_words(text)
-    return len(shared) >= MIN_COVER_WORDS and len(shared) >= COVER_SHARE * len(about)
+    return len(shared) >= MIN_COVER_WORDS and len(shared) >= share * len(about)
 
 
-def covering(learnings: Iterable[Learning], path: str, text: str) -> Learning | None:
+def covering(learnings: Iterable[Learning], path: str, text: str, *, severity: str | None = None) -> Learning | None:
     """The first do-not-flag learning (lowest id) that covers the finding, or None."""
-    return next((x for x in sorted(learnings, key=lambda x: x.id) if covers(x, path, text)), None)
+    return next((x for x in sorted(learnings, key=lambda x: x.id) if covers(x, path, text, severity=severity)), None)
+
+
+def drawn_from(sentence: str, source: str) -> bool:
+    """Whether a proposed learning says nothing its source does not: each of its distinctive words is one of the
+    source's (a reply's own words), so a model's paraphrase of other comments is refused."""
+    return bool(distinctive_words(sentence)) and distinctive_words(sentence) <= distinctive_words(source)
+
+
+_GLOB_WORD = re.compile(r"`([^`\s]+)`|(?<![\w`])((?:[\w.@+=~-]*/)*[\w.@+=~-]*[*?{][^\s`,;:()]*)")
+
+
+def glob_in(text: str) -> str | None:
+    """The first path glob a person wrote in ``text`` (``src/legacy/**`` or `` `*.sql` ``), if it is a valid one."""
+    for m in _GLOB_WORD.finditer(text):
+        word = (m.group(1) or m.group(2) or "").rstrip(".")
+        if not any(c in word for c in "*?{/"):
+            continue
+        try:
+            return check_glob(word)
+        except ValueError:
+            continue
+    return None
+
+
+def withheld_by(learning: Learning, findings: Iterable[Any]) -> list[Any]:
+    """The findings (with ``path``, ``title`` and ``severity``) ``learning`` would have withheld were it active: its
+    preview, shown before it applies."""
+    as_active = replace(learning, status=ACTIVE)
+    return [f for f in findings if covers(as_active, f.path, f.title, severity=f.severity)]
+
+
+PREVIEW_FINDINGS = 200  # the repository's most recent findings a preview reads
+PREVIEW_SHOWN = 5  # of those a learning would have withheld, the ones its acknowledgement names
+
+
+def preview_text(found: Sequence[Any], read: int) -> str:
+    """What a learning would have withheld of the ``read`` most recent findings (``found``: each with ``path``,
+    ``line``, ``pr_number`` and ``title``), as its acknowledgement says it (pure; the text is the app's own)."""
+    if not found:
+        return f"Preview: it would have withheld none of this repository's {read} most recent findings."
+    lines = [f"Preview: it would have withheld {len(found)} of this repository's {read} most recent findings:"]
+    for f in found[:PREVIEW_SHOWN]:
+        title = " ".join(str(f.title).split())[:120].replace("`", "'")
+        lines.append(f"- `{str(f.path).replace('`', '')}` line {f.line} (#{f.pr_number}): {title}")
+    if len(found) > PREVIEW_SHOWN:
+        lines.append(f"- and {len(found) - PREVIEW_SHOWN} more")
+    return "\n".join(lines)
 
 
 def finding_key(path: str, line_text: str, body_digest: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from reviewer_app.core.findings import title_of
-from reviewer_app.core.learnings import Learning, covering
+from reviewer_app.core.learnings import NAMED_SHARE, Learning, covering, covers
 from reviewer_app.core.review_model import SEVERITIES, ModelComment
 
 VERDICTS = ("confirmed", "refuted", "uncertain")
@@ -49,11 +49,18 @@ class Withheld:
 
 
 def apply_verdicts(
-    comments: Sequence[ModelComment], verdicts: Mapping[int, Verdict], *, min_confidence: int
+    comments: Sequence[ModelComment],
+    verdicts: Mapping[int, Verdict],
+    *,
+    min_confidence: int,
+    learnings: Sequence[Learning] = (),
 ) -> tuple[list[ModelComment], list[Withheld]]:
     """Each comment (by its index in ``comments``) with its verdict: refuted ones and those under ``min_confidence``
     withheld, the rest kept with the verdict on them. A comment the verifier said nothing about is kept unverified:
-    silence is not a refutation."""
+    silence is not a refutation. A verdict naming a learning withholds the comment only when that learning (one of
+    ``learnings``) covers it by the rule (core/learnings.covers at NAMED_SHARE: its glob, its subject, never a
+    critical finding); otherwise the name is ignored and the verdict judged as any other."""
+    by_id = {x.id: x for x in learnings}
     kept: list[ModelComment] = []
     withheld: list[Withheld] = []
     for index, comment in enumerate(comments):
@@ -67,8 +74,11 @@ def apply_verdicts(
             confidence=verdict.confidence,
             verdict_reason=verdict.reason[:MAX_REASON_CHARS],
         )
-        if verdict.learning is not None:
-            withheld.append(Withheld(judged, TEAM_LEARNING, verdict.learning))
+        named = by_id.get(verdict.learning) if verdict.learning is not None else None
+        if named is not None and covers(
+            named, comment.path, title_of(comment.body), severity=comment.rank, share=NAMED_SHARE
+        ):
+            withheld.append(Withheld(judged, TEAM_LEARNING, named.id))
         elif verdict.verdict == "refuted":
             withheld.append(Withheld(judged, REFUTED))
         elif verdict.confidence < min_confidence:
@@ -82,12 +92,12 @@ def withhold_covered(
     comments: Sequence[ModelComment], learnings: Sequence[Learning]
 ) -> tuple[list[ModelComment], list[Withheld]]:
     """The pure rule: each comment a do-not-flag learning covers (core/learnings.covers: its file under the learning's
-    glob, its title, the first line of its text, about the learning's subject) withheld, linked to that learning; the
-    rest kept, in order."""
+    glob, its title, the first line of its text, about the learning's subject; never a critical one) withheld, linked
+    to that learning; the rest kept, in order."""
     kept: list[ModelComment] = []
     withheld: list[Withheld] = []
     for comment in comments:
-        found = covering(learnings, comment.path, title_of(comment.body)) if learnings else None
+        found = covering(learnings, comment.path, title_of(comment.body), severity=comment.rank) if learnings else None
         if found is None:
             kept.append(comment)
         else:

@@ -1,5 +1,6 @@
-"""`/review learn` and `/review forget`, applied by the outbox once GitHub confirms the commenter may write to the
-repository, and acknowledged in the pull request's conversation (one answer per command comment)."""
+"""`/review learn`, `/review learn confirm` and `/review forget`, applied by the outbox once GitHub confirms the
+commenter may write to the repository, and acknowledged in the pull request's conversation (one answer per command
+comment). Anyone else's command, malformed or not, gets one reaction and no reply."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reviewer_app.core.commands import TeamRequest
-from reviewer_app.core.learnings import MAX_TEXT, Learning, LearningLimitReached, make_draft
+from reviewer_app.core.learnings import (
+    MAX_TEXT,
+    PREVIEW_FINDINGS,
+    Learning,
+    LearningLimitReached,
+    make_draft,
+    preview_text,
+    withheld_by,
+)
 from reviewer_app.core.markers import make_answer_marker, safe_for_github
 from reviewer_app.store.base import Store
 
@@ -52,10 +61,14 @@ async def apply_team_command(
     repo = str(request.repo_id)
     if not await permitted(request.login):
         log.info("outbox: %s by %s on %s refused (no write access)", e["kind"], request.login, e["repo_full_name"])
-        await react("-1")
+        await react("confused" if request.error is not None else "-1")
         return
-    if request.learn is not None:
+    if request.error is not None:
+        text = f"Nothing {'forgotten' if e['kind'] == 'forget' else 'learned'}: {request.error}."
+    elif request.learn is not None:
         text = await _learn(request, store=store, repo=repo, limits=limits, now=now, slug=e["repo_full_name"])
+    elif request.confirm is not None:
+        text = await _confirm(request.confirm, store=store, repo=repo, login=request.login)
     else:
         text = await _forget(request, store=store, repo=repo)
     await answer(request.pr_number, f"{text}\n\n{make_answer_marker(e['target'])}")
@@ -91,7 +104,27 @@ async def _learn(
         )
     log.info("outbox: learning %s of %s taught by %s", learning.id, slug, request.login)
     return (
-        f"Learned {quoted(learning)}\n\nLater reviews of this repository follow it. "
+        f"Learned {quoted(learning)}\n\n{await preview(store, learning)}\n\nLater reviews of this repository follow "
+        f"it. To undo: `/review forget {learning.id}`."
+    )
+
+
+async def preview(store: Store, learning: Learning) -> str:
+    """What ``learning`` would have withheld of its repository's most recent findings (core/learnings.preview_text)."""
+    recent = await store.recent_findings(int(learning.repo), limit=PREVIEW_FINDINGS)
+    return preview_text(withheld_by(learning, recent), len(recent))
+
+
+async def _confirm(learning_id: int, *, store: Store, repo: str, login: str) -> str:
+    learning = await store.activate_learning(repo, learning_id)
+    if learning is None:
+        return (
+            f"Learning {learning_id} is not a pending learning of this repository (confirmed already, forgotten, or "
+            "never proposed): nothing changed."
+        )
+    log.info("outbox: learning %s confirmed by %s", learning.id, login)
+    return (
+        f"Confirmed {quoted(learning)}\n\nLater reviews of this repository follow it. "
         f"To undo: `/review forget {learning.id}`."
     )
 

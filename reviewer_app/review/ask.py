@@ -196,8 +196,9 @@ class Ask:
             return replace(answer, comments=kept, withheld=withheld)
         request = verify_request(sources.title, sources.description, kept, texts, sources.diffs, learnings=do_not_flag)
         verified = await self._verified(ctx, request, route, still_wanted)
+        shown = [x for x in do_not_flag if x.id in request.learnings]  # a verdict may name only what it was shown
         judged, refused = apply_verdicts(
-            request.findings, verified.verdicts, min_confidence=question.verify.min_confidence
+            request.findings, verified.verdicts, min_confidence=question.verify.min_confidence, learnings=shown
         )
         log.info(
             "job %s: verification by %s: %d of %d finding(s) kept",

@@ -101,8 +101,8 @@ class Question:
     # files they name), its title and description (for the verifier), and whether and how strictly to verify.
     sources: Sources = field(default_factory=Sources)
     verify: Verification | None = None
-    # The repository's learnings: all of them (a do-not-flag one withholds the findings it covers), and the ids of
-    # those in the prompt.
+    # The repository's active learnings (a do-not-flag one withholds the findings it covers), and the ids of those in
+    # the prompt.
     learnings: tuple[Learning, ...] = ()
     in_prompt: tuple[int, ...] = ()
 
@@ -125,7 +125,8 @@ class Gather:
         job = ctx.job
         files = await self.github.list_pull_files(installation_of(ctx), job.repo_full_name, job.pr_number)
         ignore = (*self.settings.ignore, *wanted.config.ignore)
-        learnings = tuple(await ctx.store.list_learnings(str(job.repo_id)))
+        # Only active learnings are used: one proposed from a reply waits on a writer's confirmation (never applied).
+        learnings = tuple(x for x in await ctx.store.list_learnings(str(job.repo_id)) if x.active)
         return Change(len(files), select_files(files, ignore=ignore), ignore, await self._recall(ctx), learnings)
 
     async def question(self, ctx: JobContext, wanted: Wanted, change: Change) -> Question:

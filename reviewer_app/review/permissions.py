@@ -7,6 +7,7 @@ import logging
 
 import cachetools
 
+from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import Cancelled, PermanentError
 from reviewer_app.core.gate import NO_INSTALLATION
 from reviewer_app.dispatch.context import JobContext
@@ -15,6 +16,9 @@ from reviewer_app.github.client import GitHubClient
 log = logging.getLogger(__name__)
 
 PERMISSION_CACHE_SECONDS = 60.0
+# Someone without write access is remembered longer: many accounts reacting on the app's comments cost one lookup each
+# per ten minutes at most (and a pass asks about a bounded number of new ones: review/signals.py).
+NO_WRITE_CACHE_SECONDS = 600.0
 UNKNOWN = "unknown"  # the permission of someone GitHub could not tell about: refused, and not remembered
 
 
@@ -40,25 +44,35 @@ async def _ask(github: GitHubClient, installation_id: int, repo: str, login: str
 
 
 class Permissions:
-    """What GitHub says people may do in a repository, kept for a minute across jobs: a burst of `/review`, or of
-    reactions and replies by one person (review/signals.py), costs one lookup; a changed permission counts after at
-    most a minute. What GitHub could not tell (UNKNOWN, refused) is not kept."""
+    """What GitHub says people may do in a repository, kept per login across jobs: a burst of `/review`, or of
+    reactions and replies by one person (review/signals.py), costs one lookup; a write permission is kept a minute,
+    anything less ten (a changed permission counts after at most that). What GitHub could not tell (UNKNOWN,
+    refused) is not kept."""
 
     def __init__(self, github: GitHubClient) -> None:
         self.github = github
         self._cache: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
             maxsize=4096, ttl=PERMISSION_CACHE_SECONDS
         )
+        self._no_write: cachetools.TTLCache[tuple[int, str, str], str] = cachetools.TTLCache(
+            maxsize=16384, ttl=NO_WRITE_CACHE_SECONDS
+        )
+
+    def known(self, installation_id: int, repo: str, login: str) -> str | None:
+        """``login``'s permission in ``repo`` as last looked up, while it is kept; None when it must be asked."""
+        key = (installation_id, repo, login)
+        return self._cache.get(key) or self._no_write.get(key)
 
     async def of(self, ctx: JobContext, login: str) -> str:
         return await self.lookup(installation_of(ctx), ctx.job.repo_full_name, login, f"job {ctx.job.id}")
 
     async def lookup(self, installation_id: int, repo: str, login: str, who: str = "signals") -> str:
         """``login``'s permission in ``repo`` (``who``: whose work asks, for the log)."""
-        key = (installation_id, repo, login)
-        permission = self._cache.get(key)
+        permission = self.known(installation_id, repo, login)
         if permission is None:
             permission = await _ask(self.github, installation_id, repo, login, who)
-            if permission != UNKNOWN:
-                self._cache[key] = permission
+            if permission in WRITE_PERMISSIONS:
+                self._cache[(installation_id, repo, login)] = permission
+            elif permission != UNKNOWN:
+                self._no_write[(installation_id, repo, login)] = permission
         return permission

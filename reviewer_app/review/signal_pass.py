@@ -47,14 +47,27 @@ class SignalPass:
     @as_work("signals")
     async def run_once(self) -> int:
         recorded, budget = 0, self.signals.reaction_reads
+        lookups = self.signals.lookups()  # people asked about in this pass, past those known already
+        confirmed: set[int] = set()  # the repositories whose pending learnings this pass read
         for pr in await self.recent_pulls():
+            if pr.repo_id not in confirmed:
+                confirmed.add(pr.repo_id)
+                try:
+                    await self.signals.confirm_pending(self.store, pr, lookups)
+                except RateLimited as exc:
+                    log.warning("signal pass: GitHub asks the app to wait; the pass ends here: %s", exc.reason)
+                    break
+                except JobError as exc:
+                    log.info("signal pass: pending learnings of %s not read: %s", pr.repo, exc.reason)
             if budget <= 0:
                 break
             findings = [f for f in await self.store.open_findings(pr.repo_id, pr.number) if f.comment_id is not None]
             take = min(len(findings), budget)
             budget -= take
             try:
-                recorded += await self.signals.read_reactions(self.store, pr, findings, self.clock(), limit=take)
+                recorded += await self.signals.read_reactions(
+                    self.store, pr, findings, self.clock(), limit=take, budget=lookups
+                )
             except RateLimited as exc:
                 log.warning("signal pass: GitHub asks the app to wait; the pass ends here: %s", exc.reason)
                 break

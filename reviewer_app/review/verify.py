@@ -13,7 +13,7 @@ from typing import Any
 
 from reviewer_app.core.diff import FileDiff
 from reviewer_app.core.evidence import FileText
-from reviewer_app.core.learnings import Learning
+from reviewer_app.core.learnings import Learning, path_matches
 from reviewer_app.core.precision import VERDICTS, Verdict
 from reviewer_app.core.review_model import ModelComment
 from reviewer_app.review.claude_parse import MalformedAnswer
@@ -139,13 +139,16 @@ def verify_request(
     learnings: Sequence[Learning] = (),
 ) -> VerifyRequest:
     """The verification request for ``comments`` (the first MAX_FINDINGS), each with the code around it, and the
-    team's do-not-flag ``learnings`` (each a line with its id) that may cover one."""
+    team's active do-not-flag ``learnings`` (each a line with its id) whose glob matches a file it judges: the only
+    ones it may name."""
     asked = tuple(comments[:MAX_FINDINGS])
-    rules = [
-        _escape(" ".join(f"L{x.id}: (files {x.path_glob or 'all'}) {x.text}".split()))
+    judged = {c.path for c in asked}
+    shown = [
+        x
         for x in learnings
-        if x.kind == "do-not-flag"
+        if x.kind == "do-not-flag" and x.active and any(path_matches(x.path_glob, p) for p in judged)
     ]
+    rules = [_escape(" ".join(f"L{x.id}: (files {x.path_glob or 'all'}) {x.text}".split())) for x in shown]
     parts = [f'<{_LEARNINGS_TAG} count="{len(rules)}">', *rules, f"</{_LEARNINGS_TAG}>"] if rules else []
     parts += [
         f"<{_DATA_TAG}>",
@@ -161,7 +164,7 @@ def verify_request(
     )
     user = "\n".join(parts)
     key = "verify-" + hashlib.sha256(user.encode()).hexdigest()[:24]
-    return VerifyRequest(key, user, asked, frozenset(x.id for x in learnings if x.kind == "do-not-flag"))
+    return VerifyRequest(key, user, asked, frozenset(x.id for x in shown))
 
 
 def excerpts(comment: ModelComment, text: FileText | None, diff: FileDiff | None) -> list[Excerpt]:

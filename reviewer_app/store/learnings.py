@@ -30,6 +30,8 @@ def learning_of(row: Any) -> Learning:
         created_at=_when(row["created_at"]) or datetime.fromtimestamp(0, UTC),
         times_applied=int(row["times_applied"]),
         last_applied=_when(row["last_applied"]),
+        status=row["status"],
+        ack_comment_id=None if row["ack_comment_id"] is None else int(row["ack_comment_id"]),
     )
 
 
@@ -52,8 +54,13 @@ def _add(draft: LearningDraft, limit: int) -> Procedure[Any]:
         draft.source_url,
         draft.author,
         draft.created_at.timestamp(),
+        draft.status,
     )
     return (yield Row(s.INSERT_LEARNING_IF_NEW, params))
+
+
+def _one_row(stmt: s.Statement, params: Sequence[Any]) -> Procedure[Any]:
+    return (yield Row(stmt, params))
 
 
 class LearningsStore(abc.ABC):
@@ -86,6 +93,21 @@ class LearningsStore(abc.ABC):
     async def remove_learning(self, repo: str, learning_id: int) -> bool:
         """Forget one learning of the repository; whether it was there."""
         return await self._run(lambda: changes(s.DELETE_LEARNING, (str(repo), learning_id)), one_statement=True) == 1
+
+    async def activate_learning(self, repo: str, learning_id: int) -> Learning | None:
+        """A pending learning of the repository confirmed: active from now on. None when there is no pending learning
+        of that id (already active, forgotten, or never proposed)."""
+        row = await self._run(lambda: _one_row(s.ACTIVATE_LEARNING_IF_PENDING, (str(repo), learning_id)))
+        return learning_of(row) if row is not None else None
+
+    async def set_learning_ack(self, repo: str, source_url: str, comment_id: int) -> None:
+        """The app's comment acknowledging the pending learning proposed by the comment at ``source_url``."""
+        params = (comment_id, str(repo), source_url)
+        await self._run(lambda: changes(s.SET_LEARNING_ACK, params), one_statement=True)
+
+    async def pending_learnings_with_ack(self, repo: str, *, limit: int) -> list[Learning]:
+        """The repository's newest pending learnings whose acknowledgement a 👍 may confirm."""
+        return [learning_of(r) for r in await self._rows(s.PENDING_LEARNINGS_WITH_ACK, (str(repo), limit))]
 
     async def mark_learnings_applied(self, ids: Sequence[int], at: datetime) -> None:
         """A review used these learnings at ``at``: count it, and keep the latest time."""

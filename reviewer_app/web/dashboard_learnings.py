@@ -42,7 +42,8 @@ def learnings_page(
     reacted to, most -1 first (``names``: what each finding key names, as far as the newest findings tell)."""
     intro = (
         "<p id=summary class=muted>What each repository's team taught its reviews (<code>/review learn</code>, the "
-        "CLI), with where it came from and how often reviews applied it. Only the team removes one "
+        "CLI), with where it came from and how often reviews applied it. A learning a reply proposed is pending until "
+        "someone with write access confirms it, and never used before. Only the team removes one "
         "(<code>/review forget ID</code>, <code>reviewer-app learnings remove</code>).</p>"
     )
     if not repos:
@@ -53,6 +54,7 @@ def learnings_page(
             [
                 num(x.id),
                 td(x.kind),
+                td(x.status if x.active else "pending: not used until someone with write access confirms it"),
                 td(x.path_glob or "(all files)"),
                 td(x.text),
                 _source(x),
@@ -70,9 +72,9 @@ def learnings_page(
         sections.append(
             f"<h2 id='repo-{e(repo)}'>{e(name or f'repository {repo}')}</h2>"
             + table(
-                ("id", "kind", "path", "learning", "source", "applied", "last applied"),
+                ("id", "kind", "status", "path", "learning", "source", "applied", "last applied"),
                 rows,
-                numeric=(0, 5),
+                numeric=(0, 6),
                 empty="No learnings.",
             )
             + (

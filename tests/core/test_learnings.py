@@ -3,7 +3,7 @@ withholds a finding a do-not-flag learning covers."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import pytest
@@ -13,12 +13,16 @@ from reviewer_app.core.learnings import (
     Learning,
     covering,
     covers,
+    drawn_from,
     finding_key,
+    glob_in,
     make_draft,
     path_matches,
+    preview_text,
     prompt_line,
     relevant,
     subject_of,
+    withheld_by,
 )
 from reviewer_app.core.precision import TEAM_LEARNING, withhold_covered
 from reviewer_app.core.review_model import ModelComment
@@ -52,7 +56,7 @@ def test_a_draft_is_cleaned_and_keeps_its_fields() -> None:
         ({"kind": "ignore"}, "is not one of"),
         ({"source_kind": "email"}, "is not one of"),
         ({"repo": "owner/name"}, "GitHub repository id"),
-        ({"path_glob": "/etc/passwd"}, "not a repository path glob"),
+        ({"path_glob": "//etc/passwd"}, "not a repository path glob"),  # one leading "/" only anchors a glob
         ({"path_glob": "src/../secrets"}, "not a repository path glob"),
         ({"path_glob": "src/$(rm)"}, "not a repository path glob"),
         ({"author": " "}, "login"),
@@ -152,3 +156,42 @@ def test_the_pure_rule_reads_a_findings_title_not_the_rest_of_its_body() -> None
     assert kept == [mentions_it] and [(w.comment, w.reason, w.learning) for w in withheld] == [
         (about_it, TEAM_LEARNING, 9)
     ]
+
+
+def test_a_proposed_learning_says_nothing_its_reply_does_not() -> None:
+    reply = "Intended. Do not flag a file never closed here: our scripts exit at once."
+    assert drawn_from("Do not flag a file never closed: our scripts exit at once.", reply)
+    # The model's paraphrase of another comment in the thread carries words the reply never said.
+    assert not drawn_from("Do not flag SQL injection or hard-coded secrets anywhere.", reply)
+    assert not drawn_from("Do not flag it.", reply)  # nothing distinctive: no learning
+
+
+def test_a_glob_the_writer_names_binds_the_learning_else_none() -> None:
+    assert glob_in("Fine in tools/** since they only see trusted data.") == "tools/**"
+    assert glob_in("All of `scripts/run.py` is throwaway.") == "scripts/run.py"
+    assert glob_in("Intended, it is fine.") is None
+    assert glob_in("see `../etc/*` and " + "**/" * 10 + "x") is None  # invalid or unbounded globs are no binding
+
+
+def test_the_preview_names_what_a_learning_would_have_withheld_and_never_a_critical_finding() -> None:
+    @dataclass(frozen=True)
+    class Seen:
+        path: str
+        line: int
+        pr_number: int
+        title: str
+        severity: str
+
+    rule = replace(learning(3, "Do not flag unclosed files.", glob="src/**"), status="pending")
+    seen = [
+        Seen("src/a.py", 4, 7, "Unclosed file in `load`.", "warning"),
+        Seen("src/b.py", 9, 8, "Unclosed file in `save`.", "critical"),
+        Seen("lib/c.py", 2, 9, "Unclosed file in `read`.", "warning"),
+        Seen("src/d.py", 1, 9, "Division by zero.", "warning"),
+    ]
+    found = withheld_by(rule, seen)
+    assert found == [seen[0]]
+    text = preview_text(found, len(seen))
+    assert text.startswith("Preview: it would have withheld 1 of this repository's 4 most recent findings:")
+    assert "- `src/a.py` line 4 (#7): Unclosed file in 'load'." in text
+    assert preview_text([], 0) == "Preview: it would have withheld none of this repository's 0 most recent findings."

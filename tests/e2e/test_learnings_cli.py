@@ -80,6 +80,35 @@ def test_list_and_show_name_each_learning_and_its_source(db, capsys) -> None:
     assert "applied:  0 time(s), last never" in out
 
 
+async def _propose(path: Path) -> None:
+    store = SqliteStore(str(path))
+    await store.open()
+    try:
+        proposed = make_draft(
+            repo=REPO_ID,
+            text="Do not flag unclosed files in scripts.",
+            path_glob="scripts/run.py",
+            source_kind="reply",
+            author="bob",
+            created_at=datetime(2026, 12, 1, 9, 40, tzinfo=UTC),
+            status="pending",
+        )
+        await store.add_learning(proposed, limit=100)
+    finally:
+        await store.close()
+
+
+def test_a_pending_learning_is_listed_as_pending(db, capsys) -> None:
+    asyncio.run(_propose(db))
+    code, out, _ = run(capsys, "learnings", "list", "--repo", REPO)
+    assert code == 0
+    [active] = [line for line in out.splitlines() if "missing docstrings" in line]
+    [pending] = [line for line in out.splitlines() if "unclosed files" in line]
+    assert " active " in active and " pending " in pending and "scripts/run.py" in pending
+    code, out, _ = run(capsys, "learnings", "list", "--repo", REPO, "--json")
+    assert [x["status"] for x in json.loads(out)] == ["active", "pending"]
+
+
 def test_add_then_remove_through_the_cli(db, capsys) -> None:
     code, out, err = run(
         capsys,

@@ -3,13 +3,15 @@ repository, acknowledged in the conversation, once per comment; an outsider's co
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from reviewer_app.core.admission import Reply
-from reviewer_app.core.commands import TeamRequest, parse_command, parse_forget, parse_learn
+from reviewer_app.core.commands import TeamRequest, confirmed_id, parse_command, parse_forget, parse_learn
 from reviewer_app.core.events import decide_comment
+from reviewer_app.core.learnings import make_draft
 from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import eventually
 from tests.payloads import issue_comment_event
@@ -121,14 +123,60 @@ async def test_a_replayed_learn_comment_is_applied_once(tmp_path) -> None:
         assert len(h.github.requests_matching("GET", r"/collaborators/maintainer/permission$")) == 1
 
 
-def test_a_malformed_learn_is_answered_at_admission_without_repeating_the_comment() -> None:
-    payload = issue_comment_event("/review learn --path /etc/@someone Do not flag it.", comment_id=9)
+def test_a_malformed_learn_waits_on_the_permission_check_and_carries_only_its_reason() -> None:
+    payload = issue_comment_event("/review learn --path ../etc/@someone Do not flag it.", comment_id=9)
     decision = decide_comment("created", payload, app_slug="reviewer-app", bot_login=BOT)
 
     assert isinstance(decision, Reply)
-    (say,) = decision.effects
-    assert say.kind == "comment" and "Nothing learned: the path is not a repository path glob" in say.content
-    assert "@someone" not in say.content and "/etc" not in say.content
+    (verify,) = decision.effects  # no comment decided at admission: the author's permission comes first
+    assert verify.kind == "learn" and verify.target == 9
+    request = TeamRequest.from_json(verify.content)
+    assert request.learn is None and request.error is not None and "not a repository path glob" in request.error
+    assert "@someone" not in request.error and "/etc" not in request.error
+
+
+async def test_malformed_commands_of_a_reader_get_a_reaction_each_and_no_reply(tmp_path) -> None:
+    # Point 9 of issue 39: a read-only member's five malformed `/review learn` got five replies.
+    async with harness(tmp_path) as h:
+        h.github.set_permission(REPO, "reader", "read")
+        ids = [
+            await command(h, f"/review learn --path ../x{i} it.", login="reader", association="MEMBER")
+            for i in range(5)
+        ]
+
+        assert [await reactions(h, i) for i in ids] == [["confused"]] * 5
+        assert bot_comments(h) == []
+        writer = await command(h, "/review learn --bogus Do not flag it.")
+        assert await reactions(h, writer) == ["+1"]
+        (answer,) = await eventually(lambda: _async(bot_comments(h)))
+        assert "Nothing learned: unknown option" in answer and "--bogus" not in answer
+
+
+async def test_learn_confirm_activates_a_pending_learning_for_a_writer_only(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        draft = make_draft(
+            repo=repo_id(h),
+            text="Do not flag constant placeholders in widgets.",
+            path_glob="src/widget.py",
+            source_kind="reply",
+            author="maintainer",
+            created_at=datetime.now(UTC),
+            status="pending",
+        )
+        pending = await h.store.add_learning(draft, limit=10)
+        h.github.set_permission(REPO, "reader", "read")
+        refused = await command(h, f"/review learn confirm {pending.id}", login="reader", association="MEMBER")
+        assert await reactions(h, refused) == ["-1"]
+        assert [x.status for x in await h.store.list_learnings(repo_id(h))] == ["pending"]
+
+        await command(h, f"/review learn confirm {pending.id}")
+        assert [x.status for x in await h.store.list_learnings(repo_id(h))] == ["active"]
+        (ack,) = await eventually(lambda: _async(bot_comments(h)))
+        assert f"Confirmed learning {pending.id} (do-not-flag, files `src/widget.py`)" in ack
+        await command(h, f"/review learn confirm {pending.id}")  # again: nothing changes
+        assert "is not a pending learning" in (await eventually(lambda: _async(bot_comments(h)[1:])))[0]
+        assert pull.number == 1
 
 
 def test_learn_and_forget_are_parsed_with_their_options() -> None:
@@ -148,6 +196,11 @@ def test_learn_and_forget_are_parsed_with_their_options() -> None:
             parse_forget(bad)
     request = TeamRequest(7, 1, "alice", None, 1.5, learn=args)
     assert TeamRequest.from_json(request.to_json()) == request
+    assert (confirmed_id("confirm #12"), confirmed_id("Confirm the nulls are checked.")) == (12, None)
+    with pytest.raises(ValueError, match="which learning to confirm"):
+        confirmed_id("confirm twelve")
+    confirm = TeamRequest(7, 1, "alice", None, 1.5, confirm=12, error=None)
+    assert TeamRequest.from_json(confirm.to_json()) == confirm
 
 
 async def test_the_acknowledgement_quotes_the_learning_without_pinging_anyone(tmp_path) -> None:

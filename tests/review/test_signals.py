@@ -96,30 +96,34 @@ async def test_a_thread_resolved_by_a_maintainer_on_unchanged_code_teaches_once_
 
 
 @BACKENDS
-async def test_a_maintainers_reply_that_disputes_a_finding_becomes_a_learning(tmp_path, backend) -> None:
+async def test_a_maintainers_reply_that_disputes_a_finding_proposes_a_pending_learning(tmp_path, backend) -> None:
     async with harness_on(backend, tmp_path) as h:
         pull, root = await reviewed_thread(h)
         repo = str(h.github.repos[REPO].id)
         h.github.set_permission(REPO, "maintainer", "write")
-        rule = "Do not flag constant return values in widget placeholders: they are filled in at build time."
+        rule = "Do not flag constant return values in widget placeholders: the build fills them in."
         h.anthropic.script_answer("Understood: then it is fine as it is.", disputes=True, learning=rule)
-        payload = reply_payload(
-            h, pull, root["id"], "Intended: the build fills it in.", login="maintainer", association="MEMBER"
-        )
+        said = "Intended: do not flag constant return values in widget placeholders, the build fills them in."
+        payload = reply_payload(h, pull, root["id"], said, login="maintainer", association="MEMBER")
         admitted = await h.deliver("pull_request_review_comment", payload)
         await h.wait_state(admitted["job_id"], JobState.SUCCEEDED)
 
         [learning] = await h.store.list_learnings(repo)
-        assert (learning.text, learning.kind, learning.source_kind, learning.author) == (
+        assert (learning.text, learning.kind, learning.source_kind, learning.author, learning.status) == (
             rule,
             "do-not-flag",
             "reply",
             "maintainer",
+            "pending",
         )
+        assert learning.path_glob == "src/widget.py"  # the thread's file, exactly
         assert learning.source_url == payload["comment"]["html_url"]
         (answer,) = answers_in(h, root["id"])
-        assert f"Noted as learning {learning.id} of this repository" in answer["body"]
-        assert f"/review forget {learning.id}" in answer["body"]
+        assert learning.ack_comment_id == answer["id"]  # a writer's 👍 on it confirms the learning
+        assert (
+            f"Proposed learning {learning.id} of this repository (files `src/widget.py`), **pending**" in answer["body"]
+        )
+        assert f"/review learn confirm {learning.id}" in answer["body"]
         tool = h.anthropic.message_requests[-1].body["tool_choice"]
         assert tool == {"type": "tool", "name": "submit_answer"}
 

@@ -1,9 +1,10 @@
-"""Learnings and finding feedback (migration 0015) on both stores: kept once, bounded per repository, read, forgotten,
-counted when applied, and moved by migrate-store."""
+"""Learnings and finding feedback (migrations 0015, 0017) on both stores: kept once, bounded per repository, read,
+forgotten, counted when applied, pending until confirmed, and moved by migrate-store."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from reviewer_app.core.learnings import LearningLimitReached, make_draft
 from reviewer_app.store.base import Delivery
 from reviewer_app.store.migrate import migrate_store
 from reviewer_app.store.postgres import PostgresStore
+from reviewer_app.store.schema import load_migrations
 from reviewer_app.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -86,6 +88,27 @@ async def test_a_learning_is_read_and_removed_only_through_its_own_repository(st
     assert await store.list_learnings("7") == []
 
 
+async def test_a_pending_learning_is_activated_once_and_its_acknowledgement_is_kept(store) -> None:
+    url = "https://github.com/o/r/pull/3#discussion_r77"
+    pending = await store.add_learning(replace(DRAFT, status="pending", source_kind="reply", source_url=url), limit=10)
+    active = await store.add_learning(replace(DRAFT, text="Prefer early returns.", kind="prefer"), limit=10)
+    assert (pending.status, pending.active, active.status) == ("pending", False, "active")
+    assert await store.pending_learnings_with_ack("7", limit=5) == []  # not acknowledged yet
+
+    await store.set_learning_ack("7", url, 9001)
+    await store.set_learning_ack("8", url, 9002)  # another repository's: nothing
+    [acked] = await store.pending_learnings_with_ack("7", limit=5)
+    assert (acked.id, acked.ack_comment_id) == (pending.id, 9001)
+
+    assert await store.activate_learning("8", pending.id) is None  # only through its own repository
+    confirmed = await store.activate_learning("7", pending.id)
+    assert confirmed is not None and confirmed.status == "active" and confirmed.ack_comment_id == 9001
+    assert await store.activate_learning("7", pending.id) is None  # active already
+    assert await store.activate_learning("7", active.id) is None
+    assert await store.pending_learnings_with_ack("7", limit=5) == []
+    assert [x.status for x in await store.list_learnings("7")] == ["active", "active"]
+
+
 async def test_applied_learnings_count_and_keep_the_latest_time(store) -> None:
     a = await store.add_learning(DRAFT, limit=10)
     b = await store.add_learning(replace(DRAFT, text="Prefer early returns."), limit=10)
@@ -122,6 +145,7 @@ async def test_learnings_and_feedback_move_with_migrate_store(tmp_path, pg_schem
         kept = await sqlite.add_learning(DRAFT, limit=10)
         await sqlite.add_learning(replace(DRAFT, path_glob=None, kind="always-check"), limit=10)
         await sqlite.mark_learnings_applied([kept.id], T0)
+        await sqlite.add_learning(replace(DRAFT, text="Do not flag globals.", status="pending"), limit=10)
         await sqlite.record_finding_feedback("7", "key-1", "-1", "alice", None, T0)
         before = await sqlite.list_learnings("7")
     finally:
@@ -130,7 +154,8 @@ async def test_learnings_and_feedback_move_with_migrate_store(tmp_path, pg_schem
 
     report = await migrate_store(f"sqlite:///{tmp_path / 'reviewer.db'}", dsn, schema=schema, now=200.0)
 
-    assert (report.rows["learnings"], report.rows["finding feedback"]) == (2, 1)
+    assert (report.rows["learnings"], report.rows["finding feedback"]) == (3, 1)
+    assert [x.status for x in before] == ["active", "active", "pending"]  # the status moves too (migration 0017)
     pg = PostgresStore(dsn, schema=schema, timeout_ms=2000)
     await pg.open()
     try:
@@ -158,3 +183,35 @@ async def test_repositories_with_learnings_or_feedback_are_named_by_their_newest
     assert await store.learning_repos() == [("7", "Octo/Widgets"), ("9", None)]
     assert await store.repo_id_of_name("octo/widgets") == 7
     assert await store.repo_id_of_name("octo/other") is None
+
+
+async def test_migration_0017_keeps_old_learnings_active_and_anchors_a_resolved_top_level_file(tmp_path) -> None:
+    # A database as it stood before 0017: a resolved thread on the top-level config.py kept the glob "config.py",
+    # which matches every config.py (point 11 of issue 39).
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)")
+    for version, name, script in load_migrations("sqlite"):
+        if version < 17:
+            for statement in script.split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (version, name))
+    insert = "INSERT INTO learnings (repo, path_glob, text, kind, source_kind, author, created_at) VALUES (?, ?, ?, ?, ?, ?, 0)"
+    conn.execute(insert, ("7", "config.py", "Do not flag Debug mode is left on.", "do-not-flag", "resolved", "al"))
+    conn.execute(insert, ("7", "src/app.py", "Do not flag unclosed files.", "do-not-flag", "resolved", "al"))
+    conn.execute(insert, ("7", "*.sql", "Do not flag long migrations.", "do-not-flag", "command", "al"))
+    conn.commit()
+    conn.close()
+
+    store = SqliteStore(str(path), busy_timeout_ms=2000)
+    await store.open()
+    try:
+        learnings = await store.list_learnings("7")
+    finally:
+        await store.close()
+    assert [(x.path_glob, x.status) for x in learnings] == [
+        ("/config.py", "active"),
+        ("src/app.py", "active"),
+        ("*.sql", "active"),  # a glob someone wrote stays as written
+    ]

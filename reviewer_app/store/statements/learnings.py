@@ -1,4 +1,4 @@
-"""A repository's learnings and the feedback on its findings (migration 0015)."""
+"""A repository's learnings and the feedback on its findings (migrations 0015, 0017: a learning's status)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from reviewer_app.store.statements.dialects import Dialects
 from reviewer_app.store.statements.findings import FINDING_COLUMNS
 
 LEARNING_COLUMNS = (
-    "id, repo, path_glob, text, kind, source_kind, source_url, author, created_at, times_applied, last_applied"
+    "id, repo, path_glob, text, kind, source_kind, source_url, author, created_at, times_applied, last_applied, status,"
+    " ack_comment_id"
 )
 
 SELECT_LEARNING_BY_TEXT = f"SELECT {LEARNING_COLUMNS} FROM learnings WHERE repo = ? AND path_glob = ? AND text = ?"
@@ -20,12 +21,23 @@ LOCK_REPO_LEARNINGS = Dialects(
 )
 # Kept once per (repo, path_glob, text): a second add of the same learning (a retried command) adds nothing.
 INSERT_LEARNING_IF_NEW = f"""
-INSERT INTO learnings (repo, path_glob, text, kind, source_kind, source_url, author, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO learnings (repo, path_glob, text, kind, source_kind, source_url, author, created_at, status)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (repo, path_glob, text) DO NOTHING
 RETURNING {LEARNING_COLUMNS}
 """
 DELETE_LEARNING = "DELETE FROM learnings WHERE repo = ? AND id = ?"
+# A pending learning made active by a writer's confirmation; an active one is left as it is.
+ACTIVATE_LEARNING_IF_PENDING = f"""
+UPDATE learnings SET status = 'active' WHERE repo = ? AND id = ? AND status = 'pending' RETURNING {LEARNING_COLUMNS}
+"""
+# The app's acknowledgement of the pending learning a reply proposed (found by the reply's link, so a retried answer
+# that found its comment posted records it too).
+SET_LEARNING_ACK = "UPDATE learnings SET ack_comment_id = ? WHERE repo = ? AND source_url = ? AND status = 'pending'"
+PENDING_LEARNINGS_WITH_ACK = (
+    f"SELECT {LEARNING_COLUMNS} FROM learnings WHERE repo = ? AND status = 'pending' AND ack_comment_id IS NOT NULL"
+    " ORDER BY id DESC LIMIT ?"
+)
 MARK_LEARNING_APPLIED = (
     "UPDATE learnings SET times_applied = times_applied + 1,"
     " last_applied = CASE WHEN last_applied IS NULL OR last_applied < ? THEN ? ELSE last_applied END WHERE id = ?"
@@ -62,6 +74,9 @@ __all__ = [
     "LOCK_REPO_LEARNINGS",
     "INSERT_LEARNING_IF_NEW",
     "DELETE_LEARNING",
+    "ACTIVATE_LEARNING_IF_PENDING",
+    "SET_LEARNING_ACK",
+    "PENDING_LEARNINGS_WITH_ACK",
     "MARK_LEARNING_APPLIED",
     "LEARNING_REPOS",
     "REPO_ID_OF_NAME",
