@@ -98,7 +98,11 @@ async def test_a_close_without_merge_is_open_at_close_and_other_pulls_are_untouc
     await store.admit(Delivery("close-2", "pull_request", "closed"), close, now=600.0, max_attempts=5)
 
     rows = await store.outcome_findings(since=0.0)
-    assert sorted((r["pr_number"], r["fate"]) for r in rows) == [(3, "open_at_close"), (3, "open_at_close"), (4, "open")]
+    assert sorted((r["pr_number"], r["fate"]) for r in rows) == [
+        (3, "open_at_close"),
+        (3, "open_at_close"),
+        (4, "open"),
+    ]
     assert {r["fate_at"] for r in rows if r["pr_number"] == 3} == {600.0}  # no time in the event: the admission's
 
 
