@@ -90,7 +90,7 @@ async def seed_outcomes(store, now: float, *, seed: int = 41) -> SeededOutcomes:
             events = []
             for f in stored:
                 assert f.id is not None
-                roll = rng.random() + (0.15 if variant == "b" else 0.0)
+                roll = rng.random() + (0.2 if variant == "b" else 0.0)
                 if day <= 1 and roll < 0.9:
                     continue  # today's: still open
                 if roll > 0.55:
