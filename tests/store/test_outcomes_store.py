@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from reviewer_app.core.admission import CancelPR
 from reviewer_app.core.outcomes import Event, Fate
+from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import Delivery, FateEvent, Finding, ReviewRun
 from reviewer_app.store.migrate import migrate_store
 from reviewer_app.store.postgres import PostgresStore
@@ -160,3 +161,14 @@ async def test_fates_and_review_runs_move_with_migrate_store(tmp_path, pg_schema
         assert await pg.review_runs(since=0.0) == [RUN]
     finally:
         await pg.close()
+
+
+async def test_the_metrics_show_the_findings_by_fate(store) -> None:
+    first, _ = await _two(store)
+    await store.settle_findings([FateEvent(first, Event.DISMISSED, 200.0, "👎 by ann")])
+
+    text = (await Metrics(store).render()).decode()
+
+    assert 'reviewer_findings_by_fate{fate="dismissed"} 1.0' in text
+    assert 'reviewer_findings_by_fate{fate="open"} 1.0' in text
+    assert 'reviewer_findings_by_fate{fate="fixed"} 0.0' in text

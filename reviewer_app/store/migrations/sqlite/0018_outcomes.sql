@@ -8,6 +8,7 @@ ALTER TABLE findings ADD COLUMN fate TEXT NOT NULL DEFAULT 'open'
 ALTER TABLE findings ADD COLUMN fate_at REAL;
 ALTER TABLE findings ADD COLUMN fate_source TEXT;
 CREATE INDEX findings_by_created ON findings (created_at);
+CREATE INDEX findings_by_fate ON findings (fate);
 CREATE TABLE review_runs (
     job_id INTEGER PRIMARY KEY,
     repo_id INTEGER NOT NULL,
