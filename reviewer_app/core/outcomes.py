@@ -13,7 +13,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import PurePosixPath
 
 
 class Fate(StrEnum):
@@ -168,9 +167,9 @@ def category_of(title: str) -> str:
 
 def file_type_of(path: str) -> str:
     """The file's type as its extension (``.py``), or its name when it has none (``Dockerfile``)."""
-    name = PurePosixPath(path).name
-    suffix = PurePosixPath(name).suffix.lower()
-    return suffix or name or "?"
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else (name or "?")
 
 
 # -- the rate -----------------------------------------------------------------------------------------------------
