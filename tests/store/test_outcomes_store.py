@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import reviewer_app.store.postgres as postgres_module
+import reviewer_app.store.sqlite as sqlite_module
 from reviewer_app.core.admission import CancelPR
 from reviewer_app.core.outcomes import Event, Fate
 from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import Delivery, FateEvent, Finding, ReviewRun
 from reviewer_app.store.migrate import migrate_store
 from reviewer_app.store.postgres import PostgresStore
+from reviewer_app.store.schema import load_migrations
 from reviewer_app.store.sqlite import SqliteStore
 
 FINDING = Finding(
@@ -172,3 +175,33 @@ async def test_the_metrics_show_the_findings_by_fate(store) -> None:
     assert 'reviewer_findings_by_fate{fate="dismissed"} 1.0' in text
     assert 'reviewer_findings_by_fate{fate="open"} 1.0' in text
     assert 'reviewer_findings_by_fate{fate="fixed"} 0.0' in text
+
+
+async def test_a_migration_numbered_below_0018_that_arrives_later_still_applies(
+    tmp_path, pg_schema, monkeypatch
+) -> None:
+    """0017 is another change's: a database migrated to 0018 first applies it when it arrives (by number, each once)."""
+    dsn, schema = pg_schema
+    stores = [
+        lambda: SqliteStore(str(tmp_path / "reviewer.db"), busy_timeout_ms=2000),
+        lambda: PostgresStore(dsn, schema=schema, timeout_ms=2000),
+    ]
+    for make in stores:
+        first = make()
+        await first.open()
+        await first.close()
+    later = "CREATE TABLE arrived_later (id INTEGER PRIMARY KEY)"
+    for module in (sqlite_module, postgres_module):
+        monkeypatch.setattr(
+            module, "load_migrations", lambda engine: sorted([*load_migrations(engine), (17, "0017_later.sql", later)])
+        )
+    for make in stores:
+        store = make()
+        await store.open()
+        try:
+            assert await store.migrations_pending() == []
+            assert (await store._rows("SELECT COUNT(*) FROM arrived_later"))[0][0] == 0
+            await store.record_findings([FINDING], now=1.0)  # 0018's columns are there, and 0017's table too:
+            assert [r["fate"] for r in await store.outcome_findings(since=0.0)] == ["open"]
+        finally:
+            await store.close()
