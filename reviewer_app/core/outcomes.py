@@ -34,6 +34,7 @@ class Event(StrEnum):
     DISMISSED = "dismissed"
     MERGED = "merged"
     CLOSED = "closed"
+    REOPENED = "reopened"
 
 
 _RESULT = {
@@ -68,7 +69,12 @@ def settle(current: Settled, event: Event, at: float, source: str = "") -> Settl
       push that changed the code, read after it). A merge or close after it changes nothing.
     - open at merge or close: the team's word given before the merge or close replaces it (read late: reactions
       have no webhook); after it, nothing does.
+    - reopened after the close: open at close is open again (the pull request's episode goes on).
     """
+    if event is Event.REOPENED:
+        if current.fate is Fate.OPEN_AT_CLOSE and (current.at is None or at >= current.at):
+            return Settled(Fate.OPEN)
+        return None
     new = _RESULT[event]
     if current.fate is Fate.OPEN:
         return Settled(new, at, source)

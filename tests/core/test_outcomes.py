@@ -53,6 +53,13 @@ TABLE = [
     (Fate.OPEN_AT_CLOSE, Event.DISMISSED, LATER, None),
     (Fate.OPEN_AT_CLOSE, Event.CHANGED, EARLIER, Fate.FIXED),
     (Fate.OPEN_AT_CLOSE, Event.MERGED, LATER, None),
+    # Reopened after the close: open again; a reopen older than the close (delivered late) changes nothing.
+    (Fate.OPEN_AT_CLOSE, Event.REOPENED, LATER, Fate.OPEN),
+    (Fate.OPEN_AT_CLOSE, Event.REOPENED, EARLIER, None),
+    (Fate.OPEN_AT_MERGE, Event.REOPENED, LATER, None),
+    (Fate.OPEN, Event.REOPENED, LATER, None),
+    (Fate.FIXED, Event.REOPENED, LATER, None),
+    (Fate.DISMISSED, Event.REOPENED, LATER, None),
 ]
 
 
@@ -62,6 +69,8 @@ def test_each_fate_and_event_gives_the_table_s_fate(fate: Fate, event: Event, at
     new = settle(current, event, at, "now")
     if after is None:
         assert new is None
+    elif after is Fate.OPEN:
+        assert new == Settled(Fate.OPEN)  # open again: no time, no source
     else:
         assert new == Settled(after, at, "now")
 

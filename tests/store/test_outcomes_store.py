@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import reviewer_app.store.postgres as postgres_module
 import reviewer_app.store.sqlite as sqlite_module
-from reviewer_app.core.admission import CancelPR
+from reviewer_app.core.admission import CancelPR, Enqueue, JobSpec
+from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.outcomes import Event, Fate
 from reviewer_app.metrics import Metrics
 from reviewer_app.store.base import Delivery, FateEvent, Finding, ReviewRun
@@ -108,6 +109,38 @@ async def test_a_close_without_merge_is_open_at_close_and_other_pulls_are_untouc
         (4, "open"),
     ]
     assert {r["fate_at"] for r in rows if r["pr_number"] == 3} == {600.0}  # no time in the event: the admission's
+
+
+async def test_a_reopen_after_the_close_makes_its_findings_open_again_and_an_older_one_does_not(store) -> None:
+    first, second = await _two(store)
+    await store.settle_findings([FateEvent(first, Event.CHANGED, 200.0, "push abc")])
+    close = CancelPR(7, 3, "pull request closed", closed_at=500.0, merged=False)
+    await store.admit(Delivery("close-3", "pull_request", "closed"), close, now=600.0, max_attempts=5)
+
+    def reopen(delivery: str, at: float) -> Enqueue:
+        spec = JobSpec(
+            repo_id=7,
+            repo_full_name="octo/widgets",
+            installation_id=77,
+            pr_number=3,
+            head_sha="b" * 40,
+            details=JobDetails(action="reopened", delivery_id=delivery),
+            event_at=at,
+        )
+        return Enqueue(spec)
+
+    # Delivered late: a reopen older than the close changes nothing.
+    await store.admit(
+        Delivery("reopen-0", "pull_request", "reopened"), reopen("reopen-0", 400.0), now=700.0, max_attempts=5
+    )
+    assert _fates(await store.outcome_findings(since=0.0))[second] == ("open_at_close", 500.0, "closed")
+
+    await store.admit(
+        Delivery("reopen-1", "pull_request", "reopened"), reopen("reopen-1", 800.0), now=900.0, max_attempts=5
+    )
+    fates = _fates(await store.outcome_findings(since=0.0))
+    assert fates[second] == ("open", None, None)
+    assert fates[first] == ("fixed", 200.0, "push abc")  # what the team did stands
 
 
 async def test_a_finding_is_found_by_its_comment(store) -> None:

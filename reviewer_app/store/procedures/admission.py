@@ -258,6 +258,9 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
         return AdmitResult("duplicate-delivery", job_id=seen_job_id, reason="delivery already seen")
     if inactive_reason is not None:
         return AdmitResult("ignored", reason=f"installation is not active ({inactive_reason})")
+    if spec.details.action == "reopened":  # its findings open at the close are open again (core/outcomes.py)
+        reopened_at = now if spec.event_at is None else spec.event_at
+        yield Count(s.REOPEN_FINDINGS_CLOSED_BEFORE, (spec.repo_id, spec.pr_number, reopened_at))
     pending: tuple[PendingJob, ...] = ()
     if has_pending:  # only when the PR has pending jobs: most admissions skip this statement
         rows = yield Rows(s.PENDING_JOBS_OF_PR, (spec.repo_id, spec.pr_number))

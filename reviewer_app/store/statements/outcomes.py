@@ -21,6 +21,13 @@ SETTLE_OPEN_FINDINGS_AT_CLOSE = """
 UPDATE findings SET fate = ?, fate_at = ?, fate_source = ? WHERE repo_id = ? AND pr_number = ? AND fate = 'open'
 """
 
+# The pull request was reopened (at GitHub's time ?): its findings open at a close before that are open again
+# (core/outcomes.settle, reopened).
+REOPEN_FINDINGS_CLOSED_BEFORE = """
+UPDATE findings SET fate = 'open', fate_at = NULL, fate_source = NULL
+ WHERE repo_id = ? AND pr_number = ? AND fate = 'open_at_close' AND fate_at <= ?
+"""
+
 # A published review's record is written once: a retry that finds its review published adds nothing.
 INSERT_REVIEW_RUN_IF_NEW = """
 INSERT INTO review_runs (job_id, repo_id, repo_full_name, pr_number, review_id, head_sha, model, verify_model,
@@ -65,6 +72,7 @@ __all__ = [
     "SELECT_FINDING_OF_COMMENT",
     "SET_FATE_IF_UNCHANGED",
     "SETTLE_OPEN_FINDINGS_AT_CLOSE",
+    "REOPEN_FINDINGS_CLOSED_BEFORE",
     "INSERT_REVIEW_RUN_IF_NEW",
     "OUTCOME_FINDINGS",
     "OUTCOME_FINDINGS_OF_REPO",
