@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from reviewer_app import admin_cli, backup, learnings_cli, one_pr_cli
+from reviewer_app import admin_cli, backup, learnings_cli, one_pr_cli, outcomes_cli
 from reviewer_app.cli_args import whole_number
 from reviewer_app.config import Config, ConfigError, load_config, lookalike_settings
 from reviewer_app.dispatch.registry import app_version
@@ -20,7 +20,7 @@ from reviewer_app.store import migrate as migrate_store
 from reviewer_app.store.base import StoreUnavailable
 
 # Commands that work on the database only: they receive no webhook, so they need no webhook secret.
-DATABASE_COMMANDS = (*admin_cli.COMMANDS, learnings_cli.COMMAND, "backup")
+DATABASE_COMMANDS = (*admin_cli.COMMANDS, learnings_cli.COMMAND, outcomes_cli.COMMAND, "backup")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--json", action="store_true", help="print JSON for scripts")
     admin_cli.add_commands(sub)
     learnings_cli.add_command(sub)
+    outcomes_cli.add_command(sub)
     backup.add_command(sub)
     migrate_store.add_command(sub)
     parser.set_defaults(command_names=tuple(sub.choices))
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return admin_cli.run(cfg, args)
     if args.command == learnings_cli.COMMAND:
         return learnings_cli.run(cfg, args)
+    if args.command == outcomes_cli.COMMAND:
+        return outcomes_cli.run(cfg, args)
     if args.command == "backup":
         return backup.run(cfg, args)
     if args.command in ("serve", "worker"):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlparse
 
+from reviewer_app.core.experiments import operator_experiment
 from reviewer_app.core.pricing import Price, PriceError, parse_prices
 from reviewer_app.core.providers import ANTHROPIC, PROVIDERS, VERTEX, HeaderError, Provider, parse_headers
 from reviewer_app.redaction import redact_url
@@ -93,6 +94,7 @@ class Config:
     http_keepalive_seconds: float = 15.0
     http_max_connections: int = 1000
     prices: str = ""
+    experiment: str = ""
     retention_days: float = 30.0
     recovery_seconds: float = 600.0
     delivery_window_days: float = 3.0
@@ -363,6 +365,7 @@ def problems(cfg: Config, *, require_webhook_secret: bool = True) -> list[str]:
         parse_prices(cfg.prices)
     except PriceError as exc:
         found.append(str(exc))
+    found.extend(operator_experiment(cfg.experiment)[1])
     if cfg.renew_seconds and cfg.renew_seconds >= cfg.lease_seconds:
         found.append("REVIEWER_RENEW_SECONDS must be shorter than REVIEWER_LEASE_SECONDS")
     if require_webhook_secret and not cfg.webhook_secret and not cfg.insecure_no_signature:

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from reviewer_app.core.outcomes import FATES
 from reviewer_app.core.queues import queue_rows
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import QueueStats, Store, StoreUnavailable, Usage, WorkerStatus
@@ -33,6 +34,7 @@ class QueueCollector(Collector):
         self._now = 0.0
         self._paused = False
         self._workers: list[WorkerStatus] = []
+        self._fates: dict[str, int] = {}
         self._refreshed = False
 
     async def refresh(self) -> None:
@@ -42,10 +44,12 @@ class QueueCollector(Collector):
             stats = await self.store.stats(now=now)
             paused = await self.store.get_setting("queue_paused") == "1"
             workers = await self.store.workers(now=now)
+            fates = await self.store.fate_counts()
         except StoreUnavailable:
             self._stats = None
             return
         self._stats, self._now, self._paused, self._workers = stats, now, paused, workers
+        self._fates = fates
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -97,6 +101,16 @@ class QueueCollector(Collector):
         yield processes
         yield slots
         yield from self._queues(stats)
+        # A gauge, not a counter: a fate may be revised (a 👎 read after the merge but given before it turns an open
+        # at merge into a dismissal), so a fate's total can go down, which a Prometheus counter must never do.
+        fates = GaugeMetricFamily(
+            "reviewer_findings_by_fate",
+            "Published findings by fate (fixed, dismissed, open_at_merge, open_at_close, open), over the database.",
+            labels=["fate"],
+        )
+        for fate in FATES:
+            fates.add_metric([fate], self._fates.get(fate, 0))
+        yield fates
         yield GaugeMetricFamily(
             "reviewer_jobs_held_by_gone_processes",
             "Running jobs whose lease holder is gone: the rescuer hands each back when its lease expires.",

@@ -413,6 +413,15 @@ SETTINGS: tuple[Setting, ...] = (
         '"cache_write": 3.75, "cache_read": 0.3}} in US dollars per million tokens; added to (or replacing) the built-in '
         "table (reviewer_app/core/pricing.py)",
     ),
+    Setting(
+        "REVIEWER_EXPERIMENT",
+        "experiment",
+        str,
+        "",
+        'an experiment for repositories whose .github/reviewer.yml runs none, as JSON: {"name": "conf-65", "a": '
+        '{"min_confidence": 50}, "b": {"min_confidence": 65}}; each pull request gets one variant by a stable hash '
+        "(docs/operations.md, Outcomes)",
+    ),
     Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
     Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
 )

@@ -129,9 +129,10 @@ def pull_request_event(
     updated_at: str = DEFAULT_STAMP,
     before: str | None = None,
     changes: dict[str, Any] | None = None,
+    merged: bool = False,
 ) -> dict[str, Any]:
     """A ``pull_request`` event. ``synchronize`` names the head it replaced (``before``), ``edited`` what changed
-    (``changes``, a title edit unless given), ``closed`` a closed pull request."""
+    (``changes``, a title edit unless given), ``closed`` a closed pull request (``merged``: by a merge)."""
     head = head or sha(f"{repo}{number}")
     state = state or ("closed" if action == "closed" else "open")
     values = {
@@ -171,6 +172,9 @@ def pull_request_event(
             "archived_at": None,
             "archived_by": None,
         }
+    if merged:
+        payload["pull_request"]["merged"] = True
+        payload["pull_request"]["merged_at"] = updated_at
     if action == "edited":
         payload["changes"] = changes if changes is not None else {"title": {"from": "An older title"}}
     return payload

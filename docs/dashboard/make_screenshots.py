@@ -24,6 +24,7 @@ from reviewer_app.store.base import Usage  # noqa: E402
 from reviewer_app.store.sqlite import SqliteStore  # noqa: E402
 from reviewer_app.web.dashboard import Dashboard  # noqa: E402
 from tests.dashboard_seed import MODEL, seed  # noqa: E402
+from tests.outcomes_seed import seed_outcomes  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOKEN = "screenshot-token-0123456789"
@@ -36,6 +37,7 @@ async def main() -> None:
         await store.open()
         now = time.time()
         seeded = await seed(store, now)
+        await seed_outcomes(store, now)  # published findings with their fates, for the outcomes page
         # One review of today went through Message Batches, so the spend page shows the batched split and the saving.
         custom_id = f"job-{seeded.reviewed}-all"
         await store.record_batch_requests(
@@ -56,6 +58,7 @@ async def main() -> None:
             "job": f"/dashboard/jobs/{seeded.reviewed}",
             "spend": "/dashboard/spend",
             "learnings": "/dashboard/learnings",
+            "outcomes": "/dashboard/outcomes",
         }
         try:
             async with async_playwright() as p:

@@ -162,6 +162,9 @@ class CancelPR:
     # When GitHub says the pull request was closed (its updated_at): the close cancels only work it is newer than,
     # so a close delivered after a reopen (GitHub does not deliver in order) does not undo the reopen. None: all.
     closed_at: float | None = None
+    # The close event's ``merged``: the findings still open get their fate at merge or close (core/outcomes.py).
+    # None: not a close of the pull request (its repository or installation went away).
+    merged: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,9 @@ def decide_pull_request(
     repo_id = int_at(payload, "repository", "id")
     number = int_at(payload, "pull_request", "number")
     if action == "closed":
-        return CancelPR(repo_id, number, PR_CLOSED, closed_at=parse_time(at(payload, "pull_request").get("updated_at")))
+        pull = at(payload, "pull_request")
+        closed_at = parse_time(pull.get("updated_at"))
+        return CancelPR(repo_id, number, PR_CLOSED, closed_at=closed_at, merged=pull.get("merged") is True)
     if action == "edited":
         return _decide_retarget(payload, guard=guard, delivery_id=delivery_id)
     if action not in AUTO_ACTIONS:

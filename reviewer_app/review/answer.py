@@ -260,6 +260,8 @@ class Answerer:
         why = await answer_dry_run(self.github, ctx, pr, server=self.dry_run)
         if why is not None:
             return await hold_back(ctx, answer_held_back(f"{publishable(text, MAX_ANSWER_CHARS)}\n\n{marker}", why))
+        if thread.review_root is not None and stored.disputes:
+            await self.signals.dismiss_by_reply(ctx, thread.question, thread.review_root)
         if thread.review_root is not None and stored.disputes and stored.learning:
             # A maintainer disputing the app's finding proposes a learning, pending a writer's confirmation
             # (review/signals.py decides who may, and what of the reply it may say).

@@ -51,7 +51,7 @@ from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.installation import learn_installation
 from reviewer_app.review.permissions import Permissions, installation_of
-from reviewer_app.review.repo_config import RepoConfig, parse_repo_config
+from reviewer_app.review.repo_config import RepoConfig, parse_repo_config, with_variant
 from reviewer_app.review.settings import ReviewSettings
 from reviewer_app.store.base import Delivery
 
@@ -108,7 +108,9 @@ class Gate:
         await self.still_applies(ctx, pr)
         base_ref = str((pr.get("base") or {}).get("ref") or "")
         text = await self.github.get_file_content(inst, job.repo_full_name, CONFIG_PATH, base_ref) if base_ref else None
-        rc = parse_repo_config(text, max_input_tokens=self.settings.max_input_tokens, max_parts=self.settings.max_parts)
+        limits = {"max_input_tokens": self.settings.max_input_tokens, "max_parts": self.settings.max_parts}
+        rc = parse_repo_config(text, **limits)
+        rc = with_variant(rc, rc.experiment or self.settings.experiment, job.repo_id, job.pr_number, **limits)
         draft = pr.get("draft") is True
         if job.trigger in AUTOMATIC_TRIGGERS:
             verdict = await self._automatic(ctx, draft, rc)

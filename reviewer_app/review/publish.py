@@ -30,6 +30,7 @@ from reviewer_app.review.dry_run import dry_run_reason, hold_back, review_held_b
 from reviewer_app.review.gate import Gate, Wanted, installation_of
 from reviewer_app.review.gather import Change
 from reviewer_app.review.memory import Memory, Recall
+from reviewer_app.review.outcomes import record_run, settle_changed
 from reviewer_app.review.render import (
     Links,
     earlier_finding_entry,
@@ -122,6 +123,9 @@ class Publish:
         review_id = await self._publish_once(ctx, review.body, [inline_comment(c) for c in review.anchored.inline])
         await _mark_applied(ctx, answer)
         resolved = await self._remember(ctx, review_id, review.anchored.inline, change.recall, wanted.config)
+        # What the team did with the earlier findings, and what this review was made with (review/outcomes.py).
+        await settle_changed(ctx, change.recall)
+        await record_run(ctx, wanted.config, answer, review_id, len(review.anchored.inline))
         await self._record(ctx, wanted.config, answer, review, review_id, resolved, check_run_id)
         counts = review.counts
         return (

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
+from reviewer_app.core.experiments import Experiment, assign, parse_experiment
 from reviewer_app.core.gate import CONFIG_PATH
 from reviewer_app.core.precision import DEFAULT_MAX_COMMENTS, DEFAULT_MIN_CONFIDENCE
 from reviewer_app.github.check_run_text import CONCLUSIONS, DEFAULT_CONCLUSIONS
@@ -36,6 +37,7 @@ KNOWN_KEYS = frozenset(
         "verify",
         "min_confidence",
         "max_comments",
+        "experiment",
     }
 )
 MAX_COMMENTS_LIMIT = 50
@@ -76,6 +78,9 @@ class RepoConfig:
     min_confidence: int = DEFAULT_MIN_CONFIDENCE  # findings the verifier gives less are not published (0-100)
     max_comments: int = DEFAULT_MAX_COMMENTS  # critical and warning findings shown; the rest are listed folded
     errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
+    # The `experiment:` block (core/experiments.py), and the variant this pull request is in once assigned.
+    experiment: Experiment | None = None
+    variant: str | None = None
 
 
 def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int) -> RepoConfig:
@@ -92,6 +97,45 @@ def parse_repo_config(text: str | None, *, max_input_tokens: int, max_parts: int
         return RepoConfig()
     if not isinstance(data, dict):
         return RepoConfig(errors=(f"{CONFIG_PATH} must be a mapping of settings; defaults apply",))
+    cfg = _from_mapping(data, max_input_tokens=max_input_tokens, max_parts=max_parts)
+    if "experiment" in data:
+        experiment, errors = parse_experiment(data["experiment"])
+        for variant in ("a", "b"):
+            if experiment is not None:
+                settings = experiment.settings_of(variant)
+                wrong = _from_mapping(settings, max_input_tokens=max_input_tokens, max_parts=max_parts).errors
+                errors += [f"experiment variant {variant}: {e}" for e in wrong]
+        if errors:
+            return replace(cfg, errors=(*cfg.errors, *errors, "the experiment is not run"))
+        cfg = replace(cfg, experiment=experiment)
+    return cfg
+
+
+def with_variant(
+    cfg: RepoConfig,
+    experiment: Experiment | None,
+    repo_id: int,
+    pr_number: int,
+    *,
+    max_input_tokens: int,
+    max_parts: int,
+) -> RepoConfig:
+    """``cfg`` with the settings of the variant ``experiment`` assigns this pull request (the repository's own
+    experiment, else the operator's); ``cfg`` itself when there is none. A variant whose settings are not valid (the
+    operator's block is checked here, against the operator's limits) is not applied, and says why."""
+    if experiment is None:
+        return cfg
+    variant = assign(experiment.name, repo_id, pr_number)
+    settings = experiment.settings_of(variant)
+    parsed = _from_mapping(settings, max_input_tokens=max_input_tokens, max_parts=max_parts)
+    if parsed.errors:
+        wrong = [f"experiment {experiment.name} variant {variant}: {e}; not applied" for e in parsed.errors]
+        return replace(cfg, errors=(*cfg.errors, *wrong))
+    return replace(cfg, **{key: getattr(parsed, key) for key in settings}, experiment=experiment, variant=variant)
+
+
+def _from_mapping(data: Mapping[str, Any], *, max_input_tokens: int, max_parts: int) -> RepoConfig:
+    """The settings of a mapping (the file's, or one experiment variant's), errors included."""
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reviewer_app.config import Config
+from reviewer_app.core.experiments import Experiment, operator_experiment
 from reviewer_app.review.explore import ToolLimits
 
 
@@ -24,6 +25,7 @@ class ReviewSettings:
     signal_reads: int = 20  # review comments whose reactions a review reads at most (review/signals.py)
     learnings_per_repo: int = 100  # learnings a repository keeps at most (a signal past it teaches nothing)
     learning_max_chars: int = 300  # characters of one learning at most
+    experiment: Experiment | None = None  # the operator's (REVIEWER_EXPERIMENT), for repositories that run none
 
     @classmethod
     def from_config(cls, cfg: Config) -> ReviewSettings:
@@ -43,4 +45,5 @@ class ReviewSettings:
             signal_reads=cfg.signal_reads,
             learnings_per_repo=cfg.learnings_per_repo,
             learning_max_chars=cfg.learning_max_chars,
+            experiment=operator_experiment(cfg.experiment)[0],
         )

@@ -3,6 +3,9 @@
 Three signals, each only from a person with write access to the repository (the gate's permission check, kept for a
 minute): an outside account's or a bot's reaction, reply or resolution is never one.
 
+Each dismissing signal (a 👎, a disputing reply, a resolved thread) also gives the finding its fate, ``dismissed``
+(core/outcomes.py), from what is read here anyway: no request is made for it.
+
 - A 👍 or 👎 on one of the app's review comments. GitHub sends no webhook for a reaction: they are read for the pull
   request's open findings when it is next reviewed (and by the periodic pass, review/signal_pass.py), a bounded
   number of comments each time, and kept with ``record_finding_feedback`` on the finding's content key, so a 👎
@@ -43,12 +46,13 @@ from reviewer_app.core.learnings import (
     withheld_by,
 )
 from reviewer_app.core.markers import strip_markers
+from reviewer_app.core.outcomes import Event
 from reviewer_app.core.timestamps import parse_time
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient, Json
 from reviewer_app.github.graphql import full_database_id
 from reviewer_app.review.permissions import Permissions, installation_of
-from reviewer_app.store.base import Finding, Store
+from reviewer_app.store.base import FateEvent, Finding, Store
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +212,18 @@ class Signals:
         recent = await store.recent_findings(repo_id, limit=PREVIEW_FINDINGS)
         return preview_text(withheld_by(learning, recent), len(recent))
 
+    async def dismiss_by_reply(self, ctx: JobContext, reply: Mapping[str, Any], root_comment_id: int) -> bool:
+        """A reply disputing the app's finding (review comment ``root_comment_id``) by a person with write access
+        dismisses it (core/outcomes.py); whether it changed the finding's fate."""
+        login = _login(reply.get("user"))
+        if not await self.may_teach(PullRef.of_job(ctx), login, await self.github.bot_login()):
+            return False
+        at = parse_time(reply.get("created_at")) or ctx.clock()
+        changed = await ctx.store.settle_finding_of_comment(
+            ctx.job.repo_id, root_comment_id, Event.DISMISSED, at=at, source=f"reply by {login}"
+        )
+        return bool(changed)
+
     # -- reactions ---------------------------------------------------------------------------------------------
 
     async def read_reactions(
@@ -227,6 +243,7 @@ class Signals:
         budget = budget if budget is not None else self.lookups()
         commented = sorted((f for f in findings if f.comment_id is not None), key=lambda f: -(f.comment_id or 0))
         recorded = 0
+        dismissals: list[FateEvent] = []
         for f in commented[: self.reaction_reads if limit is None else limit]:
             assert f.comment_id is not None
             try:
@@ -243,6 +260,9 @@ class Signals:
                 at = datetime.fromtimestamp(parse_time(reaction.get("created_at")) or now, UTC)
                 await store.record_finding_feedback(str(pr.repo_id), key, str(signal), login, url, at)
                 recorded += 1
+                if signal == "-1" and f.id is not None:  # a writer's 👎 dismisses it (core/outcomes.py)
+                    dismissals.append(FateEvent(f.id, Event.DISMISSED, at.timestamp(), f"👎 by {login}"))
+        await store.settle_findings(dismissals)
         if recorded:
             log.info("%s: %d reaction(s) of the team on the app's findings read", pr.who, recorded)
         return recorded
@@ -298,6 +318,9 @@ class Signals:
                     "job %s: thread %s resolved by %s, who has no write access", ctx.job.id, thread["id"], resolver
                 )
                 continue
+            if f.id is not None:  # resolved by a writer with the code unchanged: dismissed (core/outcomes.py)
+                event = FateEvent(f.id, Event.DISMISSED, ctx.clock(), f"thread resolved by {resolver}")
+                await ctx.store.settle_findings([event])
             if not await ctx.store.claim_once(f"resolved_signal:{thread.get('id')}", str(ctx.job.id)):
                 continue  # taken already (by an earlier review, or another host): a forgotten learning stays forgotten
             learning = await self._learn(

@@ -12,8 +12,10 @@ from typing import Any, Protocol
 
 from reviewer_app.core.admission import CancelPR, Decision, Enqueue, Ignore
 from reviewer_app.core.learnings import Learning, LearningDraft, LearningLimitReached
+from reviewer_app.core.outcomes import Event, Fate
 from reviewer_app.core.queues import JOB_QUEUES, REVIEWS
 from reviewer_app.core.states import JobState
+from reviewer_app.store.outcomes import FateEvent, ReviewRun
 from reviewer_app.store.records import (
     JOB_FIELDS,
     PROGRESS_COLUMNS,
@@ -220,6 +222,24 @@ class Store(Protocol):
         """How many of the PR's threads the app resolved."""
         ...
 
+    # -- what became of the findings (store/outcomes.py; the rule is core/outcomes.py)
+    async def settle_findings(self, events: Sequence[FateEvent]) -> list[tuple[int, str]]:
+        """Apply each event to its finding's fate in one transaction; (finding id, new fate) of those it changed."""
+        ...
+
+    async def settle_finding_of_comment(
+        self, repo_id: int, comment_id: int, event: Event, *, at: float, source: str
+    ) -> list[tuple[int, str]]: ...
+    async def settle_open_at_close(self, repo_id: int, pr_number: int, fate: Fate, *, at: float, source: str) -> int:
+        """The pull request was merged or closed: its findings still open get ``fate``; how many."""
+        ...
+
+    async def record_review_run(self, run: ReviewRun) -> None: ...
+    async def outcome_findings(self, *, since: float, repo_id: int | None = None) -> list[dict[str, Any]]: ...
+    async def review_runs(self, *, since: float, repo_id: int | None = None) -> list[ReviewRun]: ...
+    async def job_usage(self, job_id: int) -> list[dict[str, Any]]: ...
+    async def fate_counts(self) -> dict[str, int]: ...
+
     # -- what the repository's team taught the app (learnings) and its feedback on findings (store/learnings.py)
     async def add_learning(self, draft: LearningDraft, *, limit: int) -> Learning:
         """Keep a learning once per (repo, path glob, text), returning the one kept already; raises
@@ -336,6 +356,7 @@ __all__ = [
     "Decision",
     "Delivery",
     "Enqueue",
+    "FateEvent",
     "FencedFinishes",
     "Finding",
     "HeldJob",
@@ -349,6 +370,7 @@ __all__ = [
     "PROGRESS_COLUMNS",
     "QueueStats",
     "REVIEW",
+    "ReviewRun",
     "Store",
     "StoreUnavailable",
     "Usage",

@@ -21,6 +21,7 @@ from reviewer_app.store import statements as s
 from reviewer_app.store.base import FencedFinishes
 from reviewer_app.store.finish_batches import FinishBatches
 from reviewer_app.store.learnings import LearningsStore
+from reviewer_app.store.outcomes import OutcomesStore
 from reviewer_app.store.records import (
     AdmitResult,
     Attempt,
@@ -38,7 +39,7 @@ T = TypeVar("T")
 ProcedureFactory = Callable[[], p.Procedure[T]]  # a fresh generator per try: a transaction may run again
 
 
-class DrivenStore(LearningsStore, FencedFinishes, abc.ABC):
+class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
     """The store's logic, once; subclasses are the drivers."""
 
     engine: str

@@ -57,7 +57,7 @@ async def migrate_store(
     now: float | None = None,
 ) -> MigrationReport:
     """Copy jobs (pending, failed and cancelled; every job with ``include_all``), their attempts and batch requests,
-    deliveries, settings, installations, unsent outbox effects, findings, learnings and finding feedback from a SQLite file into an empty
+    deliveries, settings, installations, unsent outbox effects, findings (with their fates), review runs, learnings and finding feedback from a SQLite file into an empty
     PostgreSQL store, in one PostgreSQL transaction. The SQLite file is only read."""
     now = time.time() if now is None else now
     path = _source_path(source, target)
@@ -141,6 +141,8 @@ async def _copy(
     unsent = "" if include_all else " WHERE sent_at IS NULL"
     report.rows["outbox effects"] = await _insert(dst, "outbox", await _table(src, "outbox", unsent))
     report.rows["findings"] = await _insert(dst, "findings", await _table(src, "findings"))  # memory: every PR's
+    # The record of each published review, with the findings' fates the outcomes page reads (migration 0018).
+    report.rows["review runs"] = await _insert(dst, "review_runs", await _table(src, "review_runs"))
     # What the teams taught the app, and their feedback on its findings: every repository's, like the memory.
     report.rows["learnings"] = await _insert(dst, "learnings", await _table(src, "learnings"))
     report.rows["finding feedback"] = await _insert(dst, "finding_feedback", await _table(src, "finding_feedback"))

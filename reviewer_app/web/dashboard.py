@@ -25,9 +25,11 @@ from reviewer_app.admin import Admin
 from reviewer_app.core.pricing import Price, estimate
 from reviewer_app.core.queues import queue_rows
 from reviewer_app.core.states import JobState
+from reviewer_app.outcomes_report import read_outcomes
 from reviewer_app.store.base import Store
 from reviewer_app.web import dashboard_pages as pages
 from reviewer_app.web.dashboard_learnings import learnings_page, named_findings
+from reviewer_app.web.dashboard_outcomes import outcome_days, outcomes_page
 from reviewer_app.web.dashboard_spend import DAY_SECONDS, DAYS, Spend, chart_svg, summarise
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,7 @@ class Dashboard:
         self.prices = prices
         self.clock = clock
         self.admin = Admin(store, clock=clock, web_url=github_web_url)
+        self.web_url = github_web_url
         self._token = token.encode()
         self._key = hmac.new(self._token, b"reviewer-app dashboard session v1", hashlib.sha256).digest()
         self._past: tuple[int, float, list[dict[str, Any]]] | None = None  # (today, read at, rows before today)
@@ -146,6 +149,7 @@ class Dashboard:
         r.add_get("/dashboard/jobs/{job_id:[0-9]+}", self._signed_in(self.job))
         r.add_get("/dashboard/spend", self._signed_in(self.spend))
         r.add_get("/dashboard/learnings", self._signed_in(self.learnings))
+        r.add_get("/dashboard/outcomes", self._signed_in(self.outcomes))
         r.add_get("/dashboard/spend.svg", self._signed_in(self.spend_svg))
         app.on_startup.append(self._start_warming)
         app.on_cleanup.append(self._stop_refreshing)
@@ -310,6 +314,19 @@ class Dashboard:
         }
         body = learnings_page(repos, taught, votes, names)
         return self._html("Learnings", body, here="/dashboard/learnings")
+
+    async def outcomes(self, request: web.Request) -> web.Response:
+        repo = request.query.get("repo", "").strip()
+        days, error = outcome_days(request.query.get("days", ""))
+        report = await read_outcomes(
+            self.store,
+            since=self.clock() - days * DAY_SECONDS,
+            repo=repo or None,
+            prices=self.prices,
+            web_url=self.web_url,
+        )
+        body = (f"<p class=paused>{pages.e(error)}</p>" if error else "") + outcomes_page(report, days=days, repo=repo)
+        return self._html("Outcomes", body, here="/dashboard/outcomes")
 
     async def jobs(self, request: web.Request) -> web.Response:
         q = request.query

@@ -24,6 +24,7 @@ NAV = (
     ("/dashboard/jobs", "Jobs"),
     ("/dashboard/spend", "Spend"),
     ("/dashboard/learnings", "Learnings"),
+    ("/dashboard/outcomes", "Outcomes"),
 )
 
 STYLE = """
@@ -40,6 +41,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .paused{background:#fff8c5;border:1px solid #d4a72c;padding:.5em 1em}.muted{color:#59636e}
 form.filter{display:flex;gap:.6em;align-items:end;flex-wrap:wrap}label{display:flex;flex-direction:column}
 pre{white-space:pre-wrap;max-width:60em;margin:0}img.chart{max-width:100%;background:#fff;border:1px solid #d0d7de}
+svg{max-width:100%;height:auto}.significant{color:#1a7f37;font-weight:700}.not-significant{color:#9a6700}
 """
 
 

@@ -42,7 +42,16 @@ def test_closed_cancels() -> None:
     payload = pr_payload(action="closed")
     closed_at = parse_time(payload["pull_request"]["updated_at"])
     assert closed_at is not None  # the close is ordered against the pull request's other events by its own time
-    assert decide_pull_request("closed", payload) == CancelPR(1001, 1, "pull request closed", closed_at=closed_at)
+    assert decide_pull_request("closed", payload) == CancelPR(
+        1001, 1, "pull request closed", closed_at=closed_at, merged=False
+    )
+
+
+def test_a_merge_says_so_for_the_findings_fates() -> None:
+    payload = pr_payload(action="closed")
+    payload["pull_request"]["merged"] = True
+    decision = decide_pull_request("closed", payload)
+    assert isinstance(decision, CancelPR) and decision.merged is True
 
 
 @pytest.mark.parametrize("action", ["edited", "labeled", "assigned"])

@@ -309,7 +309,8 @@ def test_version(capsys) -> None:
 def test_a_missing_command_or_subcommand_says_what_to_choose(capsys) -> None:
     err = parse_error(capsys)
     assert (
-        "say which command to run: review, serve, worker, config, status, jobs, queue, usage, learnings, backup" in err
+        "say which command to run: review, serve, worker, config, status, jobs, queue, usage, learnings, outcomes, backup"
+        in err
     )
     err = parse_error(capsys, "jobs")
     assert "reviewer-app jobs: error: say what to do: list, show ID, retry ID or cancel ID" in err

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reviewer_app.core.cancel_reasons import COVERED_PREFIX, CancelReason
+from reviewer_app.core.experiments import Experiment, assign
 from reviewer_app.core.states import JobState
 from reviewer_app.github.check_run_text import desired_check
-from reviewer_app.review.repo_config import CONFIG_PATH, parse_repo_config
+from reviewer_app.review.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config, with_variant
 from tests.fakes.github import added_file
 from tests.harness import REPO, SOURCE, harness
 from tests.helpers import eventually
@@ -263,3 +264,34 @@ def test_verification_threshold_and_cap_are_read_within_their_bounds() -> None:
         "min_confidence must be a whole number from 0 to 100",
         "max_comments must be a whole number from 1 to 50",
     )
+
+
+def test_an_experiment_block_is_read_and_each_pull_request_gets_its_variant() -> None:
+    text = "min_confidence: 40\nexperiment:\n  name: conf-65\n  a: {min_confidence: 50}\n  b: {min_confidence: 65, verify: false}\n"
+    cfg = parse_repo_config(text, max_input_tokens=60000, max_parts=3)
+    assert cfg.errors == () and cfg.experiment is not None and cfg.variant is None
+    for pr in range(1, 20):
+        applied = with_variant(cfg, cfg.experiment, 7, pr, max_input_tokens=60000, max_parts=3)
+        variant = assign("conf-65", 7, pr)
+        assert applied.variant == variant
+        assert (applied.min_confidence, applied.verify) == ((50, None) if variant == "a" else (65, False))
+    assert with_variant(cfg, None, 7, 1, max_input_tokens=60000, max_parts=3) == cfg
+
+
+def test_an_experiment_with_a_wrong_setting_is_not_run_and_says_why() -> None:
+    text = "experiment:\n  name: conf\n  a: {min_confidence: 500}\n  b: {min_confidence: 65}\n"
+    cfg = parse_repo_config(text, max_input_tokens=60000, max_parts=3)
+    assert cfg.experiment is None
+    assert "experiment variant a: min_confidence must be a whole number from 0 to 100" in cfg.errors
+    assert cfg.errors[-1] == "the experiment is not run"
+    over = parse_repo_config(
+        "experiment:\n  name: big\n  a: {max_parts: 9}\n  b: {}\n", max_input_tokens=60000, max_parts=3
+    )
+    assert over.experiment is None and any("above the operator's limit" in e for e in over.errors)
+
+
+def test_the_operators_experiment_is_checked_against_the_operators_limits() -> None:
+    experiment = Experiment("parts", {"max_parts": 9}, {"max_parts": 9, "nits": "fold"})
+    applied = with_variant(RepoConfig(), experiment, 7, 1, max_input_tokens=60000, max_parts=3)
+    assert applied.variant is None and applied.max_parts is None
+    assert any("experiment parts variant" in e and "not applied" in e for e in applied.errors)

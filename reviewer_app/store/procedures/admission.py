@@ -30,6 +30,7 @@ from reviewer_app.core.admission import (
 )
 from reviewer_app.core.batching import SWEEP_ACTION
 from reviewer_app.core.cancel_reasons import cancel_reason
+from reviewer_app.core.outcomes import close_fate
 from reviewer_app.core.pr_work import PAUSED_SKIP, PendingJob, PRFacts, plan_enqueue
 from reviewer_app.core.states import JobState
 from reviewer_app.store import statements as s
@@ -169,6 +170,11 @@ def _apply(decision: Decision, *, now: float) -> Procedure[AdmitResult]:
         rows = yield Rows(
             s.CANCEL_PR_PENDING, (decision.reason, reason, now, now, decision.repo_id, decision.pr_number, closed_at)
         )
+        if decision.merged is not None:  # the close itself (not a lost access): its findings' fate, in this commit
+            fate = close_fate(decision.merged)
+            at = now if decision.closed_at is None else decision.closed_at
+            params = (fate.value, at, "merged" if decision.merged else "closed", decision.repo_id, decision.pr_number)
+            yield Count(s.SETTLE_OPEN_FINDINGS_AT_CLOSE, params)
         return AdmitResult("cancelled", cancelled=tuple(r[0] for r in rows), reason=decision.reason)
     if isinstance(decision, Reply | SetPause) and decision.command_key is not None:
         # A command applies once per comment: a captured body sent again under a new delivery id is a duplicate.
@@ -252,6 +258,9 @@ def enqueue(decision: Enqueue, p: PreparedEnqueue, *, now: float) -> Procedure[A
         return AdmitResult("duplicate-delivery", job_id=seen_job_id, reason="delivery already seen")
     if inactive_reason is not None:
         return AdmitResult("ignored", reason=f"installation is not active ({inactive_reason})")
+    if spec.details.action == "reopened":  # its findings open at the close are open again (core/outcomes.py)
+        reopened_at = now if spec.event_at is None else spec.event_at
+        yield Count(s.REOPEN_FINDINGS_CLOSED_BEFORE, (spec.repo_id, spec.pr_number, reopened_at))
     pending: tuple[PendingJob, ...] = ()
     if has_pending:  # only when the PR has pending jobs: most admissions skip this statement
         rows = yield Rows(s.PENDING_JOBS_OF_PR, (spec.repo_id, spec.pr_number))

@@ -13,6 +13,7 @@ statements, only where they really differ (dialects.py).
     check_runs   the check-run sync and its guarded writes
     findings     published reviews and their findings
     learnings    a repository's learnings, the feedback on its findings
+    outcomes     the fates of published findings, the record of each published review
     outbox       effects to post, installations
     settings     settings and once-only command keys
     recovery     missed-webhook recovery
@@ -34,6 +35,7 @@ from reviewer_app.store.statements.leases import *  # noqa: F403
 from reviewer_app.store.statements.limits import *  # noqa: F403
 from reviewer_app.store.statements.locks import *  # noqa: F403
 from reviewer_app.store.statements.outbox import *  # noqa: F403
+from reviewer_app.store.statements.outcomes import *  # noqa: F403
 from reviewer_app.store.statements.pr_work import *  # noqa: F403
 from reviewer_app.store.statements.reads import *  # noqa: F403
 from reviewer_app.store.statements.recovery import *  # noqa: F403
