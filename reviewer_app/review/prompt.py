@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -386,15 +385,6 @@ def _instructions_text(pr: PromptPR) -> str:
 def build_user_message(pr: PromptPR) -> str:
     """The user turn as one text (the blocks of ``build_user_blocks`` joined)."""
     return "".join(build_user_blocks(pr))
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap token estimate, ceil(len / 3.5).
-
-    It over-estimates on purpose: real tokenizers average about four characters per token on English and code,
-    so a budget fitted with this estimate leaves head-room instead of overflowing the context window.
-    """
-    return math.ceil(len(text) * 2 / 7)
 
 
 def render_file(f: PromptFile) -> str:

@@ -1,0 +1,242 @@
+"""The repository at a pull request's head: the cached base tree (fetched as one archive when missing or too old)
+overlaid with the changed files the review read, and its index brought up to date; the ``Codebase`` the review
+stages use. Slow work (download, unpack, parse) runs off the event loop; anything going wrong gives None, and the
+review goes on without it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import shutil
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import cachetools
+
+from reviewer_app.codebase import ArchiveSource, ChangedText, Snippet
+from reviewer_app.codebase.cache import (
+    TAGS,
+    Meta,
+    evict,
+    needs_fetch,
+    prune_trees,
+    read_manifest,
+    read_meta,
+    repo_folder,
+    touch,
+    write_manifest,
+    write_meta,
+)
+from reviewer_app.codebase.index import CodeIndex, TagStore, bring_up_to_date
+from reviewer_app.codebase.settings import CodebaseSettings
+from reviewer_app.codebase.unpack import ArchiveRefused, Entry, blob_sha, unpack
+from reviewer_app.core.errors import JobError
+
+log = logging.getLogger(__name__)
+
+TEXT_CACHE_BYTES = 16 * 1024 * 1024
+_locks: dict[str, asyncio.Lock] = {}  # one fetch of a repository at a time in this process
+
+
+@dataclass(frozen=True)
+class FileAt:
+    """A file of the head tree: its blob SHA and size, whether it is text, and its text when the pull request
+    changed it (the rest is read from the base tree)."""
+
+    blob: str
+    size: int
+    text: bool
+    changed: str | None = None
+
+
+class Snapshot:
+    """The ``Codebase`` of one review: files by path, the base tree on disk, the index."""
+
+    def __init__(
+        self,
+        repo: str,
+        head_sha: str,
+        tree: Path,
+        files: dict[str, FileAt],
+        index: CodeIndex,
+        settings: CodebaseSettings,
+        *,
+        parsed: int = 0,
+    ) -> None:
+        self.repo = repo
+        self.head_sha = head_sha
+        self.tree = tree
+        self.files = files
+        self.index = index
+        self.settings = settings
+        self.parsed = parsed  # files parsed to bring the index to this head (the rest came from the store)
+        self._texts: cachetools.LRUCache[str, str | None] = cachetools.LRUCache(
+            maxsize=TEXT_CACHE_BYTES, getsizeof=lambda t: len(t or "") + 1
+        )
+        self._dirs: dict[str, set[str]] | None = None
+
+    # ------------------------------------------------------------------------------------ reading
+
+    def text(self, path: str) -> str | None:
+        """A text file's content at the head; None when there is no such file or it is not text."""
+        found = self.files.get(path)
+        if found is None or not found.text:
+            return None
+        if found.changed is not None:
+            return found.changed
+        if path in self._texts:
+            return self._texts[path]
+        try:
+            text: str | None = (self.tree / path).read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            text = None  # the tree was pruned under us (another process refreshed it): only an optimisation
+        self._texts[path] = text
+        return text
+
+    def directories(self) -> dict[str, set[str]]:
+        if self._dirs is None:
+            dirs: dict[str, set[str]] = {"": set()}
+            for path in self.files:
+                parts = path.split("/")
+                for depth in range(len(parts)):
+                    parent = "/".join(parts[:depth])
+                    child = parts[depth] + ("/" if depth < len(parts) - 1 else "")
+                    dirs.setdefault(parent, set()).add(child)
+            self._dirs = dirs
+        return self._dirs
+
+    # ------------------------------------------------------------------------------------ the interface
+
+    def related(self, path: str, start: int, end: int, *, budget_tokens: int) -> tuple[list[Snippet], int]:
+        from reviewer_app.codebase.related import related
+
+        return related(self, path, start, end, budget_tokens=budget_tokens)
+
+    def search_code(self, pattern: str, *, regex: bool = False, path_glob: str | None = None, limit: int = 50) -> str:
+        from reviewer_app.codebase.search import search_code
+
+        return search_code(self, pattern, regex=regex, path_glob=path_glob, limit=limit)
+
+    def find_definition(self, name: str, *, limit: int = 10) -> str:
+        from reviewer_app.codebase.search import find_definition
+
+        return find_definition(self, name, limit=limit)
+
+    def find_references(self, name: str, *, limit: int = 50) -> str:
+        from reviewer_app.codebase.search import find_references
+
+        return find_references(self, name, limit=limit)
+
+    def read_file(self, path: str, start: int = 1, end: int | None = None) -> str | None:
+        from reviewer_app.codebase.search import read_file
+
+        return read_file(self, path, start, end)
+
+    def list_directory(self, path: str) -> list[str]:
+        return sorted(self.directories().get(path.strip("/"), set()))
+
+
+def overlay(base: Mapping[str, Entry], changed: Mapping[str, ChangedText]) -> dict[str, FileAt]:
+    """The head tree: the base's files, the changed ones replaced by their head text, removed and renamed-away ones
+    gone (a changed file the review could not read as text is left out rather than shown as the base had it)."""
+    files = {p: FileAt(e.blob, e.size, e.text) for p, e in base.items()}
+    for change in changed.values():
+        if change.previous_path and change.previous_path != change.path:
+            files.pop(change.previous_path, None)
+        if change.text is None:
+            files.pop(change.path, None)
+            continue
+        data = change.text.encode("utf-8", errors="surrogateescape")
+        files[change.path] = FileAt(blob_sha(data), len(data), True, change.text)
+    return files
+
+
+async def open_snapshot(
+    source: ArchiveSource,
+    settings: CodebaseSettings,
+    *,
+    installation_id: int,
+    repo: str,
+    base_ref: str,
+    base_sha: str,
+    head_sha: str,
+    changed: Mapping[str, ChangedText],
+) -> Snapshot | None:
+    started = time.monotonic()
+    folder = repo_folder(settings.cache_dir, repo)
+    try:
+        async with _locks.setdefault(repo, asyncio.Lock()):
+            meta, manifest = await _base_tree(source, settings, folder, installation_id, repo, base_sha)
+        files = overlay(manifest, changed)
+        snapshot = await asyncio.to_thread(_indexed, repo, head_sha, folder, meta, files, settings)
+    except (JobError, ArchiveRefused, OSError, sqlite3.Error) as exc:
+        reason = exc.reason if isinstance(exc, JobError) else f"{type(exc).__name__}: {exc}"
+        log.warning("codebase of %s@%s not available, reviewing without it: %s", repo, head_sha[:12], reason)
+        return None
+    log.info(
+        "codebase of %s@%s: base %s, %d files, %d parsed now, %.1fs",
+        repo,
+        head_sha[:12],
+        meta.base_sha[:12],
+        len(files),
+        snapshot.parsed,
+        time.monotonic() - started,
+    )
+    return snapshot
+
+
+def _indexed(
+    repo: str, head_sha: str, folder: Path, meta: Meta, files: dict[str, FileAt], settings: CodebaseSettings
+) -> Snapshot:
+    tree = folder / meta.tree / "tree"
+    store = TagStore(folder / TAGS)
+    snapshot = Snapshot(repo, head_sha, tree, files, CodeIndex(store, {}), settings)
+    index, parsed = bring_up_to_date(store, {p: (f.blob, f.size) for p, f in files.items() if f.text}, snapshot.text)
+    snapshot.index, snapshot.parsed = index, parsed
+    return snapshot
+
+
+async def _base_tree(
+    source: ArchiveSource, settings: CodebaseSettings, folder: Path, installation_id: int, repo: str, base_sha: str
+) -> tuple[Meta, dict[str, Entry]]:
+    """The cached base tree and its manifest, fetched and unpacked first when missing or too old."""
+    now = time.time()
+    meta = read_meta(folder)
+    manifest = read_manifest(folder, meta) if meta is not None else None
+    if meta is not None and manifest is not None and not needs_fetch(meta, base_sha, now, settings):
+        if meta.base_sha != base_sha and base_sha not in meta.moves:
+            meta.moves.append(base_sha)
+        touch(folder, meta, now=now)
+        return meta, manifest
+    folder.mkdir(parents=True, exist_ok=True)
+    work = folder / f".unpack-{secrets.token_hex(6)}"
+    archive = folder / f".{work.name}.tar.gz"
+    try:
+        await source.download_archive(
+            installation_id, repo, base_sha, archive, max_bytes=settings.limits.max_archive_bytes
+        )
+        unpacked = await asyncio.to_thread(unpack, archive, work / "tree", settings.limits)
+        write_manifest(work, unpacked.files)
+        name = f"base-{base_sha[:40]}"
+        target = folder / name
+        if target.exists():
+            shutil.rmtree(work, ignore_errors=True)  # another process unpacked the same base first
+        else:
+            os.rename(work, target)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    finally:
+        archive.unlink(missing_ok=True)
+    meta = Meta(base_sha, now, now, name, sum(e.size for e in unpacked.files.values()))
+    write_meta(folder, meta)
+    prune_trees(folder, keep=name)
+    if unpacked.skipped:
+        log.info("archive of %s@%s: skipped %s", repo, base_sha[:12], unpacked.skipped)
+    evict(settings.cache_dir, settings.cache_bytes, keep=folder)
+    return meta, unpacked.files
