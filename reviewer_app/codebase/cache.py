@@ -48,7 +48,7 @@ def needs_fetch(meta: Meta | None, base_sha: str, now: float, settings: Codebase
 
 def repo_folder(cache_dir: Path, repo: str) -> Path:
     """The repository's folder: its name from ``owner/name`` (GitHub's characters only), never a path out."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in repo.replace("/", "+"))
+    safe = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in repo.replace("/", "+"))
     return cache_dir / safe.lstrip(".")
 
 

@@ -77,7 +77,9 @@ def _definition(snapshot: Snapshot, hit: Located, why: str, distance: int, origi
     if last < hit.tag.end:
         why = f"{why} (its first {last - first + 1} of {hit.tag.end - first + 1} lines)"
     body = "\n".join(lines[first - 1 : last])
-    return _Candidate(Snippet(hit.path, first, last, body, why, distance), (distance, _near(origin, hit.path), hit.path, first))
+    return _Candidate(
+        Snippet(hit.path, first, last, body, why, distance), (distance, _near(origin, hit.path), hit.path, first)
+    )
 
 
 def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Candidate]:
@@ -114,7 +116,9 @@ def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Can
         if not defined or len(defined) > MAX_DEFINITIONS:
             continue
         for hit in defined:
-            c = _definition(snapshot, hit, f"definition of {_qualified(hit.tag)}, called by the change", len(defined), path)
+            c = _definition(
+                snapshot, hit, f"definition of {_qualified(hit.tag)}, called by the change", len(defined), path
+            )
             if c is not None:
                 out.append(c)
     # The base types and interfaces a changed class implements (distance 1).
@@ -132,9 +136,11 @@ def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Can
         if not owner:
             continue
         for sub in [r for r in other_files(index.references(owner)) if r.tag.kind == "base"][:MAX_REFERENCES]:
-            overrides = [
-                h for h in index.definitions(d.name) if h.path == sub.path and h.tag.scope == sub.tag.scope
-            ] if d.kind == "method" else []
+            overrides = (
+                [h for h in index.definitions(d.name) if h.path == sub.path and h.tag.scope == sub.tag.scope]
+                if d.kind == "method"
+                else []
+            )
             for hit in overrides or [h for h in index.definitions(sub.tag.scope) if h.path == sub.path]:
                 what = f"overrides {_qualified(d)}" if overrides else f"implements {owner}"
                 c = _definition(snapshot, hit, f"{_qualified(hit.tag)} {what}", 2, path)

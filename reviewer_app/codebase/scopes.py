@@ -66,7 +66,6 @@ def enclosing_scope(path: str, text: str, first: int, last: int | None = None) -
     return scope if scope is not None else indent_scope(lines, first, last)
 
 
-
 # --- tree-sitter ---------------------------------------------------------------------------------------------------
 
 
@@ -102,7 +101,9 @@ def grammar_name(path: str) -> str | None:
     grammar = _GRAMMARS.get(PurePosixPath(path).suffix.lower())
     if grammar is None:
         return None
-    return {"language_typescript": "typescript", "language_tsx": "tsx"}.get(grammar[1], grammar[0][len("tree_sitter_") :])
+    return {"language_typescript": "typescript", "language_tsx": "tsx"}.get(
+        grammar[1], grammar[0][len("tree_sitter_") :]
+    )
 
 
 def has_grammar(path: str) -> bool:

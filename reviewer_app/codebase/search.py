@@ -45,7 +45,9 @@ def _compile(pattern: str, regex: bool):  # type: ignore[no-untyped-def]
     try:
         return _re2.compile(pattern, options)
     except _re2.error as exc:
-        raise BadPattern(f"not a valid RE2 regular expression ({exc}); lookarounds and backreferences are not supported") from None
+        raise BadPattern(
+            f"not a valid RE2 regular expression ({exc}); lookarounds and backreferences are not supported"
+        ) from None
 
 
 def _glob_matches(path: str, glob: str | None) -> bool:
@@ -64,7 +66,9 @@ def _clip(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [...]"
 
 
-def search_code(snapshot: Snapshot, pattern: str, *, regex: bool = False, path_glob: str | None = None, limit: int = 50) -> str:
+def search_code(
+    snapshot: Snapshot, pattern: str, *, regex: bool = False, path_glob: str | None = None, limit: int = 50
+) -> str:
     """``path:line: text`` for each matching line, files in path order; bounded by ``limit`` and a size."""
     limit = max(1, min(limit, MAX_LIMIT))
     try:
@@ -107,7 +111,11 @@ def search_code(snapshot: Snapshot, pattern: str, *, regex: bool = False, path_g
     if not matches:
         return f"no match for the {kind} {pattern!r}" + (f" in files matching {path_glob!r}" if path_glob else "")
     head = f"{matches} matching lines in {files_matched} files for the {kind} {pattern!r}"
-    tail = [f"[{matches - len(shown)} more matches not shown: narrow the pattern or the path filter]"] if matches > len(shown) else []
+    tail = (
+        [f"[{matches - len(shown)} more matches not shown: narrow the pattern or the path filter]"]
+        if matches > len(shown)
+        else []
+    )
     if skipped:
         tail.append(f"[{skipped} files over {MAX_SEARCHED_BYTES // 1024} KB not searched]")
     return "\n".join([head, *shown, *tail])

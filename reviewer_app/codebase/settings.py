@@ -25,7 +25,7 @@ class CodebaseSettings:
     enabled: bool = True
     cache_dir: Path = Path("codebase-cache")  # per repository: the base tree, its manifest and its index
     cache_bytes: int = 4 * 1024 * 1024 * 1024  # on disk, all repositories; least recently used go first
-    refresh_seconds: int = 24 * 3600  # a snapshot of an older base is refetched past this age ...
+    refresh_seconds: float = 24 * 3600  # a snapshot of an older base is refetched past this age ...
     refresh_commits: int = 50  # ... or once the base branch has moved this many times since (base heads seen)
     limits: UnpackLimits = UnpackLimits()
     related_tokens: int = 6_000  # cross-file context per review, within its token budget

@@ -213,7 +213,7 @@ async def _base_tree(
             meta.moves.append(base_sha)
         touch(folder, meta, now=now)
         return meta, manifest
-    folder.mkdir(parents=True, exist_ok=True)
+    _make_folder(folder)
     work = folder / f".unpack-{secrets.token_hex(6)}"
     archive = folder / f".{work.name}.tar.gz"
     try:
@@ -240,3 +240,7 @@ async def _base_tree(
         log.info("archive of %s@%s: skipped %s", repo, base_sha[:12], unpacked.skipped)
     evict(settings.cache_dir, settings.cache_bytes, keep=folder)
     return meta, unpacked.files
+
+
+def _make_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)

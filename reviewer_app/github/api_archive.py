@@ -22,6 +22,10 @@ DOWNLOAD_TIMEOUT = 300.0
 CHUNK = 256 * 1024
 
 
+def _discard(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
 class ArchiveCalls(GitHubTransport):
     """The gzipped tarball of a repository at a ref (codebase/snapshot.py caches it)."""
 
@@ -46,16 +50,14 @@ class ArchiveCalls(GitHubTransport):
                             raise PermanentError(f"{what} is larger than {max_bytes:,} bytes")
                         f.write(chunk)
         except (TimeoutError, aiohttp.ClientError) as exc:
-            dest.unlink(missing_ok=True)
+            _discard(dest)
             raise TransientError(f"downloading {what} failed ({type(exc).__name__}); will retry") from None
         except BaseException:
-            dest.unlink(missing_ok=True)
+            _discard(dest)
             raise
         log.info("downloaded %s: %d bytes", what, size)
 
-    async def _archive_link(
-        self, installation_id: int, repo: str, names: dict[str, str], ref: str, what: str
-    ) -> str:
+    async def _archive_link(self, installation_id: int, repo: str, names: dict[str, str], ref: str, what: str) -> str:
         """The download link GitHub redirects to (one request on the installation's limit; a 401 renews the token
         once)."""
         url = f"{self._gh.base_url}/repos/{names['owner']}/{names['name']}/tarball/{yarl.URL.build(path=ref).raw_path}"
@@ -90,9 +92,7 @@ class ArchiveCalls(GitHubTransport):
             try:
                 gidgethub.sansio.decipher_response(status, dict(head), body)
             except gidgethub.HTTPException as exc:
-                raise map_github_error(
-                    exc, what=what, now=self._clock(), secrets=self.tokens.live_tokens()
-                ) from None
+                raise map_github_error(exc, what=what, now=self._clock(), secrets=self.tokens.live_tokens()) from None
             raise PermanentError(f"GitHub answered {status} without a download link for {what}")
 
 

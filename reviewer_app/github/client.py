@@ -17,9 +17,7 @@ from reviewer_app.github.api_transport import ACCEPT, API_VERSION, Json
 __all__ = ["ACCEPT", "API_VERSION", "MAX_COMPARE_FILES", "MAX_PULL_FILES", "GitHubClient", "Json", "redact"]
 
 
-class GitHubClient(
-    AppCalls, PullCalls, ReviewCalls, CheckRunCalls, ReviewThreadCalls, ContentCalls, ArchiveCalls
-):
+class GitHubClient(AppCalls, PullCalls, ReviewCalls, CheckRunCalls, ReviewThreadCalls, ContentCalls, ArchiveCalls):
     """The app's GitHub API adapter: every call the app makes, each raising only ``JobError`` subclasses.
 
     Reads (GET) are retried in place on 5xx, timeouts and connection errors; writes are never retried in place

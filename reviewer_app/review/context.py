@@ -17,6 +17,7 @@ MARGIN_LINES = 6  # around a change whose scope is too long, or not found
 GAP_LINES = 15  # two windows this close are joined: the lines between them are shown too
 MAX_CONTEXT_LINES = 150  # context lines per file, at most
 
+
 @dataclass(frozen=True)
 class ContextPlan:
     """The new-side line ranges to show, and how the scopes were found (for the note and the benchmark)."""
