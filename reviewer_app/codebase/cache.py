@@ -1,6 +1,7 @@
-"""The on-disk cache of base trees, one folder per repository: the unpacked archive of a base commit, its manifest
-(path -> blob SHA, size, text or not), its tag store, and a small record of when it was fetched and last used. When to
-fetch again is a pure decision; the least recently used repositories go first when the cache is over its size."""
+"""The on-disk cache of base trees, one folder per repository: the manifest of a base commit's archive (path -> blob
+SHA, size, text or not), the store of its files and their tags by blob SHA (index.py), and a small record of when it
+was fetched and last used. When to fetch again is a pure decision; the least recently used repositories go first when
+the cache is over its size."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from reviewer_app.codebase.unpack import Entry
 log = logging.getLogger(__name__)
 
 META = "meta.json"
-MANIFEST = "manifest.json"
-TAGS = "tags.sqlite"
+STORE = "index.sqlite"
 
 
 @dataclass
@@ -29,8 +29,8 @@ class Meta:
     base_sha: str
     fetched_at: float
     used_at: float
-    tree: str  # the folder, under the repository's, that holds the tree
-    bytes: int = 0  # the tree's files, for the cache's size
+    tree: str  # the manifest's file name, under the repository's folder
+    bytes: int = 0  # the tree's files
     moves: list[str] = field(default_factory=list)  # base heads seen since the fetch (how far the base moved on)
 
 
@@ -66,14 +66,14 @@ def write_meta(folder: Path, meta: Meta) -> None:
 
 def read_manifest(folder: Path, meta: Meta) -> dict[str, Entry] | None:
     try:
-        raw = json.loads((folder / meta.tree / MANIFEST).read_text())
+        raw = json.loads((folder / meta.tree).read_text())
         return {p: Entry(blob, size, text) for p, (blob, size, text) in raw.items()}
     except (OSError, ValueError, TypeError):
         return None
 
 
-def write_manifest(tree_folder: Path, files: dict[str, Entry]) -> None:
-    _atomic_write(tree_folder / MANIFEST, json.dumps({p: [e.blob, e.size, e.text] for p, e in files.items()}))
+def write_manifest(path: Path, files: dict[str, Entry]) -> None:
+    _atomic_write(path, json.dumps({p: [e.blob, e.size, e.text] for p, e in files.items()}))
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -82,24 +82,26 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def prune_trees(folder: Path, keep: str) -> None:
-    """Remove the repository's other trees and unfinished unpacks (a tree in use elsewhere just stops being read)."""
+def prune_manifests(folder: Path, keep: str) -> None:
+    """Remove the repository's other manifests and unfinished downloads."""
     for child in folder.iterdir():
-        if child.is_dir() and child.name != keep and (child.name.startswith(("base-", ".unpack-"))):
-            shutil.rmtree(child, ignore_errors=True)
+        if child.name != keep and child.name.startswith(("base-", ".download-")):
+            child.unlink(missing_ok=True)
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
 
 
 def evict(cache_dir: Path, limit: int, *, keep: Path) -> list[str]:
     """Remove whole repositories, least recently used first, until the cache holds at most ``limit`` bytes (their
-    trees and tag stores); never ``keep``. The names removed."""
+    files, tags and manifests); never ``keep``. The names removed."""
     folders: list[tuple[float, int, Path]] = []
     for folder in cache_dir.iterdir() if cache_dir.is_dir() else ():
         if not folder.is_dir():
             continue
         meta = read_meta(folder)
-        tags = folder / TAGS
-        size = (meta.bytes if meta else 0) + (tags.stat().st_size if tags.exists() else 0)
-        folders.append((meta.used_at if meta else 0.0, size, folder))
+        folders.append((meta.used_at if meta else 0.0, folder_bytes(folder), folder))
     total = sum(size for _, size, _ in folders)
     removed: list[str] = []
     for _, size, folder in sorted(folders, key=lambda f: f[0]):

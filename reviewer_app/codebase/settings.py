@@ -31,3 +31,4 @@ class CodebaseSettings:
     related_tokens: int = 6_000  # cross-file context per review, within its token budget
     tool_calls: int = 24  # codebase tool calls per review (search, definitions, references, reads)
     tool_bytes: int = 120_000  # codebase tool output per review
+    index_workers: int | None = None  # processes parsing a new tree (None: one per core, at most 4; 1: in-process)

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
-import shutil
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -20,11 +18,11 @@ import cachetools
 
 from reviewer_app.codebase import ArchiveSource, ChangedText, Snippet
 from reviewer_app.codebase.cache import (
-    TAGS,
+    STORE,
     Meta,
     evict,
     needs_fetch,
-    prune_trees,
+    prune_manifests,
     read_manifest,
     read_meta,
     repo_folder,
@@ -34,7 +32,7 @@ from reviewer_app.codebase.cache import (
 )
 from reviewer_app.codebase.index import CodeIndex, TagStore, bring_up_to_date
 from reviewer_app.codebase.settings import CodebaseSettings
-from reviewer_app.codebase.unpack import ArchiveRefused, Entry, blob_sha, unpack
+from reviewer_app.codebase.unpack import ArchiveRefused, Entry, Unpacked, blob_sha, unpack
 from reviewer_app.core.errors import JobError
 
 log = logging.getLogger(__name__)
@@ -61,7 +59,7 @@ class Snapshot:
         self,
         repo: str,
         head_sha: str,
-        tree: Path,
+        store: TagStore,
         files: dict[str, FileAt],
         index: CodeIndex,
         settings: CodebaseSettings,
@@ -70,11 +68,12 @@ class Snapshot:
     ) -> None:
         self.repo = repo
         self.head_sha = head_sha
-        self.tree = tree
+        self.store = store
         self.files = files
         self.index = index
         self.settings = settings
         self.parsed = parsed  # files parsed to bring the index to this head (the rest came from the store)
+        self.timings: dict[str, float] = {}  # seconds: the base tree (fetched and unpacked, or cached), the index
         self._texts: cachetools.LRUCache[str, str | None] = cachetools.LRUCache(
             maxsize=TEXT_CACHE_BYTES, getsizeof=lambda t: len(t or "") + 1
         )
@@ -91,10 +90,8 @@ class Snapshot:
             return found.changed
         if path in self._texts:
             return self._texts[path]
-        try:
-            text: str | None = (self.tree / path).read_bytes().decode("utf-8", errors="replace")
-        except OSError:
-            text = None  # the tree was pruned under us (another process refreshed it): only an optimisation
+        data = self.store.content(found.blob)  # None: pruned under us by a newer base's fetch (only an optimisation)
+        text = data.decode("utf-8", errors="replace") if data is not None else None
         self._texts[path] = text
         return text
 
@@ -172,8 +169,10 @@ async def open_snapshot(
     try:
         async with _locks.setdefault(repo, asyncio.Lock()):
             meta, manifest = await _base_tree(source, settings, folder, installation_id, repo, base_sha)
+        fetched = time.monotonic()
         files = overlay(manifest, changed)
         snapshot = await asyncio.to_thread(_indexed, repo, head_sha, folder, meta, files, settings)
+        snapshot.timings = {"base_tree": fetched - started, "index": time.monotonic() - fetched}
     except (JobError, ArchiveRefused, OSError, sqlite3.Error) as exc:
         reason = exc.reason if isinstance(exc, JobError) else f"{type(exc).__name__}: {exc}"
         log.warning("codebase of %s@%s not available, reviewing without it: %s", repo, head_sha[:12], reason)
@@ -193,10 +192,15 @@ async def open_snapshot(
 def _indexed(
     repo: str, head_sha: str, folder: Path, meta: Meta, files: dict[str, FileAt], settings: CodebaseSettings
 ) -> Snapshot:
-    tree = folder / meta.tree / "tree"
-    store = TagStore(folder / TAGS)
-    snapshot = Snapshot(repo, head_sha, tree, files, CodeIndex(store, {}), settings)
-    index, parsed = bring_up_to_date(store, {p: (f.blob, f.size) for p, f in files.items() if f.text}, snapshot.text)
+    store = TagStore(folder / STORE)
+    snapshot = Snapshot(repo, head_sha, store, files, CodeIndex(store, {}), settings)
+    index, parsed = bring_up_to_date(
+        store,
+        {p: (f.blob, f.size) for p, f in files.items() if f.text},
+        snapshot.text,
+        stored=lambda p: files[p].changed is None,
+        workers=settings.index_workers,
+    )
     snapshot.index, snapshot.parsed = index, parsed
     return snapshot
 
@@ -214,32 +218,47 @@ async def _base_tree(
         touch(folder, meta, now=now)
         return meta, manifest
     _make_folder(folder)
-    work = folder / f".unpack-{secrets.token_hex(6)}"
-    archive = folder / f".{work.name}.tar.gz"
+    archive = folder / f".download-{secrets.token_hex(6)}.tar.gz"
+    name = f"base-{base_sha[:40]}.json"
     try:
         await source.download_archive(
             installation_id, repo, base_sha, archive, max_bytes=settings.limits.max_archive_bytes
         )
-        unpacked = await asyncio.to_thread(unpack, archive, work / "tree", settings.limits)
-        write_manifest(work, unpacked.files)
-        name = f"base-{base_sha[:40]}"
-        target = folder / name
-        if target.exists():
-            shutil.rmtree(work, ignore_errors=True)  # another process unpacked the same base first
-        else:
-            os.rename(work, target)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        unpacked = await asyncio.to_thread(_ingest, archive, folder / STORE, settings)
+        write_manifest(folder / name, unpacked.files)
     finally:
-        archive.unlink(missing_ok=True)
+        _discard(archive)
     meta = Meta(base_sha, now, now, name, sum(e.size for e in unpacked.files.values()))
     write_meta(folder, meta)
-    prune_trees(folder, keep=name)
+    prune_manifests(folder, keep=name)
     if unpacked.skipped:
         log.info("archive of %s@%s: skipped %s", repo, base_sha[:12], unpacked.skipped)
     evict(settings.cache_dir, settings.cache_bytes, keep=folder)
     return meta, unpacked.files
+
+
+def _ingest(archive: Path, database: Path, settings: CodebaseSettings) -> Unpacked:
+    """Unpack ``archive`` into the repository's store (its files by blob SHA), then forget the blobs of older trees."""
+    store = TagStore(database)
+    try:
+        batch: list[tuple[str, bytes]] = []
+
+        def keep(path: str, entry: Entry, data: bytes) -> None:
+            batch.append((entry.blob, data))
+            if len(batch) >= 500:
+                store.put_contents(batch)
+                batch.clear()
+
+        unpacked = unpack(archive, settings.limits, keep)
+        store.put_contents(batch)
+        store.keep_only(e.blob for e in unpacked.files.values())
+        return unpacked
+    finally:
+        store.close()
+
+
+def _discard(path: Path) -> None:
+    path.unlink(missing_ok=True)
 
 
 def _make_folder(folder: Path) -> None:

@@ -1,21 +1,21 @@
-"""Unpacking a repository's archive defensively: regular files and directories only, every path checked to stay in
-the tree, sizes and counts bounded as the stream is read (a gzip bomb stops at the limit), nothing made executable,
-and each file's git blob SHA taken as it is written."""
+"""Unpacking a repository's archive defensively: regular files only (links, devices and fifos skipped, never
+followed), every path checked to stay in the tree (an absolute path or a ``..`` refuses the archive), sizes and counts
+bounded as the stream is read (a gzip bomb stops at the limit), and each file's git blob SHA taken. The files go to a
+content store by blob SHA (index.py), never to paths on the disk, and nothing is ever executed."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
 
 from reviewer_app.codebase.settings import UnpackLimits
 
-CHUNK = 256 * 1024
 BINARY_PROBE = 8192  # a NUL byte in a file's first bytes marks it binary, as git does
 
 
@@ -75,14 +75,13 @@ def safe_relative(name: str) -> str:
     return "/".join(parts[1:])
 
 
-def unpack(archive: Path, dest: Path, limits: UnpackLimits) -> Unpacked:
-    """Unpack the gzipped tarball ``archive`` into the new directory ``dest``; ArchiveRefused on anything unsafe or
-    over a limit (``dest`` is then left for the caller to remove). Symlinks, hard links, devices and fifos are skipped,
-    never created; a file over the size limit is skipped, not written."""
+def unpack(archive: Path, limits: UnpackLimits, keep: Callable[[str, Entry, bytes], None]) -> Unpacked:
+    """Read the gzipped tarball ``archive``, handing each regular file to ``keep`` (its path in the tree, its entry,
+    its bytes); ArchiveRefused on anything unsafe or over a limit. Nothing is written to the disk here, so no path of
+    the archive ever names a file of ours; symlinks, hard links, devices and fifos are skipped (never followed), a file
+    over the size limit is skipped unread."""
     if archive.stat().st_size > limits.max_archive_bytes:
         raise ArchiveRefused(f"the archive is larger than {limits.max_archive_bytes:,} bytes")
-    dest.mkdir(parents=True, exist_ok=False)
-    root = dest.resolve()
     out = Unpacked()
     total = members = 0
     # The decompressed stream may carry tar headers and padding beyond the files' sizes: allow for them.
@@ -96,11 +95,8 @@ def unpack(archive: Path, dest: Path, limits: UnpackLimits) -> Unpacked:
                     if members > limits.max_members:
                         raise ArchiveRefused(f"the archive holds more than {limits.max_members:,} entries")
                     rel = safe_relative(member.name)
-                    if not rel:
-                        continue  # the top folder itself
-                    if member.isdir():
-                        _directory(root, rel)
-                        continue
+                    if not rel or member.isdir():
+                        continue  # the top folder, and folders: the files' paths name them
                     if member.issym() or member.islnk():
                         out.skip("link")  # never followed, never created
                         continue
@@ -115,55 +111,21 @@ def unpack(archive: Path, dest: Path, limits: UnpackLimits) -> Unpacked:
                     total += member.size
                     if total > limits.max_total_bytes:
                         raise ArchiveRefused(f"the archive's files hold more than {limits.max_total_bytes:,} bytes")
-                    tarfile.data_filter(member, str(root))  # the standard library's checks too
-                    data = tar.extractfile(member)
-                    if data is None:
-                        out.skip("unreadable")
-                        continue
-                    entry = _write(root, rel, data, member.size)
-                    if entry is None:
+                    if rel in out.files:
                         out.skip("path clash")
-                    else:
-                        out.files[rel] = entry
+                        continue
+                    data = _read(tar, member, rel)
+                    entry = Entry(blob_sha(data), len(data), b"\x00" not in data[:BINARY_PROBE])
+                    keep(rel, entry, data)
+                    out.files[rel] = entry
         except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise ArchiveRefused(f"not a readable gzipped tar archive: {exc}") from exc
     return out
 
 
-def _directory(root: Path, rel: str) -> None:
-    target = root / rel
-    if target.exists() and not target.is_dir():
-        return
-    target.mkdir(parents=True, exist_ok=True)
-
-
-def _write(root: Path, rel: str, data: IO[bytes], size: int) -> Entry | None:
-    """Write one file (mode 0644, never over an existing one, never through a link); its entry, or None when its
-    path clashes with what is there."""
-    target = root / rel
-    parent = target.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        return None
-    if parent.resolve() != parent or not parent.is_relative_to(root):
-        return None  # only real directories of the tree: no link was ever created, so this is belt and braces
-    digest = hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
-    written = 0
-    head = b""
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    except (FileExistsError, IsADirectoryError, NotADirectoryError):
-        return None
-    with os.fdopen(fd, "wb") as f:
-        while chunk := data.read(CHUNK):
-            written += len(chunk)
-            if written > size:
-                raise ArchiveRefused(f"a member is longer than its header says: {rel[:200]!r}")
-            if len(head) < BINARY_PROBE:
-                head += chunk[: BINARY_PROBE - len(head)]
-            digest.update(chunk)
-            f.write(chunk)
-    if written != size:
-        raise ArchiveRefused(f"a member is shorter than its header says: {rel[:200]!r}")
-    return Entry(digest.hexdigest(), size, b"\x00" not in head)
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, rel: str) -> bytes:
+    source = tar.extractfile(member)
+    data = source.read(member.size + 1) if source is not None else b""
+    if len(data) != member.size:
+        raise ArchiveRefused(f"a member's length is not what its header says: {rel[:200]!r}")
+    return data

@@ -105,8 +105,13 @@ def related_code(codebase: Codebase, files: Sequence[PromptFile], budget_tokens:
                 if any(o.path == s.path and o.start <= s.end and s.start <= o.end for o in chosen):
                     continue
                 chosen.append(s)
-                spent += estimate_tokens(s.text) + estimate_tokens(f"{s.path} {s.why}") + 10
+                spent += snippet_tokens(s)
     return chosen, left_out
+
+
+def snippet_tokens(s: Snippet) -> int:
+    """What a snippet costs in the prompt: its lines (numbered) and its frame."""
+    return estimate_tokens(s.text) + estimate_tokens(f"{s.path} {s.why}") + 2 * (s.end - s.start + 1) + 10
 
 
 async def related_for_part(

@@ -17,7 +17,7 @@ from reviewer_app.core.learnings import Learning, prompt_line, relevant
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import MAX_COMPARE_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
-from reviewer_app.review.crossfile import open_for_review, related_for_part
+from reviewer_app.review.crossfile import open_for_review, related_for_part, snippet_tokens
 from reviewer_app.review.explore import ToolLimits, tools_note
 from reviewer_app.review.gate import Wanted, installation_of
 from reviewer_app.review.memory import Memory, Recall
@@ -171,8 +171,7 @@ class Gather:
         )
         codebase = await self._codebase(ctx, wanted, scope, prepared)
         max_input = rc.max_input_tokens or self.settings.max_input_tokens
-        # Cross-file code takes a reserve of each request's budget, at most a quarter of it.
-        reserve = min(self.settings.codebase.related_tokens, max_input // 4) if codebase is not None else 0
+        reserve = await self._reserve(codebase, prepared, max_input)
 
         def prompt(
             files: tuple[PromptFile, ...] = (), rows: tuple[OverviewRow, ...] = (), note: str | None = None
@@ -246,6 +245,13 @@ class Gather:
             in_prompt=tuple(x.id for x in taught),
             codebase=codebase,
         )
+
+    async def _reserve(self, codebase: Codebase | None, prepared: Prepared, max_input: int) -> int:
+        """The part of each request's budget kept for cross-file code: what the whole change's related code takes,
+        at most the setting and a quarter of the budget (nothing when there is none: no budget is lost to it)."""
+        allowed = min(self.settings.codebase.related_tokens, max_input // 4)
+        everything, _ = await related_for_part(codebase, list(prepared.files.values()), allowed)
+        return min(allowed, sum(snippet_tokens(s) for s in everything))
 
     async def _codebase(self, ctx: JobContext, wanted: Wanted, scope: Scope, prepared: Prepared) -> Codebase | None:
         """The repository at the head, unless the server or the repository turned it off (or it cannot be had)."""

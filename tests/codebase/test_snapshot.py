@@ -160,7 +160,7 @@ async def test_a_crafted_archive_from_the_server_is_refused(env: Env) -> None:
     env.fake.crafted_archives[REPO] = buffer.getvalue()
     assert await env.open() is None
     assert not any(p.name == "escape.py" for p in env.settings.cache_dir.parent.rglob("*"))
-    assert not [p for p in (env.settings.cache_dir / "octo-org+widgets").iterdir() if p.name.startswith(".unpack")]
+    assert not [p for p in (env.settings.cache_dir / "octo-org+widgets").iterdir() if p.name.startswith(".download")]
 
 
 async def test_disabled_means_no_request(env: Env) -> None:
