@@ -48,7 +48,7 @@ def build_archive(git_dir: Path, ref: str) -> tuple[bytes, str, int]:
     return data, sha, files
 
 
-async def phase(archive: Path, sha: str, cache: Path, changed: dict[str, str]) -> dict[str, Any]:
+async def phase(archive: bytes, sha: str, cache: Path, changed: dict[str, str]) -> dict[str, Any]:
     """One review's opening of the codebase against the fake GitHub serving ``archive``."""
     import aiohttp
 
@@ -62,7 +62,7 @@ async def phase(archive: Path, sha: str, cache: Path, changed: dict[str, str]) -
     fake.add_installation(INSTALLATION, REPO.split("/")[0])
     repo = fake.add_repo(REPO, INSTALLATION)
     repo.parents[sha] = None
-    fake.crafted_archives[REPO] = archive.read_bytes()
+    fake.crafted_archives[REPO] = archive
     settings = CodebaseSettings(cache_dir=cache)
     async with running(fake) as url, aiohttp.ClientSession() as session:
         client = GitHubClient(session, url, AppCredentials(str(fake.app_id), fake.private_key))
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.phase:
         archive, sha, cache, changed_file = args.phase.split(",")
         changed = json.loads(Path(changed_file).read_text()) if changed_file else {}
-        print(json.dumps(asyncio.run(phase(Path(archive), sha, Path(cache), changed))))
+        print(json.dumps(asyncio.run(phase(Path(archive).read_bytes(), sha, Path(cache), changed))))
         return
     if args.git_dir is None:
         parser.error("--git-dir is required")
