@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from reviewer_app.codebase.index import Located
@@ -21,6 +22,7 @@ MAX_SEARCHED_BYTES = 256 * 1024  # a larger file is not searched (minified bundl
 MAX_ANSWER_CHARS = 12_000
 MAX_READ_LINES = 400
 MAX_LIMIT = 200
+SEARCH_SECONDS = 5.0  # a search still going after this answers with what it found (the repository may be huge)
 
 try:  # google-re2 ships as a wheel; without it, regular expressions are refused and literals still work
     import re2 as _re2
@@ -78,7 +80,12 @@ def search_code(
     shown: list[str] = []
     size = matches = files_matched = 0
     skipped = 0
+    deadline = time.monotonic() + SEARCH_SECONDS
+    stopped = False
     for path in sorted(snapshot.files):
+        if time.monotonic() > deadline:
+            stopped = True
+            break
         entry = snapshot.files[path]
         if not _glob_matches(path, path_glob):
             continue
@@ -108,6 +115,8 @@ def search_code(
                     shown.append(row)
                     size += len(row) + 1
     kind = "regular expression" if regex else "literal"
+    if not matches and stopped:
+        return f"no match in the files searched within {SEARCH_SECONDS:.0f} s (up to {path}): narrow it with path_glob"
     if not matches:
         return f"no match for the {kind} {pattern!r}" + (f" in files matching {path_glob!r}" if path_glob else "")
     head = f"{matches} matching lines in {files_matched} files for the {kind} {pattern!r}"
@@ -118,6 +127,8 @@ def search_code(
     )
     if skipped:
         tail.append(f"[{skipped} files over {MAX_SEARCHED_BYTES // 1024} KB not searched]")
+    if stopped:
+        tail.append(f"[the search stopped after {SEARCH_SECONDS:.0f} s, before {path}: narrow it with path_glob]")
     return "\n".join([head, *shown, *tail])
 
 
