@@ -20,7 +20,8 @@ CODEBASE_SETTINGS: tuple[Setting, ...] = (
         str,
         "",
         "folder of the cached repository trees and their indexes (default: codebase-cache next to the SQLite "
-        "database, or in the working folder); only a cache: any host rebuilds it",
+        "database; with PostgreSQL or an in-memory database, reviewer-app-codebase in the system's temporary folder); "
+        "only a cache: any host rebuilds it",
     ),
     Setting(
         "REVIEWER_CODEBASE_CACHE_MB",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,7 +63,10 @@ def codebase_settings(cfg: Config) -> CodebaseSettings:
     folder = Path(cfg.codebase_dir) if cfg.codebase_dir else None
     if folder is None:
         db = cfg.sqlite_path
-        folder = (Path(db).parent if db and db != ":memory:" else Path(".")) / "codebase-cache"
+        in_file = db and db != ":memory:" and not db.startswith("file::memory:")
+        folder = (
+            Path(db).parent / "codebase-cache" if in_file else Path(tempfile.gettempdir()) / "reviewer-app-codebase"
+        )
     mb = 1024 * 1024
     return CodebaseSettings(
         enabled=cfg.codebase,
