@@ -29,7 +29,7 @@ class ArchiveSource(Protocol):
 
     async def download_archive(self, installation_id: int, repo: str, ref: str, dest: Path, *, max_bytes: int) -> None:
         """Write the gzipped tarball of ``repo`` at ``ref`` to ``dest``; raise ``JobError`` when it cannot be had,
-        ``ArchiveTooLarge`` (a ``JobError``) past ``max_bytes``."""
+        ``ArchiveTooLarge`` (core/errors.py) past ``max_bytes``."""
         ...
 
 

@@ -32,6 +32,7 @@ class Meta:
     tree: str  # the manifest's file name, under the repository's folder
     bytes: int = 0  # the tree's files
     moves: list[str] = field(default_factory=list)  # base heads seen since the fetch (how far the base moved on)
+    refused: str = ""  # why the archive was refused (too large, unsafe): remembered until a fetch is due again
 
 
 def needs_fetch(meta: Meta | None, base_sha: str, now: float, settings: CodebaseSettings) -> bool:

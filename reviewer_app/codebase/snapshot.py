@@ -33,7 +33,7 @@ from reviewer_app.codebase.cache import (
 from reviewer_app.codebase.index import CodeIndex, TagStore, bring_up_to_date
 from reviewer_app.codebase.settings import CodebaseSettings
 from reviewer_app.codebase.unpack import ArchiveRefused, Entry, Unpacked, blob_sha, unpack
-from reviewer_app.core.errors import JobError
+from reviewer_app.core.errors import ArchiveTooLarge, JobError
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ async def open_snapshot(
         files = overlay(manifest, changed)
         snapshot = await asyncio.to_thread(_indexed, repo, head_sha, folder, meta, files, settings)
         snapshot.timings = {"base_tree": fetched - started, "index": time.monotonic() - fetched}
-    except (JobError, ArchiveRefused, OSError, sqlite3.Error) as exc:
+    except (JobError, ArchiveRefused, Refused, OSError, sqlite3.Error) as exc:
         reason = exc.reason if isinstance(exc, JobError) else f"{type(exc).__name__}: {exc}"
         log.warning("codebase of %s@%s not available, reviewing without it: %s", repo, head_sha[:12], reason)
         return None
@@ -205,29 +205,57 @@ def _indexed(
     return snapshot
 
 
+class Refused(Exception):
+    """This base's archive was refused before (too large, or unsafe): not fetched again until it is due."""
+
+
 async def _base_tree(
     source: ArchiveSource, settings: CodebaseSettings, folder: Path, installation_id: int, repo: str, base_sha: str
 ) -> tuple[Meta, dict[str, Entry]]:
-    """The cached base tree and its manifest, fetched and unpacked first when missing or too old."""
+    """The cached base tree and its manifest, fetched and unpacked first when missing or too old. An archive refused
+    (over a limit, or unsafe) is remembered like a fetched one, so the next reviews do not ask for it again."""
     now = time.time()
-    meta = read_meta(folder)
-    manifest = read_manifest(folder, meta) if meta is not None else None
-    if meta is not None and manifest is not None and not needs_fetch(meta, base_sha, now, settings):
-        if meta.base_sha != base_sha and base_sha not in meta.moves:
-            meta.moves.append(base_sha)
-        touch(folder, meta, now=now)
-        return meta, manifest
-    _make_folder(folder)
+    cached = await asyncio.to_thread(_cached, folder, base_sha, now, settings)
+    if cached is not None:
+        return cached
     archive = folder / f".download-{secrets.token_hex(6)}.tar.gz"
-    name = f"base-{base_sha[:40]}.json"
     try:
         await source.download_archive(
             installation_id, repo, base_sha, archive, max_bytes=settings.limits.max_archive_bytes
         )
-        unpacked = await asyncio.to_thread(_ingest, archive, folder / STORE, settings)
-        write_manifest(folder / name, unpacked.files)
+        return await asyncio.to_thread(_store, archive, folder, repo, base_sha, now, settings)
+    except (ArchiveRefused, ArchiveTooLarge) as exc:
+        await asyncio.to_thread(write_meta, folder, Meta(base_sha, now, now, "", refused=str(exc)[:300]))
+        raise
     finally:
-        _discard(archive)
+        await asyncio.to_thread(_discard, archive)
+
+
+def _cached(
+    folder: Path, base_sha: str, now: float, settings: CodebaseSettings
+) -> tuple[Meta, dict[str, Entry]] | None:
+    """The cached tree when it may serve ``base_sha`` (the base's move recorded); None when it must be fetched."""
+    meta = read_meta(folder)
+    if meta is not None and not needs_fetch(meta, base_sha, now, settings):
+        if meta.refused:
+            raise Refused(meta.refused)
+        manifest = read_manifest(folder, meta)
+        if manifest is not None:
+            if meta.base_sha != base_sha and base_sha not in meta.moves:
+                meta.moves.append(base_sha)
+            touch(folder, meta, now=now)
+            return meta, manifest
+    folder.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _store(
+    archive: Path, folder: Path, repo: str, base_sha: str, now: float, settings: CodebaseSettings
+) -> tuple[Meta, dict[str, Entry]]:
+    """Unpack a downloaded archive into the repository's store, record it, and keep the cache within its size."""
+    unpacked = _ingest(archive, folder / STORE, settings)
+    name = f"base-{base_sha[:40]}.json"
+    write_manifest(folder / name, unpacked.files)
     meta = Meta(base_sha, now, now, name, sum(e.size for e in unpacked.files.values()))
     write_meta(folder, meta)
     prune_manifests(folder, keep=name)
@@ -259,7 +287,3 @@ def _ingest(archive: Path, database: Path, settings: CodebaseSettings) -> Unpack
 
 def _discard(path: Path) -> None:
     path.unlink(missing_ok=True)
-
-
-def _make_folder(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import gidgethub
 import gidgethub.sansio
 import yarl
 
-from reviewer_app.core.errors import PermanentError, TransientError
+from reviewer_app.core.errors import ArchiveTooLarge, PermanentError, TransientError
 from reviewer_app.github.api_errors import map_github_error
 from reviewer_app.github.api_transport import ACCEPT, API_VERSION, GitHubTransport, split_repo
 
@@ -30,8 +30,8 @@ class ArchiveCalls(GitHubTransport):
     """The gzipped tarball of a repository at a ref (codebase/snapshot.py caches it)."""
 
     async def download_archive(self, installation_id: int, repo: str, ref: str, dest: Path, *, max_bytes: int) -> None:
-        """Write ``repo``'s tarball at ``ref`` to ``dest``; a ``JobError`` when GitHub will not give it, a
-        ``PermanentError`` past ``max_bytes`` (the partial file is removed)."""
+        """Write ``repo``'s tarball at ``ref`` to ``dest``; a ``JobError`` when GitHub will not give it,
+        ``ArchiveTooLarge`` past ``max_bytes`` (the partial file is removed)."""
         names = split_repo(repo)
         what = f"the archive of {repo}@{ref[:12]}"
         location = await self._archive_link(installation_id, repo, names, ref, what)
@@ -47,7 +47,7 @@ class ArchiveCalls(GitHubTransport):
                     async for chunk in r.content.iter_chunked(CHUNK):
                         size += len(chunk)
                         if size > max_bytes:
-                            raise PermanentError(f"{what} is larger than {max_bytes:,} bytes")
+                            raise ArchiveTooLarge(f"{what} is larger than {max_bytes:,} bytes")
                         f.write(chunk)
         except (TimeoutError, aiohttp.ClientError) as exc:
             _discard(dest)

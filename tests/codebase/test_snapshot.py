@@ -6,6 +6,7 @@ review goes on) when the archive cannot be had."""
 from __future__ import annotations
 
 import functools
+import secrets
 import io
 import tarfile
 from collections.abc import AsyncIterator
@@ -159,6 +160,8 @@ async def test_a_crafted_archive_from_the_server_is_refused(env: Env) -> None:
         tar.addfile(info, io.BytesIO(b"x\n"))
     env.fake.crafted_archives[REPO] = buffer.getvalue()
     assert await env.open() is None
+    assert await env.open("i" * 40) is None  # the refusal is remembered: not asked for again
+    assert env.tarball_requests() == [302]
     assert not any(p.name == "escape.py" for p in env.settings.cache_dir.parent.rglob("*"))
     assert not [p for p in (env.settings.cache_dir / "octo-org+widgets").iterdir() if p.name.startswith(".download")]
 
@@ -167,3 +170,13 @@ async def test_disabled_means_no_request(env: Env) -> None:
     env.settings = replace(env.settings, enabled=False)
     assert await env.open() is None
     assert env.tarball_requests() == []
+
+
+async def test_an_archive_over_the_download_limit_is_given_up_and_remembered(env: Env) -> None:
+    env.fake.set_file(REPO, "big.txt", "\n".join(secrets.token_hex(32) for _ in range(200)))  # does not compress
+    env.settings = replace(env.settings, limits=replace(env.settings.limits, max_archive_bytes=2_000))
+    assert await env.open() is None
+    assert await env.open("i" * 40) is None
+    assert env.tarball_requests() == [302]
+    assert env.fake.counters["archive_downloads"] == 1
+    assert [p.name for p in (env.settings.cache_dir / "octo-org+widgets").iterdir()] == ["meta.json"]  # no partial
