@@ -6,8 +6,8 @@ review goes on) when the archive cannot be had."""
 from __future__ import annotations
 
 import functools
-import secrets
 import io
+import secrets
 import tarfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
