@@ -103,6 +103,16 @@ class Config:
     batch_after_seconds: float = 0.0
     batch_poll_seconds: float = 60.0
     batch_gather_seconds: float = 2.0
+    codebase: bool = True
+    codebase_dir: str = ""
+    codebase_cache_mb: int = 4096
+    codebase_refresh_seconds: float = 86400.0
+    codebase_refresh_commits: int = 50
+    codebase_max_files: int = 60000
+    codebase_max_archive_mb: int = 200
+    codebase_context_tokens: int = 6000
+    codebase_tool_calls: int = 24
+    codebase_tool_bytes: int = 120000
     log_level: str = "INFO"
     log_format: str = "text"
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from reviewer_app.setting import Setting
+from reviewer_app.settings_codebase import CODEBASE_SETTINGS
 from reviewer_app.settings_model import MODEL_SETTINGS
 
 SIGNAL_READS_HELP = "review comments of the app whose reactions (the team's thumbs up and down) one review, or one periodic signal pass, reads at most"  # noqa: E501
@@ -422,6 +423,7 @@ SETTINGS: tuple[Setting, ...] = (
         '{"min_confidence": 50}, "b": {"min_confidence": 65}}; each pull request gets one variant by a stable hash '
         "(docs/operations.md, Outcomes)",
     ),
+    *CODEBASE_SETTINGS,
     Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
     Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
 )

@@ -29,6 +29,10 @@ class PermanentError(JobError):
     """Retrying cannot help (PR deleted, installation revoked, model answer malformed past its bound)."""
 
 
+class ArchiveTooLarge(PermanentError):
+    """A repository's archive is larger than the app downloads (the codebase at the head goes without it)."""
+
+
 class InstallationUnavailable(PermanentError):
     """GitHub refused the installation itself (suspended, uninstalled: no token): nothing about this one request.
     What waits on it (a check run to complete) is left for when the installation is back, never given up on."""

@@ -5,6 +5,7 @@ the calls in the other ``api_*.py``. ``GitHubClient`` joins them; the names othe
 from __future__ import annotations
 
 from reviewer_app.github.api_app import AppCalls
+from reviewer_app.github.api_archive import ArchiveCalls
 from reviewer_app.github.api_check_runs import CheckRunCalls
 from reviewer_app.github.api_contents import ContentCalls
 from reviewer_app.github.api_errors import redact
@@ -16,7 +17,7 @@ from reviewer_app.github.api_transport import ACCEPT, API_VERSION, Json
 __all__ = ["ACCEPT", "API_VERSION", "MAX_COMPARE_FILES", "MAX_PULL_FILES", "GitHubClient", "Json", "redact"]
 
 
-class GitHubClient(AppCalls, PullCalls, ReviewCalls, CheckRunCalls, ReviewThreadCalls, ContentCalls):
+class GitHubClient(AppCalls, PullCalls, ReviewCalls, CheckRunCalls, ReviewThreadCalls, ContentCalls, ArchiveCalls):
     """The app's GitHub API adapter: every call the app makes, each raising only ``JobError`` subclasses.
 
     Reads (GET) are retried in place on 5xx, timeouts and connection errors; writes are never retried in place

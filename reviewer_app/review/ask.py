@@ -115,7 +115,9 @@ class Ask:
         if question.tools is None:
             return None
         job = ctx.job
-        return RepositoryTools(self.github, installation_of(ctx), job.repo_full_name, job.head_sha, question.tools)
+        return RepositoryTools(
+            self.github, installation_of(ctx), job.repo_full_name, job.head_sha, question.tools, question.codebase
+        )
 
     async def _ask_part(
         self, ctx: JobContext, part: Part, shared: bool, tools: RepositoryTools | None, *, keep: bool

@@ -1,20 +1,14 @@
-"""The code around each change (pure): each hunk widened to its enclosing function, method or class, found with
-tree-sitter where a grammar ships in a wheel and by indentation otherwise, and small gaps between hunks filled."""
+"""The code around each change (pure): each hunk widened to its enclosing function, method or class (found by
+codebase/scopes.py: tree-sitter where a grammar ships in a wheel, indentation otherwise), and small gaps between hunks
+filled."""
 
 from __future__ import annotations
 
-import functools
-import importlib
-import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
-from typing import Any
 
+from reviewer_app.codebase.scopes import enclosing_scope, has_grammar, indent_scope, parse, tree_scope
 from reviewer_app.core.diff import FileDiff, Hunk
-
-log = logging.getLogger(__name__)
 
 WHOLE_FILE_LINES = 60  # a file this short is shown whole
 MAX_SCOPE_LINES = 120  # a longer scope shows its first lines and the lines around the change
@@ -22,45 +16,6 @@ SCOPE_HEAD_LINES = 3  # the signature of a scope too long to show
 MARGIN_LINES = 6  # around a change whose scope is too long, or not found
 GAP_LINES = 15  # two windows this close are joined: the lines between them are shown too
 MAX_CONTEXT_LINES = 150  # context lines per file, at most
-
-# Grammar packages whose wheels ship the compiled grammar (no download at run time): module, function, node types.
-_GRAMMARS: dict[str, tuple[str, str]] = {
-    ".py": ("tree_sitter_python", "language"),
-    ".pyi": ("tree_sitter_python", "language"),
-    ".js": ("tree_sitter_javascript", "language"),
-    ".mjs": ("tree_sitter_javascript", "language"),
-    ".cjs": ("tree_sitter_javascript", "language"),
-    ".jsx": ("tree_sitter_javascript", "language"),
-    ".ts": ("tree_sitter_typescript", "language_typescript"),
-    ".mts": ("tree_sitter_typescript", "language_typescript"),
-    ".tsx": ("tree_sitter_typescript", "language_tsx"),
-    ".go": ("tree_sitter_go", "language"),
-}
-_SCOPES = frozenset(
-    {
-        "function_definition",
-        "class_definition",
-        "decorated_definition",  # Python
-        "function_declaration",
-        "generator_function_declaration",
-        "method_definition",
-        "class_declaration",
-        "abstract_class_declaration",
-        "interface_declaration",
-        "enum_declaration",
-        "type_alias_declaration",
-        "internal_module",  # JavaScript, TypeScript (namespace)
-        "method_declaration",
-        "type_declaration",  # Go
-    }
-)
-_ROOTS = frozenset({"module", "program", "source_file"})
-# A line that opens a block, for the indentation heuristic.
-_OPENER = re.compile(
-    r"(?:[:{]\s*(?:#.*|//.*|/\*.*)?$|^\s*(?:def|class|fn|func|function|sub|proc|module|impl|trait|struct|interface"
-    r"|enum|namespace|public|private|protected|static|async|export)\b)"
-)
-_CLOSER = re.compile(r"^\s*(?:[}\])]|end\b|fi\b|done\b|esac\b)")
 
 
 @dataclass(frozen=True)
@@ -94,17 +49,17 @@ def plan_context(diff: FileDiff, head_text: str, *, max_context_lines: int = MAX
             0,
             _context_size(windows, spans),
         )
-    tree = _parse(diff.path, head_text)
+    tree = parse(diff.path, head_text)
     wide: list[list[tuple[int, int]]] = []  # per hunk: its widest windows
     narrow: list[list[tuple[int, int]]] = []
     by_parser = by_indent = 0
     for hunk, (first, last) in zip(diff.hunks, spans, strict=True):
         changed = _changed_span(hunk, first, last)
-        scope = _tree_scope(tree, *changed) if tree is not None else None
+        scope = tree_scope(tree, *changed) if tree is not None else None
         if scope is not None:
             by_parser += 1
         else:
-            scope = _indent_scope(lines, *changed)
+            scope = indent_scope(lines, *changed)
             by_indent += scope is not None
         around = (max(1, first - MARGIN_LINES), min(count, last + MARGIN_LINES))
         if scope is None:
@@ -151,18 +106,6 @@ def plan_context(diff: FileDiff, head_text: str, *, max_context_lines: int = MAX
     return ContextPlan(windows, note, len(spans), by_parser, by_indent, size)
 
 
-def enclosing_scope(path: str, text: str, first: int, last: int | None = None) -> tuple[int, int] | None:
-    """The lines of the smallest function, method or class around lines ``first``..``last`` of ``text`` (tree-sitter
-    where a grammar is installed, else indentation); None when none is found."""
-    last = first if last is None else last
-    lines = text.split("\n")
-    if not 1 <= first <= last <= len(lines):
-        return None
-    tree = _parse(path, text)
-    scope = _tree_scope(tree, first, last) if tree is not None else None
-    return scope if scope is not None else _indent_scope(lines, first, last)
-
-
 def _hunk_span(hunk: Hunk) -> tuple[int, int]:
     """The new-side lines a hunk covers (a hunk that only deletes covers the line before the deletion)."""
     if hunk.new_length:
@@ -200,85 +143,4 @@ def _context_size(windows: Sequence[tuple[int, int]], spans: Sequence[tuple[int,
     return len(shown - {n for a, b in spans for n in range(a, b + 1)})
 
 
-# --- tree-sitter ---------------------------------------------------------------------------------------------------
-
-
-@functools.cache
-def _parser(suffix: str) -> Any | None:
-    """A tree-sitter parser for the file suffix, or None when no grammar wheel is installed for it."""
-    grammar = _GRAMMARS.get(suffix)
-    if grammar is None:
-        return None
-    try:
-        import tree_sitter
-
-        module = importlib.import_module(grammar[0])
-        return tree_sitter.Parser(tree_sitter.Language(getattr(module, grammar[1])()))
-    except (ImportError, AttributeError, ValueError) as exc:
-        log.warning("no tree-sitter grammar for %s files (%s); using indentation", suffix, exc)
-        return None
-
-
-def has_grammar(path: str) -> bool:
-    return _parser(PurePosixPath(path).suffix.lower()) is not None
-
-
-def _parse(path: str, text: str) -> Any | None:
-    parser = _parser(PurePosixPath(path).suffix.lower())
-    return None if parser is None else parser.parse(text.encode("utf-8", errors="surrogateescape"))
-
-
-def _rows(node: Any) -> tuple[int, int]:
-    """1-based first and last line of a node (an end at column 0 belongs to the line before)."""
-    end = node.end_point.row if node.end_point.column else node.end_point.row - 1
-    return node.start_point.row + 1, max(end, node.start_point.row) + 1
-
-
-def _tree_scope(tree: Any, first: int, last: int) -> tuple[int, int] | None:
-    """The smallest function, method or class around lines ``first``..``last``; at top level, the statements
-    they touch. None when the tree has errors around them."""
-    root = tree.root_node
-    node = root.descendant_for_point_range((first - 1, 0), (last - 1, 10_000))
-    while node is not None and node.type not in _SCOPES and node.type not in _ROOTS:
-        node = node.parent
-    if node is not None and node.type in _SCOPES:
-        if node.parent is not None and node.parent.type in ("decorated_definition", "export_statement"):
-            node = node.parent
-        a, b = _rows(node)
-        return (a, b) if a <= first and last <= b else None
-    touched = [c for c in root.children if _rows(c)[0] <= last and _rows(c)[1] >= first]
-    if not touched or any(c.type == "ERROR" or c.has_error for c in touched):
-        return None
-    return _rows(touched[0])[0], _rows(touched[-1])[1]
-
-
-# --- indentation ---------------------------------------------------------------------------------------------------
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" \t"))
-
-
-def _indent_scope(lines: Sequence[str], first: int, last: int) -> tuple[int, int] | None:
-    """The block around lines ``first``..``last`` by indentation: the nearest less-indented opener above, down to
-    the first line as little indented as it (a closing brace or ``end`` included)."""
-    start_line = next((n for n in range(first, last + 1) if lines[n - 1].strip()), None)
-    if start_line is None:
-        return None
-    depth = _indent(lines[start_line - 1])
-    opener = None
-    for n in range(start_line - 1, 0, -1):
-        text = lines[n - 1]
-        if text.strip() and _indent(text) < depth:
-            if _OPENER.search(text):
-                opener = n
-                break
-            depth = _indent(text)
-    if opener is None:
-        return None
-    base = _indent(lines[opener - 1])
-    for n in range(last + 1, len(lines) + 1):
-        text = lines[n - 1]
-        if text.strip() and _indent(text) <= base:
-            return opener, n if _CLOSER.match(text) else n - 1
-    return opener, len(lines)
+__all__ = ["ContextPlan", "enclosing_scope", "has_grammar", "plan_context"]

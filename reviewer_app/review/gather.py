@@ -10,12 +10,14 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from reviewer_app.codebase import Codebase
 from reviewer_app.core.diff import FileDiff
 from reviewer_app.core.errors import JobError
 from reviewer_app.core.learnings import Learning, prompt_line, relevant
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import MAX_COMPARE_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
+from reviewer_app.review.crossfile import open_for_review, related_for_part, snippet_tokens
 from reviewer_app.review.explore import ToolLimits, tools_note
 from reviewer_app.review.gate import Wanted, installation_of
 from reviewer_app.review.memory import Memory, Recall
@@ -105,6 +107,8 @@ class Question:
     # the prompt.
     learnings: tuple[Learning, ...] = ()
     in_prompt: tuple[int, ...] = ()
+    # The repository at the head (codebase/), when it could be had: the tools search it, the verifier reads it.
+    codebase: Codebase | None = field(default=None, compare=False, repr=False)
 
     @property
     def shared(self) -> bool:
@@ -165,6 +169,9 @@ class Gather:
             base_sha=base_sha,
             context_lines=self.settings.context_lines if rc.context else 0,
         )
+        codebase = await self._codebase(ctx, wanted, scope, prepared)
+        max_input = rc.max_input_tokens or self.settings.max_input_tokens
+        reserve = await self._reserve(codebase, prepared, max_input)
 
         def prompt(
             files: tuple[PromptFile, ...] = (), rows: tuple[OverviewRow, ...] = (), note: str | None = None
@@ -182,7 +189,7 @@ class Gather:
                 extra_instructions=rc.instructions,
                 path_instructions=tuple((i.path, i.instructions) for i in path_instructions),
                 language=rc.language,
-                tools_note=tools_note(tools) if tools is not None else None,
+                tools_note=tools_note(tools, search=codebase is not None) if tools is not None else None,
                 nits=rc.nits == "fold",
                 already_raised=raised,
                 team_learnings=tuple(prompt_line(x) for x in taught),
@@ -197,7 +204,7 @@ class Gather:
         overhead = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(shared) + 1500  # + tool and answer framing
         plan = plan_parts(
             prepared.diffs,
-            max_input_tokens=rc.max_input_tokens or self.settings.max_input_tokens,
+            max_input_tokens=max_input - reserve,
             fixed_overhead_tokens=overhead,
             estimate=estimate_tokens,
             max_parts=rc.max_parts or self.settings.max_parts,
@@ -213,7 +220,12 @@ class Gather:
                 without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
                 for f in part
             )
-            asked = prompt(files, rows, part_note(i, len(plan.parts)))
+            related, left_out = await related_for_part(codebase, files, reserve)
+            asked = replace(
+                prompt(files, rows, part_note(i, len(plan.parts))), related=related, related_left_out=left_out
+            )
+            if related or left_out:
+                log.info("job %s: part %d shows %d cross-file snippets, %d left out", job.id, i, len(related), left_out)
             parts.append(Part(part_key(asked), tuple(build_user_blocks(asked))))
         return Question(
             parts=tuple(parts),
@@ -231,6 +243,30 @@ class Gather:
             verify=Verification(rc.min_confidence) if _verifies(self.settings, rc) else None,
             learnings=change.learnings,
             in_prompt=tuple(x.id for x in taught),
+            codebase=codebase,
+        )
+
+    async def _reserve(self, codebase: Codebase | None, prepared: Prepared, max_input: int) -> int:
+        """The part of each request's budget kept for cross-file code: what the whole change's related code takes,
+        at most the setting and a quarter of the budget (nothing when there is none: no budget is lost to it)."""
+        allowed = min(self.settings.codebase.related_tokens, max_input // 4)
+        everything, _ = await related_for_part(codebase, list(prepared.files.values()), allowed)
+        return min(allowed, sum(snippet_tokens(s) for s in everything))
+
+    async def _codebase(self, ctx: JobContext, wanted: Wanted, scope: Scope, prepared: Prepared) -> Codebase | None:
+        """The repository at the head, unless the server or the repository turned it off (or it cannot be had)."""
+        rc = wanted.config
+        if not (self.settings.codebase.enabled if rc.codebase is None else rc.codebase):
+            return None
+        return await open_for_review(
+            self.github,
+            replace(self.settings.codebase, enabled=True),
+            installation_id=installation_of(ctx),
+            repo=ctx.job.repo_full_name,
+            pr=wanted.pr,
+            head_sha=ctx.job.head_sha,
+            changed=scope.selection.changed,
+            files=prepared.files,
         )
 
     async def _recall(self, ctx: JobContext) -> Recall:
@@ -287,7 +323,8 @@ def part_key(asked: PromptPR) -> str:
     """A part's name in the job's progress and in a Message Batch: what it asks about (the code, the file list, the
     notes and instructions), not the pull request's title and description, which anyone may edit while the part waits
     on its batch (a bot rewriting descriptions would otherwise have every finished result match nothing)."""
-    blocks = build_user_blocks(replace(asked, title="", description=""))
+    # Nor the cross-file code: the snapshot it comes from is a cache, which may be fresher on another attempt.
+    blocks = build_user_blocks(replace(asked, title="", description="", related=(), related_left_out=0))
     return hashlib.sha256("".join(blocks).encode()).hexdigest()[:24]
 
 

@@ -8,9 +8,9 @@ holds no network client at all: a call a local review does not make is an Attrib
 stand for the pull request: HEAD is its head, the base the diff starts from is its base (where .github/reviewer.yml is
 read, as the App reads it from the base branch), the commits' messages its title and description.
 
-The codebase seam: where the App reads the repository at the head from GitHub (or, later, from a snapshot of it), a
-local review reads the checkout's own objects: ``get_contents`` and ``get_file_content`` are that seam, and a snapshot
-or index of the repository can answer them instead without touching the stages.
+The codebase seam: where the App reads the repository at the head from GitHub (or from the codebase's snapshot of
+it), a local review reads the checkout's own objects: ``get_contents`` and ``get_file_content`` are that seam, and the
+codebase's archive (``download_archive``) is `git archive` of the base commit.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from reviewer_app.config import Config
+from reviewer_app.core.errors import ArchiveTooLarge, PermanentError
 from reviewer_app.core.pull_url import PullRef
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.graphql import BlobAnswer
@@ -100,6 +101,20 @@ class LocalGitHub:
         self, installation_id: int, repo: str, path: str, ref: str
     ) -> dict[str, Any] | list[dict[str, Any]] | None:
         return await asyncio.to_thread(self._contents, ref, path)
+
+    async def download_archive(self, installation_id: int, repo: str, ref: str, dest: Path, *, max_bytes: int) -> None:
+        """The codebase's archive of ``ref`` from the checkout's own objects (`git archive`): nothing is downloaded."""
+        await asyncio.to_thread(self._archive, ref, dest, max_bytes)
+
+    def _archive(self, ref: str, dest: Path, max_bytes: int) -> None:
+        prefix = f"{self.commits.repo.replace('/', '-')}-{ref[:7]}/"
+        try:
+            data = local_git.git(self.commits.root, "archive", "--format=tar.gz", f"--prefix={prefix}", ref)
+        except local_git.GitError as exc:
+            raise PermanentError(f"git archive of {ref[:12]} failed: {exc}") from None
+        if len(data) > max_bytes:
+            raise ArchiveTooLarge(f"the archive of {ref[:12]} is larger than {max_bytes:,} bytes")
+        dest.write_bytes(data)
 
     def _file(self, ref: str, path: str) -> bytes | None:
         if ref == local_git.EMPTY_TREE:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import html
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from reviewer_app.codebase import Snippet
 from reviewer_app.core.diff import FileDiff, Hunk
 from reviewer_app.core.review_model import SEVERITIES
+from reviewer_app.core.tokens import estimate_tokens as estimate_tokens  # where the review's modules import it
 
 REVIEW_TOOL_NAME = "submit_review"
 
@@ -26,6 +27,7 @@ MAX_OVERVIEW_ROWS = 400  # files listed one by one; the rest of a huge pull requ
 _DATA_TAG = "pr_data"
 _INSTRUCTIONS_TAG = "repository_instructions"
 _LEARNINGS_TAG = "team_learnings"
+_RELATED_TAG = "related_code"
 _FRAME_TAGS: tuple[str, ...] = (
     _DATA_TAG,
     _INSTRUCTIONS_TAG,
@@ -37,6 +39,8 @@ _FRAME_TAGS: tuple[str, ...] = (
     "file",
     "tool_output",
     "already_raised",
+    _RELATED_TAG,
+    "snippet",
 )
 _FRAME_TAG_RE = re.compile(r"<(\s*/?\s*(?:" + "|".join(_FRAME_TAGS) + r")\b)", re.IGNORECASE)
 _MARKS = {"added": "+", "removed": "-", "context": " "}
@@ -253,6 +257,9 @@ class PromptPR:
     nits: bool = False  # trusted: the repository wants nits too (`nits: fold`), shown folded
     already_raised: Sequence[RaisedFinding] = field(default_factory=tuple)  # earlier findings still open
     team_learnings: Sequence[str] = field(default_factory=tuple)  # the team's rules, one line each (core/learnings.py)
+    # Cross-file code this part's changes depend on or are used by (codebase/), untrusted, and how much was left out.
+    related: Sequence[Snippet] = field(default_factory=tuple)
+    related_left_out: int = 0
 
 
 def escape_frame_tags(text: str) -> str:
@@ -360,7 +367,7 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
     )
     shared = "\n\n".join(parts)
     files = "\n".join(render_file(f) for f in pr.files) or "(no reviewable files)"
-    tail = [f"<files>\n{files}\n</files>\n</{_DATA_TAG}>"]
+    tail = [f"<files>\n{files}\n</files>\n{_related_block(pr)}</{_DATA_TAG}>"]
     if pr.part_note:
         tail.append(pr.part_note.strip())
     tail.append(
@@ -368,6 +375,27 @@ def build_user_blocks(pr: PromptPR) -> list[str]:
         f"then call {REVIEW_TOOL_NAME} once."
     )
     return [shared, "\n\n".join(tail)]
+
+
+def _related_block(pr: PromptPR) -> str:
+    """The cross-file code of this part, inside the untrusted data block: each snippet with its path, lines and why
+    it is shown, its lines numbered as in its file; and how many more were left out for the budget."""
+    if not pr.related and not pr.related_left_out:
+        return ""
+    out = [
+        f'<{_RELATED_TAG} count="{len(pr.related)}" left_out="{pr.related_left_out}">',
+        "Unchanged code from other files of the repository at the head commit that the changes above call, are "
+        "called by, or implement; shown so you can check how the change fits. Do not comment on it: comment only "
+        "on the changed files.",
+    ]
+    for s in pr.related:
+        attrs = (
+            f'path="{html.escape(s.path, quote=True)}" lines="{s.start}-{s.end}" why="{html.escape(s.why, quote=True)}"'
+        )
+        numbered = "\n".join(f"{n:>6} | {line}" for n, line in enumerate(s.text.split("\n"), start=s.start))
+        out.append(f"<snippet {attrs}>\n{escape_frame_tags(numbered)}\n</snippet>")
+    out.append(f"</{_RELATED_TAG}>")
+    return "\n".join(out) + "\n"
 
 
 def _instructions_text(pr: PromptPR) -> str:
@@ -386,15 +414,6 @@ def _instructions_text(pr: PromptPR) -> str:
 def build_user_message(pr: PromptPR) -> str:
     """The user turn as one text (the blocks of ``build_user_blocks`` joined)."""
     return "".join(build_user_blocks(pr))
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap token estimate, ceil(len / 3.5).
-
-    It over-estimates on purpose: real tokenizers average about four characters per token on English and code,
-    so a budget fitted with this estimate leaves head-room instead of overflowing the context window.
-    """
-    return math.ceil(len(text) * 2 / 7)
 
 
 def render_file(f: PromptFile) -> str:

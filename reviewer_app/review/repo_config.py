@@ -30,6 +30,7 @@ KNOWN_KEYS = frozenset(
         "max_parts",
         "context",
         "repository_tools",
+        "codebase",
         "nits",
         "conclusions",
         "resolve_outdated",
@@ -59,6 +60,7 @@ class RepoConfig:
     drafts: bool = False  # automatic reviews of draft pull requests too (otherwise they wait for ready_for_review)
     context: bool = True  # show the model the code around each change (read at the head commit)
     repository_tools: bool | None = None  # let the model read the repository before it submits; None: server default
+    codebase: bool | None = None  # cross-file code from the repository at the head (codebase/); None: server default
     # Automatic reviews through Message Batches (half price, within 24 hours): true always, false never (not even the
     # sweep's), None: the server decides (core/batching.py).
     batch: bool | None = None
@@ -139,7 +141,18 @@ def _from_mapping(data: Mapping[str, Any], *, max_input_tokens: int, max_parts: 
     cfg = RepoConfig()
     errors: list[str] = [f"unknown setting {key!r} ignored" for key in data if key not in KNOWN_KEYS]
     value: Any
-    for key in ("auto", "drafts", "context", "repository_tools", "resolve_outdated", "batch", "dry_run", "verify"):
+    bools = (
+        "auto",
+        "drafts",
+        "context",
+        "repository_tools",
+        "codebase",
+        "resolve_outdated",
+        "batch",
+        "dry_run",
+        "verify",
+    )
+    for key in bools:
         if key in data:
             if isinstance(data[key], bool):
                 cfg = replace(cfg, **{key: data[key]})

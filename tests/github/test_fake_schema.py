@@ -69,6 +69,8 @@ SCHEMAS: dict[tuple[str, str], tuple[Any, Any]] = {
         gh.ContentFile | gh.ContentSymlink | gh.ContentSubmodule | list[gh.ContentDirectoryItems],
     ),
     ("GET", REPO_ROUTE + "/contents"): (None, list[gh.ContentDirectoryItems]),
+    # Answered 302 to a download link, with no body (only 2xx bodies are checked): tests/codebase/test_snapshot.py.
+    ("GET", REPO_ROUTE + "/tarball/{ref}"): (None, None),
     ("GET", "/app/installations/{installation_id}"): (None, gh.Installation),
     ("GET", REPO_ROUTE + "/installation"): (None, gh.Installation),
     ("GET", "/user"): (None, gh.PrivateUser | gh.PublicUser),
@@ -192,7 +194,8 @@ async def test_recovery_redelivery_and_the_repository_tools_speak_githubs_schema
     # tests/web/test_setup.py.
     from tests.github.test_recovery import recovery
 
-    async with harness(tmp_path, REVIEWER_MAX_TOOL_TURNS="8") as h:
+    # The codebase off: its snapshot would serve the reads, and this test holds GitHub's contents API to its schema.
+    async with harness(tmp_path, REVIEWER_MAX_TOOL_TURNS="8", REVIEWER_CODEBASE="0") as h:
         gh = h.github
         gh.webhook_url, gh.webhook_secret = str(h.client.make_url("/api/github/webhooks")), SECRET
         gh.set_file(REPO, CONFIG_PATH, "repository_tools: true\n")

@@ -311,3 +311,20 @@ def test_in_a_pre_push_hook_a_critical_finding_stops_the_push(checkout: Checkout
     assert "CRITICAL  src/widget.py:4" in pushed.stdout + pushed.stderr
     branches = git(checkout.tmp, "--git-dir", str(checkout.origin), "branch", "--list", "topic")
     assert branches == ""
+
+
+def test_a_local_review_shows_the_callers_of_what_changed_from_the_checkouts_own_archive(
+    checkout: Checkout, capsys
+) -> None:
+    # The codebase at the head comes from `git archive` of the base commit: a caller in a file the commits do not
+    # touch reaches the model, and nothing is asked of GitHub.
+    checkout.commit("Use f2", {"src/app.py": "from widget import f2\n\n\ndef run():\n    return f2() * 10\n"})
+    git(checkout.root, "push", "-q", "origin", "topic:main")
+    git(checkout.root, "fetch", "-q", "origin")
+    checkout.commit("Make f2 explicit", {"src/widget.py": CHANGED_SOURCE})
+    status, _, err = checkout.review("--local", capsys=capsys)
+    assert status == 0, err
+    [asked] = checkout.anthropic.review_requests
+    text = "".join(b.get("text", "") for b in asked.messages[0]["content"] if isinstance(b, dict))
+    assert 'path="src/app.py" lines="4-5" why="caller of f2, in run"' in text
+    assert checkout.github_requests() == []

@@ -36,6 +36,7 @@ ENDPOINT_PERMISSIONS: dict[tuple[str, str], Needed] = {
     ("GET", REPO + "/compare/{basehead}"): (("contents", "read"),),
     ("GET", REPO + "/contents/{path}"): (("contents", "read"),),
     ("GET", REPO + "/contents"): (("contents", "read"),),
+    ("GET", REPO + "/tarball/{ref}"): (("contents", "read"),),
     ("GET", REPO + "/collaborators/{user}/permission"): (("metadata", "read"),),
 }
 

@@ -23,6 +23,7 @@ from tests.fakes.github.model import RecordedRequest
 from tests.fakes.github.routes import (
     admin,
     apps,
+    archives,
     checks,
     collaborators,
     compare,
@@ -48,6 +49,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     *threads.ROUTES,
     *contents.ROUTES,
     *compare.ROUTES,
+    *archives.ROUTES,
     *collaborators.ROUTES,
     *admin.ROUTES,
 ]
@@ -61,6 +63,7 @@ class FakeGitHub(GitHubState):
         add = {"GET": app.router.add_get, "POST": app.router.add_post, "PATCH": app.router.add_patch}
         for method, path, handler in ROUTES:
             add[method](path, self._bind(handler))
+        app.router.add_get(archives.DOWNLOAD_ROUTE, self._bind(archives.download))  # codeload: not the API
         register_graphql(self, app)  # POST /graphql, checked against GitHub's published schema (graphql.py)
         return app
 

@@ -86,6 +86,8 @@ class GitHubState:
         self.delivery_payloads: dict[str, tuple[str, Json]] = {}  # guid -> (event, payload)
         self.redelivery_requests: list[int] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # code -> manifest, until converted or expired
+        self.archive_links: dict[str, tuple[str, str, float]] = {}  # download token -> (repo, ref, expires at)
+        self.crafted_archives: dict[str, bytes] = {}  # repo -> the archive served instead of its files (tests)
         self.review_threads = ThreadsState()  # resolved threads, schema rejections (graphql.py)
 
         self.faults: list[Fault] = []

@@ -1,0 +1,235 @@
+"""A file's tags (pure): the functions, methods, classes, interfaces and types it defines, and the calls and base types
+it refers to, each with its line and the name of the definition it sits in; read with tree-sitter queries for every
+grammar codebase/scopes.py knows."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from reviewer_app.codebase.scopes import grammar_name, language_for, parse
+
+log = logging.getLogger(__name__)
+
+MAX_NAME = 200
+
+# One pattern a line: a pattern a grammar's version does not know is dropped on its own (logged), not the whole query.
+# ``@def.<kind>`` captures a definition's name, ``@ref.call`` a called name, ``@ref.base`` a base type's name.
+_PATTERNS: dict[str, tuple[str, ...]] = {
+    "python": (
+        "(function_definition name: (identifier) @def.function)",
+        "(class_definition name: (identifier) @def.class)",
+        "(call function: (identifier) @ref.call)",
+        "(call function: (attribute attribute: (identifier) @ref.call))",
+        "(class_definition superclasses: (argument_list (identifier) @ref.base))",
+        "(class_definition superclasses: (argument_list (attribute attribute: (identifier) @ref.base)))",
+    ),
+    "javascript": (
+        "(function_declaration name: (identifier) @def.function)",
+        "(generator_function_declaration name: (identifier) @def.function)",
+        "(method_definition name: (property_identifier) @def.method)",
+        "(class_declaration name: (identifier) @def.class)",
+        "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
+        "(call_expression function: (identifier) @ref.call)",
+        "(call_expression function: (member_expression property: (property_identifier) @ref.call))",
+        "(new_expression constructor: (identifier) @ref.call)",
+        "(class_heritage (identifier) @ref.base)",
+        "(class_heritage (member_expression property: (property_identifier) @ref.base))",
+    ),
+    "typescript": (
+        "(function_declaration name: (identifier) @def.function)",
+        "(generator_function_declaration name: (identifier) @def.function)",
+        "(method_definition name: (property_identifier) @def.method)",
+        "(method_signature name: (property_identifier) @def.method)",
+        "(abstract_method_signature name: (property_identifier) @def.method)",
+        "(class_declaration name: (type_identifier) @def.class)",
+        "(abstract_class_declaration name: (type_identifier) @def.class)",
+        "(interface_declaration name: (type_identifier) @def.interface)",
+        "(type_alias_declaration name: (type_identifier) @def.type)",
+        "(enum_declaration name: (identifier) @def.type)",
+        "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
+        "(call_expression function: (identifier) @ref.call)",
+        "(call_expression function: (member_expression property: (property_identifier) @ref.call))",
+        "(new_expression constructor: (identifier) @ref.call)",
+        "(extends_clause value: (identifier) @ref.base)",
+        "(implements_clause (type_identifier) @ref.base)",
+        "(extends_type_clause type: (type_identifier) @ref.base)",
+    ),
+    "go": (
+        "(function_declaration name: (identifier) @def.function)",
+        "(method_declaration name: (field_identifier) @def.method)",
+        "(type_spec name: (type_identifier) @def.type)",
+        "(method_elem name: (field_identifier) @def.method)",
+        "(call_expression function: (identifier) @ref.call)",
+        "(call_expression function: (selector_expression field: (field_identifier) @ref.call))",
+        "(struct_type (field_declaration_list (field_declaration type: (type_identifier) @ref.base)))",
+    ),
+}
+_PATTERNS["tsx"] = _PATTERNS["typescript"]
+
+# The nodes a definition spans (its name's parent, or the wrapper that holds its decorators, export or declaration).
+_DEFINITIONS = frozenset(
+    {
+        "function_definition",
+        "class_definition",
+        "function_declaration",
+        "generator_function_declaration",
+        "method_definition",
+        "method_signature",
+        "abstract_method_signature",
+        "class_declaration",
+        "abstract_class_declaration",
+        "interface_declaration",
+        "type_alias_declaration",
+        "enum_declaration",
+        "variable_declarator",
+        "method_declaration",
+        "type_spec",
+        "method_elem",
+    }
+)
+_WRAPPERS = frozenset(
+    {"decorated_definition", "export_statement", "lexical_declaration", "variable_declaration", "type_declaration"}
+)
+_CLASSES = frozenset(
+    {"class_definition", "class_declaration", "abstract_class_declaration", "interface_declaration", "type_spec"}
+)
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A definition (``kind`` function, method, class, interface, type) spanning ``line``..``end``, or a reference
+    (``kind`` call or base) on ``line``. ``scope``: the definition it sits in (a method's class, a call's caller)."""
+
+    name: str
+    kind: str
+    line: int
+    end: int
+    scope: str = ""
+
+    @property
+    def is_definition(self) -> bool:
+        return self.kind not in ("call", "base")
+
+
+@functools.cache
+def _query(grammar: str, suffix: str) -> Any | None:
+    """The grammar's tag query, its unknown patterns dropped; None when the grammar is not installed."""
+    import tree_sitter
+
+    language = language_for(suffix)
+    if language is None:
+        return None
+    kept: list[str] = []
+    for pattern in _PATTERNS.get(grammar, ()):
+        try:
+            tree_sitter.Query(language, pattern)
+        except (tree_sitter.QueryError, ValueError, NameError) as exc:
+            log.warning("tag pattern not known to the %s grammar, dropped: %s (%s)", grammar, pattern, exc)
+            continue
+        kept.append(pattern)
+    return tree_sitter.Query(language, "\n".join(kept)) if kept else None
+
+
+def file_tags(path: str, text: str) -> list[Tag] | None:
+    """The tags of ``text`` (the file at ``path``); None when no grammar reads this kind of file."""
+    grammar = grammar_name(path)
+    if grammar is None:
+        return None
+    suffix = "." + path.rsplit(".", 1)[-1].lower()
+    query = _query(grammar, suffix)
+    tree = parse(path, text) if query is not None else None
+    if tree is None:
+        return None
+    import tree_sitter
+
+    tags: list[Tag] = []
+    seen: set[tuple[str, int, int]] = set()
+    for capture, nodes in tree_sitter.QueryCursor(query).captures(tree.root_node).items():
+        kind = capture.split(".", 1)[1]
+        for node in nodes:
+            name = _text(node)
+            if not name or len(name) > MAX_NAME:
+                continue
+            key = (name, node.start_point.row, node.start_point.column)
+            if key in seen:
+                continue
+            seen.add(key)
+            line = node.start_point.row + 1
+            if capture.startswith("def."):
+                span = _definition(node)
+                first, last = _rows(span)
+                owner = _owner(span)
+                tags.append(Tag(name, "method" if kind == "function" and owner else kind, first, last, owner))
+            else:
+                tags.append(Tag(name, kind, line, line, _enclosing_name(node)))
+    tags.sort(key=lambda t: (t.line, t.name))
+    return tags
+
+
+def _text(node: Any) -> str:
+    raw = node.text
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else ""
+
+
+def _rows(node: Any) -> tuple[int, int]:
+    end = node.end_point.row if node.end_point.column else node.end_point.row - 1
+    return node.start_point.row + 1, max(end, node.start_point.row) + 1
+
+
+def _definition(name: Any) -> Any:
+    """The node a definition spans, wrappers (decorators, export, const declaration) included."""
+    node = name.parent
+    while node is not None and node.type not in _DEFINITIONS:
+        node = node.parent
+    if node is None:
+        return name
+    while node.parent is not None and node.parent.type in _WRAPPERS:
+        node = node.parent
+    return node
+
+
+def _name_of(node: Any) -> str:
+    target = node
+    if target.type in _WRAPPERS:
+        inner = [c for c in target.named_children if c.type in _DEFINITIONS]
+        target = inner[0] if inner else target
+    named = target.child_by_field_name("name")
+    return _text(named) if named is not None else ""
+
+
+def _owner(span: Any) -> str:
+    """The class (or interface, or type) a definition sits in, by name (a Go method's receiver type); '' at top
+    level."""
+    if span.type == "method_declaration":
+        receiver = span.child_by_field_name("receiver")
+        kinds = ("type_identifier",)
+        names = [n for n in _walk(receiver) if n.type in kinds] if receiver is not None else []
+        return _text(names[0]) if names else ""
+    node = span.parent
+    while node is not None:
+        if node.type in _CLASSES:
+            return _name_of(node)
+        node = node.parent
+    return ""
+
+
+def _enclosing_name(node: Any) -> str:
+    """The name of the nearest definition around a reference ('' at top level); a base type's is its class."""
+    current = node.parent
+    while current is not None:
+        if current.type in _DEFINITIONS:
+            return _name_of(current)
+        current = current.parent
+    return ""
+
+
+def _walk(node: Any) -> list[Any]:
+    out, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        stack.extend(reversed(current.named_children))
+    return out
