@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import gidgethub
 import gidgethub.aiohttp
+import gidgethub.sansio
 import yarl
 
 from reviewer_app.core.errors import InstallationUnavailable, PermanentError, RateLimited, TransientError
@@ -96,17 +97,29 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         jwt: str | None = None,
         oauth_token: str | None = None,
     ) -> tuple[Any, str | None]:
-        """One request; returns the decoded body and the ``rel="next"`` URL, if any."""
-        body, next_url, _ = await self._make_request(
-            method,
-            url,
-            url_vars,
-            data,
-            ACCEPT,
-            jwt=jwt,
-            oauth_token=oauth_token,
+        """One request; returns the decoded body and the ``rel="next"`` URL, if any.
+
+        GitHub's ETag covers a page's body, not its ``Link`` header: a full page answered 304 may have a next page
+        its kept copy never named (the list grew past it). Such a page is read again in full, and kept anew."""
+        body, next_url, status = await self._make_request(
+            method, url, url_vars, data, ACCEPT, jwt=jwt, oauth_token=oauth_token
         )
+        if status == 304 and next_url is None and self._cache is not None:
+            filled = gidgethub.sansio.format_url(url, url_vars, base_url=self.base_url)
+            if _full_page(body, filled):
+                self._cache.pop(filled, None)
+                body, next_url, _ = await self._make_request(
+                    method, url, url_vars, data, ACCEPT, jwt=jwt, oauth_token=oauth_token
+                )
         return body, next_url
+
+
+def _full_page(body: Any, url: str) -> bool:
+    """Whether ``body`` is a list page holding as many items as ``url`` asks for (GitHub's default is 30)."""
+    if not isinstance(body, list):
+        return False
+    asked = yarl.URL(url, encoded=True).query.get("per_page", "30")
+    return asked.isdigit() and len(body) >= int(asked)
 
 
 class GitHubTransport:
