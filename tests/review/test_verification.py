@@ -154,6 +154,48 @@ async def test_the_verification_of_a_batched_review_is_batched_too(tmp_path) -> 
         assert [a.outcome for a in await h.store.attempts_of(job_id)] == ["deferred", "deferred", "succeeded"]
 
 
+async def test_a_title_edited_while_the_verification_waits_on_its_batch_sends_no_second_verification(
+    tmp_path,
+) -> None:
+    # The verification's key hashed the title, the description and the learnings: an edit while its batch was out
+    # made the finished result match no request, and a second verification was sent.
+    async with verifying(
+        tmp_path, REVIEWER_BATCH="1", REVIEWER_BATCH_GATHER_SECONDS="0.2", REVIEWER_BATCH_POLL_SECONDS="0.05"
+    ) as h:
+        h.github.set_file(REPO, ".github/reviewer.yml", "batch: true\n")
+        h.anthropic.script_tool_answer(ANSWER)
+        h.anthropic.script_verify_answer(VERDICTS)
+        h.anthropic.script_verify_answer(VERDICTS)  # what a second verification would be answered
+        h.anthropic.hold_batches = True
+        pull, job_id = await h.open_pr()
+        await _wait_batched(h, job_id, review=True)
+        h.anthropic.end_batches()
+        await _wait_batched(h, job_id, review=False)
+        pull.title, pull.body = "A better title", "Rewritten by a bot."
+        h.anthropic.hold_batches = False
+        h.anthropic.end_batches()
+        await h.wait_state(job_id, JobState.SUCCEEDED, timeout=30)
+        verifications = [
+            r for batch in h.anthropic.batch_creates for r in batch.body["requests"] if _verifies(r["params"])
+        ]
+        assert len(verifications) == 1 and h.anthropic.message_requests == []
+        assert [c["line"] for c in h.github.review_comments_for(REPO, 1)] == [4]
+
+
+def _verifies(params: dict[str, Any]) -> bool:
+    return params.get("tool_choice", {}).get("name") == "submit_verdicts"
+
+
+async def _wait_batched(h: Harness, job_id: int, *, review: bool) -> None:
+    """Until the job's review part (``review``) or its verification is in a batch."""
+
+    async def out() -> bool:
+        rows = await h.store.batch_requests_of(job_id)
+        return any(r.part_key.startswith("verify-") != review for r in rows)
+
+    await eventually(out, timeout=15)
+
+
 async def test_a_repository_can_turn_verification_off_and_the_evidence_check_still_runs(tmp_path) -> None:
     async with verifying(tmp_path) as h:
         h.github.set_file(REPO, ".github/reviewer.yml", "verify: false\n")
