@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from reviewer_app.core.states import JobState
+from tests.fakes.github import pull_file
 from tests.harness import REPO, Harness, harness
 from tests.helpers import eventually
 
@@ -34,6 +35,11 @@ VERDICTS = [
     {"id": "F2", "verdict": "refuted", "confidence": 85, "reason": "Nothing can raise in `return 3`."},
     {"id": "F3", "verdict": "uncertain", "confidence": 40, "reason": "Depends on the caller's types."},
 ]
+
+
+# The harness's widget with its first return changed: a modified file, whose head the evidence check reads.
+WIDGET_TEXT = "".join(f"def f{i}():\n    return {i}\n" for i in range(1, 6))
+MODIFIED = pull_file(WIDGET, "@@ -1,4 +1,4 @@\n def f1():\n-    return 0\n+    return 1\n def f2():\n     return 2")
 
 
 @contextlib.asynccontextmanager
@@ -207,6 +213,29 @@ async def test_a_repository_can_turn_verification_off_and_the_evidence_check_sti
         job = await h.job(job_id)
         assert job.answer is not None and job.answer.verified_by == ""
         assert [w.reason for w in job.answer.withheld] == ["invented quote"]
+
+
+async def test_an_answer_is_kept_before_the_evidence_check_reads_so_a_rate_limit_there_costs_no_second_model_call(
+    tmp_path,
+) -> None:
+    # With verification off and one part, the answer was kept only once checked: a rate-limited read in the evidence
+    # check (no context lines: the file was not read before the model answered) lost it, and the retry paid again.
+    async with harness(tmp_path, REVIEWER_VERIFY="0", REVIEWER_CONTEXT_LINES="0") as h:
+        limited: list[object] = []
+
+        def answer_and_limit_reads(body: dict[str, Any]) -> dict[str, Any]:
+            if not limited:  # the next read of the file, once
+                limited.append(h.github.inject("GET", rf"/contents/{WIDGET}$", "secondary_rate_limit", retry_after=1))
+            return ANSWER
+
+        h.anthropic.responder = answer_and_limit_reads
+        pull = h.github.add_pull(REPO, 1, files=[MODIFIED])
+        h.github.set_file(REPO, WIDGET, WIDGET_TEXT, ref=pull.head_sha)
+        job_id = (await h.deliver("pull_request", h.pr_payload(pull)))["job_id"]
+        job = await h.wait_state(job_id, JobState.SUCCEEDED, timeout=30)
+        assert [a.outcome for a in await h.store.attempts_of(job_id)] == ["deferred", "succeeded"]
+        assert len(h.anthropic.review_requests) == 1
+        assert job.answer is not None and [w.reason for w in job.answer.withheld] == ["invented quote"]
 
 
 async def test_a_verifier_that_never_answers_in_shape_publishes_the_findings_unverified(tmp_path) -> None:
