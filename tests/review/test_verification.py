@@ -238,6 +238,22 @@ async def test_an_answer_is_kept_before_the_evidence_check_reads_so_a_rate_limit
         assert job.answer is not None and [w.reason for w in job.answer.withheld] == ["invented quote"]
 
 
+async def test_a_true_finding_on_removed_code_of_a_crlf_file_is_verified_with_its_code_and_published(tmp_path) -> None:
+    # GitHub's patch carries no "\r", the file read at the head keeps them: the base was not rebuilt, so the finding
+    # was withheld as invented and the verifier was shown no code for it (an LF file: kept).
+    async with verifying(tmp_path) as h:
+        removed = finding(2, "warning", "f1 returned 0 on purpose.", "    return 0")
+        h.anthropic.script_tool_answer({"summary": "One question.", "comments": [removed]})
+        pull = h.github.add_pull(REPO, 1, files=[MODIFIED])
+        h.github.set_file(REPO, WIDGET, WIDGET_TEXT.replace("\n", "\r\n"), ref=pull.head_sha)
+        job_id = (await h.deliver("pull_request", h.pr_payload(pull)))["job_id"]
+        job = await h.wait_state(job_id, JobState.SUCCEEDED, timeout=30)
+        assert job.answer is not None and job.answer.withheld == ()
+        [asked] = h.anthropic.verify_requests
+        assert 'at="base"' in user_text(asked) and "    2 -     return 0\n" in user_text(asked)
+        assert [(c["side"], c["line"]) for c in h.github.review_comments_for(REPO, 1)] == [("LEFT", 2)]
+
+
 async def test_a_verifier_that_never_answers_in_shape_publishes_the_findings_unverified(tmp_path) -> None:
     async with verifying(tmp_path, REVIEWER_MALFORMED_RETRIES="1") as h:
         h.anthropic.script_tool_answer(ANSWER)
