@@ -100,26 +100,24 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         """One request; returns the decoded body and the ``rel="next"`` URL, if any.
 
         GitHub's ETag covers a page's body, not its ``Link`` header: a full page answered 304 may have a next page
-        its kept copy never named (the list grew past it). Such a page is read again in full, and kept anew."""
+        its kept copy never named (the list grew past it). For such a page the next one is asked for all the same
+        (an empty page ends the list); read conditionally too, it costs nothing once kept."""
         body, next_url, status = await self._make_request(
             method, url, url_vars, data, ACCEPT, jwt=jwt, oauth_token=oauth_token
         )
-        if status == 304 and next_url is None and self._cache is not None:
-            filled = gidgethub.sansio.format_url(url, url_vars, base_url=self.base_url)
-            if _full_page(body, filled):
-                self._cache.pop(filled, None)
-                body, next_url, _ = await self._make_request(
-                    method, url, url_vars, data, ACCEPT, jwt=jwt, oauth_token=oauth_token
-                )
+        if status == 304 and next_url is None:
+            next_url = _page_after(body, gidgethub.sansio.format_url(url, url_vars, base_url=self.base_url))
         return body, next_url
 
 
-def _full_page(body: Any, url: str) -> bool:
-    """Whether ``body`` is a list page holding as many items as ``url`` asks for (GitHub's default is 30)."""
-    if not isinstance(body, list):
-        return False
-    asked = yarl.URL(url, encoded=True).query.get("per_page", "30")
-    return asked.isdigit() and len(body) >= int(asked)
+def _page_after(body: Any, url: str) -> str | None:
+    """The URL of the page after ``url`` when ``body`` is a list page as long as ``url`` asks for (GitHub's default
+    is 30), else None. The lists read conditionally are numbered by ``page`` (GitHub's pagination by page number)."""
+    at = yarl.URL(url, encoded=True)
+    asked, page = at.query.get("per_page", "30"), at.query.get("page", "1")
+    if not (isinstance(body, list) and asked.isdigit() and page.isdigit() and len(body) >= int(asked) > 0):
+        return None
+    return str(at.update_query(page=str(int(page) + 1)))
 
 
 class GitHubTransport:
