@@ -1,6 +1,7 @@
 """A finding's evidence checked against the code (pure): the lines the model quoted must be in the file, on the side it
-comments on (the head for RIGHT, the base for LEFT), at the line it names or a few lines away. A finding whose quote
-sits near its line is moved onto the quote; one whose quote is nowhere in the file is dropped as invented."""
+comments on (the head for RIGHT, the base for LEFT), at the line it names or elsewhere. A finding whose quote sits
+elsewhere is moved onto the nearest place that holds it; one whose quote is nowhere in the file is dropped as
+invented."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from dataclasses import dataclass, replace
 from reviewer_app.core.diff import FileDiff
 from reviewer_app.core.review_model import ModelComment, Side
 
-REANCHOR_LINES = 8  # a quote found this close to the line the finding names is where the finding goes
 MIN_QUOTE_CHARS = 4  # a quote shorter than this (without whitespace) proves nothing: "}" is in every file
 SEGMENT_REACH = 300  # the parts of a quote elided with "..." are looked for this many lines after the previous one
 _ELISIONS = frozenset({"...", "…", "# ...", "// ...", "/* ... */", "-- ...", "<!-- ... -->"})
@@ -42,7 +42,9 @@ class Evidence:
 
 def base_lines(diff: FileDiff | None, head: Sequence[str] | None) -> list[str] | None:
     """The file before the change, rebuilt from the file after it and the diff (lines outside the hunks are the same
-    on both sides); None when they do not fit together or the file is not known."""
+    on both sides); None when they do not fit together or the file is not known. A file with CRLF line ends fits its
+    diff too: GitHub's patch carries no ``\r`` (core/diff.py drops any), the file read at the head keeps them, so the
+    lines are compared, and the base given, without a line's closing ``\r``."""
     if diff is None:
         return list(head) if head is not None else None
     if diff.status == "added":
@@ -51,6 +53,7 @@ def base_lines(diff: FileDiff | None, head: Sequence[str] | None) -> list[str] |
         if diff.status != "removed":
             return None
         return [ln.text for h in diff.hunks for ln in h.lines if ln.kind != "added"]
+    head = [line.removesuffix("\r") for line in head]
     out: list[str] = []
     after = 1  # the next head line not yet copied
     for hunk in diff.hunks:
@@ -76,13 +79,11 @@ def added_lines(diff: FileDiff | None) -> list[str] | None:
     return [ln.text for h in diff.hunks for ln in h.lines if ln.kind != "removed"]
 
 
-def check_evidence(
-    comments: Sequence[ModelComment], files: Mapping[str, FileText], *, window: int = REANCHOR_LINES
-) -> Evidence:
+def check_evidence(comments: Sequence[ModelComment], files: Mapping[str, FileText]) -> Evidence:
     """Each comment's quote looked up in its file, on its side first (then on the other side: a quote of removed code
-    on a RIGHT comment moves it to the LEFT). Kept as it is when the quote covers its line, moved onto the quote when it
-    sits within ``window`` lines (or only once in the whole file: the model's line number was off, the code is real),
-    dropped when the quote is missing, too short, or nowhere it could be meant."""
+    on a RIGHT comment moves it to the LEFT). Kept as it is when the quote covers its line, else moved onto the nearest
+    place that holds the quote (the model's line number was off, the code is real), dropped when the quote is missing,
+    too short, or in neither side of the file."""
     kept: list[ModelComment] = []
     invented: list[ModelComment] = []
     moved = unchecked = 0
@@ -93,7 +94,7 @@ def check_evidence(
             kept.append(comment)
             unchecked += 1
             continue
-        placed = _place(comment, text, window) if text is not None and _segments(comment.quote) else None
+        placed = _place(comment, text) if text is not None and _segments(comment.quote) else None
         if placed is None:
             invented.append(comment)
         else:
@@ -102,7 +103,7 @@ def check_evidence(
     return Evidence(tuple(kept), tuple(invented), moved, unchecked)
 
 
-def _place(comment: ModelComment, text: FileText, window: int) -> ModelComment | None:
+def _place(comment: ModelComment, text: FileText) -> ModelComment | None:
     """The comment where its quote is, or None when the quote is not where it could be meant."""
     other: Side = "LEFT" if comment.side == "RIGHT" else "RIGHT"
     for side in (comment.side, other):
@@ -115,10 +116,9 @@ def _place(comment: ModelComment, text: FileText, window: int) -> ModelComment |
         first = comment.start_line or comment.line
         if side == comment.side and any(_covers(comment, first, a, b) for a, b in spans):
             return comment  # the quote is where the finding says
-        near = min(spans, key=lambda s: (_distance(s, first, comment.line), s))
-        if _distance(near, first, comment.line) <= window or len(spans) == 1:
-            return _moved(comment, side, near)
-        return None
+        # Anywhere else, the quote is real code: the finding moves onto the nearest place that holds it (the model's
+        # line number was off; a quote found in several places is no less real).
+        return _moved(comment, side, min(spans, key=lambda s: (_distance(s, first, comment.line), s)))
     return None
 
 

@@ -13,13 +13,15 @@ from reviewer_app.github.pacing import WritePriority
 class ReviewCalls(GitHubTransport):
     """Reviews, conversation and review comments, replies and reactions."""
 
-    async def list_reviews(self, installation_id: int, repo: str, number: int) -> list[Json]:
+    async def list_reviews(self, installation_id: int, repo: str, number: int, *, fresh: bool = False) -> list[Json]:
+        """Every review of the pull request, oldest first. ``fresh``: no conditional request (no kept copy stands in
+        for a page), for the marker lookup after a review POST whose answer was lost."""
         return await self._get_all(
             "/repos/{owner}/{name}/pulls/{number}/reviews{?per_page}",
             {**split_repo(repo), "number": number, "per_page": PER_PAGE},
             installation_id=installation_id,
             what=f"reviews of pull request {repo}#{number}",
-            conditional=True,  # read by the gate and again before posting
+            conditional=not fresh,  # read by the gate and again before posting
         )
 
     async def create_review(

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import gidgethub
 import gidgethub.aiohttp
+import gidgethub.sansio
 import yarl
 
 from reviewer_app.core.errors import InstallationUnavailable, PermanentError, RateLimited, TransientError
@@ -96,17 +97,27 @@ class _GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         jwt: str | None = None,
         oauth_token: str | None = None,
     ) -> tuple[Any, str | None]:
-        """One request; returns the decoded body and the ``rel="next"`` URL, if any."""
-        body, next_url, _ = await self._make_request(
-            method,
-            url,
-            url_vars,
-            data,
-            ACCEPT,
-            jwt=jwt,
-            oauth_token=oauth_token,
+        """One request; returns the decoded body and the ``rel="next"`` URL, if any.
+
+        GitHub's ETag covers a page's body, not its ``Link`` header: a full page answered 304 may have a next page
+        its kept copy never named (the list grew past it). For such a page the next one is asked for all the same
+        (an empty page ends the list); read conditionally too, it costs nothing once kept."""
+        body, next_url, status = await self._make_request(
+            method, url, url_vars, data, ACCEPT, jwt=jwt, oauth_token=oauth_token
         )
+        if status == 304 and next_url is None:
+            next_url = _page_after(body, gidgethub.sansio.format_url(url, url_vars, base_url=self.base_url))
         return body, next_url
+
+
+def _page_after(body: Any, url: str) -> str | None:
+    """The URL of the page after ``url`` when ``body`` is a list page as long as ``url`` asks for (GitHub's default
+    is 30), else None. The lists read conditionally are numbered by ``page`` (GitHub's pagination by page number)."""
+    at = yarl.URL(url, encoded=True)
+    asked, page = at.query.get("per_page", "30"), at.query.get("page", "1")
+    if not (isinstance(body, list) and asked.isdigit() and page.isdigit() and len(body) >= int(asked) > 0):
+        return None
+    return str(at.update_query(page=str(int(page) + 1)))
 
 
 class GitHubTransport:

@@ -89,9 +89,7 @@ class Ask:
                     done = batched
                     await _save(ctx, _progress(ctx).with_part(part.key, done))
                 else:
-                    # Kept on the job when another request follows (a part, the verification): a retry pays it once.
-                    keep = question.shared or self._verifies(question)
-                    done = await self._ask_part(ctx, part, question.shared, tools, keep=keep)
+                    done = await self._ask_part(ctx, part, question.shared, tools)
             answers.append(done)
         if route is not None:
             await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
@@ -119,12 +117,11 @@ class Ask:
             self.github, installation_of(ctx), job.repo_full_name, job.head_sha, question.tools, question.codebase
         )
 
-    async def _ask_part(
-        self, ctx: JobContext, part: Part, shared: bool, tools: RepositoryTools | None, *, keep: bool
-    ) -> PartAnswer:
+    async def _ask_part(self, ctx: JobContext, part: Part, shared: bool, tools: RepositoryTools | None) -> PartAnswer:
         """Ask the model about one part. Each tool turn is checkpointed with the job as it completes (a resumed
-        attempt replays the stored turns instead of paying for them again), and so is a finished part of a large
-        review. Every turn's tokens go to the usage ledger as soon as they are spent."""
+        attempt replays the stored turns instead of paying for them again), and so is the finished part, before any
+        later step that can fail (another part, the evidence check's reads, the verification). Every turn's tokens go
+        to the usage ledger as soon as they are spent."""
         meter, recorded = UsageMeter(), UsageMeter()
 
         async def record() -> None:
@@ -152,12 +149,8 @@ class Ask:
             # What was paid for is on record, even when the call failed or the process dies next.
             await record()
         done = PartAnswer(answer.summary, answer.comments, answer.model)
-        if keep:
-            await _save(ctx, _progress(ctx).with_part(part.key, done))  # a later request that fails does not cost it
+        await _save(ctx, _progress(ctx).with_part(part.key, done))  # a later step that fails does not cost it
         return done
-
-    def _verifies(self, question: Question) -> bool:
-        return question.verify is not None and self.verifier is not None
 
     async def _checked(
         self,

@@ -209,7 +209,10 @@ class Publish:
             # review starts from this head.
             await ctx.store.record_published_review(job.id, review_id)
 
-        return await post_once(ctx, post, lambda: self._own_review(ctx, bot), confirm=confirm, record=record)
+        # After a lost answer the lookup reads fresh: the review may have landed on a page no kept copy knows of.
+        return await post_once(
+            ctx, post, lambda: self._own_review(ctx, bot, fresh=True), confirm=confirm, record=record
+        )
 
     async def _record(
         self,
@@ -247,10 +250,10 @@ class Publish:
             ),
         )
 
-    async def _own_review(self, ctx: JobContext, bot: str) -> int | None:
+    async def _own_review(self, ctx: JobContext, bot: str, *, fresh: bool = False) -> int | None:
         """The id of this job's review by the app's bot (its marker), if GitHub has one."""
         job = ctx.job
-        reviews = await self.github.list_reviews(installation_of(ctx), job.repo_full_name, job.pr_number)
+        reviews = await self.github.list_reviews(installation_of(ctx), job.repo_full_name, job.pr_number, fresh=fresh)
         found = find_published_review(reviews, bot_login=bot, job_id=job.id, head_sha=job.head_sha)
         return None if found is None else int(found["id"])
 

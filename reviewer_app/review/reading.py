@@ -5,6 +5,7 @@ them."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 import logging
 from collections.abc import Hashable, Sequence
 
@@ -26,12 +27,20 @@ class NotText(ValueError):
     """The file is not text (a NUL byte, or bytes that are not UTF-8)."""
 
 
-class ContentReader:
-    """Files at a commit, read once: by blob SHA where GitHub named it, else by (repository, commit, path).
+def git_blob_sha(text: str) -> str:
+    """The SHA git (and GitHub) names a blob holding ``text`` by."""
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
-    Both keys name immutable content, so an entry never goes stale; the cache is bounded by total characters.
-    ``prefetch`` reads many files in a few GraphQL requests; ``read`` then finds them here, and reads what is not
-    (too large for GraphQL, or never prefetched) through the contents API.
+
+class ContentReader:
+    """Files at a commit, read once, kept by (repository, commit, path) and by the SHA of the blob read.
+
+    Both keys name immutable content, so an entry never goes stale; the cache is bounded by total characters. The
+    blob key is the hash of the text GitHub sent, never a caller's word: a file list older than the commit read names
+    another blob, and text kept under it would be served for that blob later. ``prefetch`` reads many files in a few
+    GraphQL requests; ``read`` then finds them here, and reads what is not (too large for GraphQL, or never
+    prefetched) through the contents API.
     """
 
     def __init__(self, github: GitHubClient, *, cache_bytes: int = CACHE_BYTES) -> None:
@@ -41,9 +50,18 @@ class ContentReader:
         )
         self.fetches = 0  # requests made, for tests and the benchmark
 
-    @staticmethod
-    def _key(repo: str, path: str, ref: str, blob_sha: str | None) -> Hashable:
-        return (repo, "blob", blob_sha) if blob_sha else (repo, ref, path)
+    def _held(self, repo: str, path: str, ref: str, blob_sha: str | None) -> tuple[bool, str | None]:
+        """``(True, text)`` when the file is kept: by the blob the caller names, or by its commit and path."""
+        for key in ((repo, "blob", blob_sha), (repo, ref, path)) if blob_sha else ((repo, ref, path),):
+            if key in self._cache:
+                return True, self._cache[key]
+        return False, None
+
+    def _keep_read(self, repo: str, path: str, ref: str, text: str | None) -> None:
+        """What GitHub sent for ``path`` at ``ref``, kept under that and under the SHA of its blob."""
+        self._keep((repo, ref, path), text)
+        if text is not None and text != BINARY:
+            self._keep((repo, "blob", git_blob_sha(text)), text)
 
     async def prefetch(self, installation_id: int, repo: str, files: Sequence[tuple[str, str, str | None]]) -> None:
         """Read the ``(path, commit, blob SHA or None)`` files not held yet, a hundred to a GraphQL request.
@@ -51,15 +69,13 @@ class ContentReader:
         A file GraphQL does not serve whole is left for ``read`` to fetch on its own; when GraphQL fails, every file
         is (a rate limit is raised: waiting beats reviewing less).
         """
-        wanted: dict[tuple[str, str], list[Hashable]] = {}
-        for path, ref, blob_sha in files:
-            key = self._key(repo, path, ref, blob_sha)
-            if key not in self._cache:
-                wanted.setdefault((ref, path), []).append(key)
+        wanted = list(
+            dict.fromkeys((ref, path) for path, ref, blob_sha in files if not self._held(repo, path, ref, blob_sha)[0])
+        )
         if not wanted:
             return
         try:
-            answers = await self.github.read_blobs(installation_id, repo, list(wanted))
+            answers = await self.github.read_blobs(installation_id, repo, wanted)
         except RateLimited:
             raise
         except JobError as exc:
@@ -75,8 +91,7 @@ class ContentReader:
             text = BINARY if answer.binary else answer.text
             if text is None and not answer.missing:
                 continue  # not served whole: read() asks the contents API
-            for key in {*wanted[(ref, path)], (repo, ref, path)}:
-                self._keep(key, text)
+            self._keep_read(repo, path, ref, text)
 
     def _keep(self, key: Hashable, text: str | None) -> None:
         if text is None or len(text) < self._cache.maxsize // 4:
@@ -89,14 +104,12 @@ class ContentReader:
 
         Raises NotText for binary content and ``JobError`` when GitHub fails.
         """
-        key = self._key(repo, path, ref, blob_sha)
-        if key in self._cache:
-            text = self._cache[key]
-        else:
+        held, text = self._held(repo, path, ref, blob_sha)
+        if not held:
             self.fetches += 1
             text = await self.github.get_file_content(installation_id, repo, path, ref)
             if text is not None:
-                self._keep(key, text)
+                self._keep_read(repo, path, ref, text)
         if text is not None and ("\x00" in text or "\ufffd" in text):
             raise NotText(path)
         return text

@@ -121,7 +121,7 @@ class Excerpt:
 @dataclass(frozen=True)
 class VerifyRequest:
     """What the verifier is asked: its user turn, the findings in it (by index: F1 is 0), and its name in the job's
-    progress and in a Message Batch (a digest of the turn)."""
+    progress and in a Message Batch (a digest of the findings and their code)."""
 
     key: str
     user: str
@@ -155,15 +155,20 @@ def verify_request(
         f"<title>{_escape(title.strip()[:500])}</title>",
         f"<description>\n{_escape(description.strip()[:MAX_DESCRIPTION_CHARS]) or '(no description)'}\n</description>",
     ]
-    for index, comment in enumerate(asked):
-        parts.append(_finding(index, comment, excerpts(comment, files.get(comment.path), diffs.get(comment.path))))
+    findings = [
+        _finding(index, comment, excerpts(comment, files.get(comment.path), diffs.get(comment.path)))
+        for index, comment in enumerate(asked)
+    ]
+    parts += findings
     parts.append(f"</{_DATA_TAG}>")
     parts.append(
         f"Judge each of the {len(asked)} findings in the {_DATA_TAG} block above under the rules of your instructions, "
         f"then call {VERIFY_TOOL_NAME} once with one verdict per finding."
     )
     user = "\n".join(parts)
-    key = "verify-" + hashlib.sha256(user.encode()).hexdigest()[:24]
+    # Named by the findings and the code shown with them, as a review part is (gather.part_key): not by the title,
+    # the description or the learnings, which may change while the request waits on its batch.
+    key = "verify-" + hashlib.sha256("\n".join(findings).encode()).hexdigest()[:24]
     return VerifyRequest(key, user, asked, frozenset(x.id for x in shown))
 
 

@@ -4,6 +4,7 @@ few lines away moves it there, a quote that is nowhere drops it, an older answer
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 
 import pytest
 
@@ -79,13 +80,31 @@ def test_a_quote_too_short_to_prove_anything_is_invented() -> None:
     assert check_evidence([finding(4, "")], FILES).invented
 
 
-def test_a_quote_far_away_moves_the_finding_only_when_it_is_the_one_place_in_the_file() -> None:
+def test_a_quote_far_away_moves_the_finding_onto_it() -> None:
     unique = finding(400, "if not xs:")
     [moved] = check_evidence([unique], FILES).kept
     assert moved.line == 9
+
+
+def test_a_quote_found_twice_far_from_its_line_is_real_and_the_finding_moves_to_the_nearer_place() -> None:
+    # It was dropped as invented: a quote in two places is no less in the file than one in one place.
     lines = ["x = compute()", *[f"y{i} = {i}" for i in range(40)], "x = compute()"]
     twice = ModelComment("b.py", 20, "Recomputed.", quote="x = compute()")
-    assert check_evidence([twice], {"b.py": FileText(lines, lines)}).invented == (twice,)
+    result = check_evidence([twice], {"b.py": FileText(lines, lines)})
+    assert result.invented == () and [c.line for c in result.kept] == [1]
+    later = replace(twice, line=30)
+    assert [c.line for c in check_evidence([later], {"b.py": FileText(lines, lines)}).kept] == [42]
+
+
+def test_a_crlf_file_fits_its_diff_and_a_quote_of_removed_code_moves_to_the_base() -> None:
+    # GitHub's patch carries no "\r"; the file read at the head keeps them: the base was not rebuilt, and a true
+    # finding quoting removed code was dropped as invented.
+    head = [f"{line}\r" for line in HEAD[:-1]] + [""]
+    diff = diff_of(BASE, HEAD)
+    assert base_lines(diff, head) == BASE
+    quoting_removed = finding(5, "data = f.read()")
+    result = check_evidence([quoting_removed], {PATH: FileText(head, base_lines(diff, head))})
+    assert result.invented == () and [(c.side, c.line) for c in result.kept] == [("LEFT", 3)]
 
 
 def test_a_left_comment_is_checked_against_the_base() -> None:

@@ -73,6 +73,9 @@ from tests.payloads import review_comment_event
 from tests.pg import create_schema, drop_schema, postgres_dsn
 
 PRS = (1, 2)
+PAGE = 100  # items of a list page the app asks GitHub for (github/api_transport.PER_PAGE)
+BATCH_OUT_WAIT = 1.5  # seconds an edit waits for a batch to be out (past the debounce and the batch's gathering)
+VERIFICATION_OUT_WAIT = 2.0  # and for the verification's, once the review's batch ended (polled, resumed, sent)
 PROFILES = {
     # CI: bounded and derandomised, so a red run is the same red run on every machine.
     "ci": {"max_examples": 60, "stateful_step_count": 25},
@@ -135,6 +138,11 @@ def reviews(body: dict[str, Any]) -> bool:
     return any(tool.get("name") == "submit_review" for tool in body.get("tools") or ())
 
 
+def verifies(body: dict[str, Any]) -> bool:
+    """A request of the verification pass (its tool forced), not a review's or an answer's."""
+    return (body.get("tool_choice") or {}).get("name") == "submit_verdicts"
+
+
 def fake_model(body: dict[str, Any]) -> dict[str, Any] | str:
     """The stand-in model: a review raises one finding on a changed line; a question gets a short answer (the fake
     puts it in the answer tool's call, saying it disputes nothing)."""
@@ -164,6 +172,8 @@ class PRWorkMachine(RuleBasedStateMachine):
             # Automatic reviews wait a moment after a push, as in production (30 s there): a push in the window
             # replaces the waiting one.
             "REVIEWER_DEBOUNCE_SECONDS": "0.2",
+            # The verification pass on, as in production: a batched review's verification waits on a batch of its own.
+            "REVIEWER_VERIFY": "1",
         }
         if self.backend == "postgres":
             self.schema = self.run(create_schema(postgres_dsn()))
@@ -196,6 +206,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.clock_offset = 0.0  # how far this host's clock jumped ahead
         self.versions = 0  # versions of the file pushed so far (a new version changes the finding's line)
         self.questions: list[int] = []  # comment ids of questions (in the conversation or in a thread) admitted
+        self.lost_reviews: list[Any] = []  # faults losing the answer to a review POST on a PR with full pages
 
     # -- plumbing ------------------------------------------------------------------------------------------
 
@@ -684,6 +695,94 @@ class PRWorkMachine(RuleBasedStateMachine):
         finally:
             await conn.close()
 
+    # -- published or paid twice (#38): long lists, lost answers, edits while a batch is out -----------------------
+
+    @precondition(lambda self: self._any_open())
+    @rule(data=st.data(), lose_the_review=st.booleans())
+    def fill_a_page_of_reviews(self, data: st.DataObject, lose_the_review: bool) -> None:
+        """People review the pull request until its reviews fill whole pages: the app's next review starts a page
+        its kept copy of the last full one never named (GitHub's ETag does not cover ``Link``). ``lose_the_review``:
+        the answer to the app's next review POST is lost too, so the marker lookup must find it on that new page."""
+        pr = self._pr(data)
+        if pr is None:
+            return
+        COVERAGE.update({f"full page of reviews{', review answer lost' if lose_the_review else ''}": 1})
+        for n in range(PAGE - len(self.gh.reviews_for(REPO, pr.number)) % PAGE):
+            self.gh.add_review_by(REPO, pr.number, f"reviewer{n}", f"Looks fine to me ({n}).")
+        if lose_the_review:
+            self.attempt_faults += 1
+            self.lost_reviews.append(
+                self.gh.inject("POST", rf"/pulls/{pr.number}/reviews$", "lost_response", mode="drop")
+            )
+
+    def _keep_lost_reviews(self) -> None:
+        """The lost review answers not met yet stay through the settling: one lost answer never costs an attempt, and
+        most reviews are posted then."""
+        self.gh.faults.extend(f for f in self.lost_reviews if not f.hits)
+
+    @rule(release=st.booleans())
+    def end_batches(self, release: bool) -> None:
+        """The batches out end now; ``release``: later ones end as soon as they are sent, else they are held too."""
+        self.h.anthropic.hold_batches = self.h.anthropic.hold_batches and not release
+        self.h.anthropic.end_batches()
+
+    @precondition(lambda self: self._any_open())
+    @rule(data=st.data(), what=st.sampled_from(["title", "description"]))
+    def edit_while_a_batch_is_out(self, data: st.DataObject, what: str) -> None:
+        """A person (or a bot) edits the title or the description while batches are held: the pull request of a
+        review's batch out, then, once that batch ends, of its verification's. Nothing new is asked, nothing already
+        asked for is asked again (a request keeps its name whatever the edit)."""
+        pr = self._pr(data)
+        if pr is None:
+            return
+        self.h.anthropic.hold_batches = True  # what is sent from now on stays out until it is ended or released
+        if self.config == "batched" and self._batch_out(0) is None and not (pr.draft or pr.paused):
+            self._push_same_text(pr)  # a new head of a repository that batches: its review goes to a batch
+        for wait in (BATCH_OUT_WAIT, VERIFICATION_OUT_WAIT):  # the review's batch, then its verification's
+            out = self._batch_out(wait)
+            if out is None:
+                break
+            COVERAGE.update({f"{what} edited while a batch is out": 1})
+            self._edit(self.prs[out], what)
+            self.h.anthropic.end_batches()
+        else:
+            return
+        COVERAGE.update({f"{what} edited": 1})
+        self._edit(pr, what)
+
+    def _push_same_text(self, pr: PRModel) -> None:
+        before = pr.head
+        pull = self.gh.pulls[(REPO, pr.number)]
+        pr.heads.append(self.gh.advance_head(REPO, pr.number, files=pull.files_by_sha[pull.head_sha]))
+        self.gh.set_file(REPO, PATH, self._text_at(before), ref=pr.head)
+        pr.paused_on_head = pr.paused
+        self.send("pull_request", self.pr_payload(pr.number, "synchronize", before=before))
+
+    def _batch_out(self, wait: float) -> int | None:
+        """The pull request of a job whose request is in a batch out, waited for a moment where reviews are batched."""
+
+        async def out() -> int | None:
+            for batch in self.h.anthropic.batches.values():
+                if batch.processing_status == "in_progress" and batch.requests:
+                    job = await self.h.store.get_job(int(batch.requests[0]["custom_id"].split("-")[1]))
+                    return job.pr_number
+            return None
+
+        with contextlib.suppress(AssertionError):  # none came
+            return self.run(eventually(out, timeout=wait if self.config == "batched" else 0, interval=0.02))
+        return None
+
+    def _edit(self, pr: PRModel, what: str) -> None:
+        pull = self.gh.pulls[(REPO, pr.number)]
+        if what == "title":
+            old, pull.title = pull.title, f"{pull.title}!"
+        else:
+            old, pull.body = pull.body or "", f"{pull.body or ''} Rewritten by a bot."
+        payload = self.pr_payload(pr.number, "edited")
+        payload["changes"] = {what.replace("description", "body"): {"from": old}}
+        answer = self.send("pull_request", payload)
+        assert answer is not None and answer["outcome"] == "ignored", answer
+
     # -- invariants ----------------------------------------------------------------------------------------------
 
     def _bot_reviews(self, n: int) -> list[dict[str, Any]]:
@@ -712,6 +811,8 @@ class PRWorkMachine(RuleBasedStateMachine):
 
     async def _settle_and_check(self) -> None:
         self.gh.clear_faults()
+        self._keep_lost_reviews()
+        self.end_batches(release=True)
         for sent in self.held:  # what GitHub still owed is delivered, late
             self.sent.append(sent)
             answer = await self._deliver(sent)
@@ -819,6 +920,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         )
         by_id = {j.id: j for j in jobs}
         self._check_model_calls(jobs)
+        self._check_verified_once()
         for pr in self.prs.values():
             self._check_superseded_by_known_heads(pr, [j for j in jobs if j.pr_number == pr.number])
             reviews = self._bot_reviews(pr.number)
@@ -909,6 +1011,19 @@ class PRWorkMachine(RuleBasedStateMachine):
         )
         allowed = self.attempt_faults + self.calls_at_risk + stopped
         assert asked_again + max(0, interactive - answered) <= allowed, (names, interactive, answered, allowed)
+
+    def _check_verified_once(self) -> None:
+        """A job's findings are verified once: a batched verification is named by its job, so a second one for the
+        same job (an edit while the first was out renamed it) is paid twice, allowed only after a fault."""
+        per_job = Counter(
+            int(item["custom_id"].split("-")[1])
+            for b in self.h.anthropic.batches.values()
+            for item in b.requests
+            if verifies(item["params"])
+        )
+        COVERAGE.update(batched_verifications=sum(per_job.values()))
+        again = sum(c - 1 for c in per_job.values())
+        assert again <= self.attempt_faults + self.calls_at_risk, (dict(per_job), self.attempt_faults)
 
     def _check_superseded_by_known_heads(self, pr: PRModel, jobs: list[Any]) -> None:
         """A job is superseded only by a head of its pull request that the app took work for: a job of that head

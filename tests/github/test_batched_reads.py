@@ -20,6 +20,7 @@ from reviewer_app.review.reading import ContentReader, NotText
 from tests.fakes.github import FakeGitHub, added_file, running
 from tests.fakes.github.graphql import github_schema, schema_errors
 from tests.fakes.github.graphql_cost import QueryLimitError, query_cost
+from tests.fakes.github.shapes import blob_sha
 
 REPO = "octo-org/widgets"
 INSTALLATION = 77
@@ -201,3 +202,23 @@ async def test_a_graphql_rate_limit_makes_the_review_wait_rather_than_read_file_
     with pytest.raises(RateLimited):
         await env.reader.prefetch(INSTALLATION, REPO, [("a.py", env.head, None)])
     assert contents_reads(env.fake) == 0
+
+
+@pytest.mark.parametrize("prefetched", [False, True])
+async def test_a_file_read_under_a_stale_blob_sha_is_kept_under_the_blob_github_sent(
+    env: Env, prefetched: bool
+) -> None:
+    # The reader kept what it read at a commit under whatever blob SHA the caller named: a file list older than the
+    # commit named the old blob, and the new text was served for that blob later.
+    older = env.fake.add_commit(REPO)
+    env.fake.set_file(REPO, "src/app.py", "x = 1\n", ref=older)
+    env.fake.set_file(REPO, "src/app.py", "x = 2\n", ref=env.head)
+    stale = blob_sha("x = 1\n")
+    if prefetched:
+        await env.reader.prefetch(INSTALLATION, REPO, [("src/app.py", env.head, stale)])
+    assert await env.reader.read(INSTALLATION, REPO, "src/app.py", env.head, blob_sha=stale) == "x = 2\n"
+    assert await env.reader.read(INSTALLATION, REPO, "src/app.py", older, blob_sha=stale) == "x = 1\n"
+    # Kept by what was read: the new blob is served from the cache, for any commit that names it.
+    reads = env.reader.fetches
+    assert await env.reader.read(INSTALLATION, REPO, "src/app.py", "f" * 40, blob_sha=blob_sha("x = 2\n")) == "x = 2\n"
+    assert env.reader.fetches == reads

@@ -108,6 +108,27 @@ async def test_token_renewed_before_expiry_during_a_long_job(env: Env) -> None:
     assert pull_requests(env.fake) == [200, 304, 304, 200, 304, 304, 200, 304, 304, 200, 304, 304]
 
 
+async def test_after_a_full_page_answered_304_the_next_page_its_kept_copy_never_named_is_read(env: Env) -> None:
+    # GitHub's ETag covers the body, not the Link header: page 1 of 100 reviews is unchanged when a 101st lands on
+    # page 2, so it is answered 304, and the kept copy said there was no next page.
+    for n in range(100):
+        env.fake.add_review_by(REPO, 1, f"person{n}", f"review {n}")
+    assert len(await env.client.list_reviews(INSTALLATION, REPO, 1)) == 100
+    env.fake.add_review_by(REPO, 1, "late", "the 101st")
+    reviews = await env.client.list_reviews(INSTALLATION, REPO, 1)
+    assert len(reviews) == 101 and reviews[-1]["body"] == "the 101st"
+    assert len(await env.client.list_reviews(INSTALLATION, REPO, 1)) == 101  # both pages kept: both answer 304
+    pages = [(r.query.get("page"), r.status) for r in env.fake.requests_matching("GET", r"/pulls/1/reviews$")]
+    assert pages == [(None, 200), (None, 304), ("2", 200), (None, 304), ("2", 304)]
+
+
+async def test_a_fresh_list_sends_no_conditional_request(env: Env) -> None:
+    await env.client.list_reviews(INSTALLATION, REPO, 1)
+    await env.client.list_reviews(INSTALLATION, REPO, 1, fresh=True)
+    await env.client.list_reviews(INSTALLATION, REPO, 1)
+    assert [r.status for r in env.fake.requests_matching("GET", r"/pulls/1/reviews$")] == [200, 200, 304]
+
+
 async def test_401_drops_the_token_and_retries_once(env: Env) -> None:
     await env.client.get_pull(INSTALLATION, REPO, 1)
     env.fake.revoke_tokens()

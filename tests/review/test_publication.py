@@ -203,3 +203,25 @@ async def test_two_hosts_creating_the_same_check_run_at_once_make_one(tmp_path) 
         await eventually(recorded, timeout=10)
         [run] = h.check_runs(pull.head_sha)
         assert (await h.job(job.id)).check_run_id == run["id"]
+
+
+async def test_a_lost_review_post_on_a_pull_request_with_a_full_page_of_reviews_is_found_not_posted_again(
+    tmp_path,
+) -> None:
+    async with harness(tmp_path) as h:
+        # 100 reviews: one full page, no next link, read (and kept for a conditional read) by the gate. The app's
+        # review is the 101st, on page 2; page 1 is unchanged, so GitHub answers it 304 while its Link now names a
+        # page 2 the kept copy never had.
+        pull = h.github.add_pull(REPO, 1, files=[SOURCE])
+        for n in range(100):
+            h.github.add_review_by(REPO, 1, f"person{n}", f"review {n}")
+        h.github.inject("POST", r"/pulls/\d+/reviews$", "lost_response")
+        answer = await h.deliver("pull_request", h.pr_payload(pull))
+        job = await h.wait_state(answer["job_id"], JobState.SUCCEEDED, JobState.FAILED)
+        bot_reviews = [r for r in h.reviews() if r["user"]["login"] == "reviewer-app[bot]"]
+        assert len(bot_reviews) == 1
+        assert job.state == JobState.SUCCEEDED and job.review_id == bot_reviews[0]["id"]
+        # The lookup after the lost answer read fresh: no kept copy stood in for a page.
+        [post] = h.github.requests_matching("POST", r"/pulls/1/reviews$")
+        after = [r for r in h.github.requests_matching("GET", r"/pulls/1/reviews$") if r.arrived >= post.arrived]
+        assert after and all(r.status == 200 for r in after)

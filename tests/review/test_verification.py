@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from reviewer_app.core.states import JobState
+from tests.fakes.github import pull_file
 from tests.harness import REPO, Harness, harness
 from tests.helpers import eventually
 
@@ -34,6 +35,11 @@ VERDICTS = [
     {"id": "F2", "verdict": "refuted", "confidence": 85, "reason": "Nothing can raise in `return 3`."},
     {"id": "F3", "verdict": "uncertain", "confidence": 40, "reason": "Depends on the caller's types."},
 ]
+
+
+# The harness's widget with its first return changed: a modified file, whose head the evidence check reads.
+WIDGET_TEXT = "".join(f"def f{i}():\n    return {i}\n" for i in range(1, 6))
+MODIFIED = pull_file(WIDGET, "@@ -1,4 +1,4 @@\n def f1():\n-    return 0\n+    return 1\n def f2():\n     return 2")
 
 
 @contextlib.asynccontextmanager
@@ -154,6 +160,48 @@ async def test_the_verification_of_a_batched_review_is_batched_too(tmp_path) -> 
         assert [a.outcome for a in await h.store.attempts_of(job_id)] == ["deferred", "deferred", "succeeded"]
 
 
+async def test_a_title_edited_while_the_verification_waits_on_its_batch_sends_no_second_verification(
+    tmp_path,
+) -> None:
+    # The verification's key hashed the title, the description and the learnings: an edit while its batch was out
+    # made the finished result match no request, and a second verification was sent.
+    async with verifying(
+        tmp_path, REVIEWER_BATCH="1", REVIEWER_BATCH_GATHER_SECONDS="0.2", REVIEWER_BATCH_POLL_SECONDS="0.05"
+    ) as h:
+        h.github.set_file(REPO, ".github/reviewer.yml", "batch: true\n")
+        h.anthropic.script_tool_answer(ANSWER)
+        h.anthropic.script_verify_answer(VERDICTS)
+        h.anthropic.script_verify_answer(VERDICTS)  # what a second verification would be answered
+        h.anthropic.hold_batches = True
+        pull, job_id = await h.open_pr()
+        await _wait_batched(h, job_id, review=True)
+        h.anthropic.end_batches()
+        await _wait_batched(h, job_id, review=False)
+        pull.title, pull.body = "A better title", "Rewritten by a bot."
+        h.anthropic.hold_batches = False
+        h.anthropic.end_batches()
+        await h.wait_state(job_id, JobState.SUCCEEDED, timeout=30)
+        verifications = [
+            r for batch in h.anthropic.batch_creates for r in batch.body["requests"] if _verifies(r["params"])
+        ]
+        assert len(verifications) == 1 and h.anthropic.message_requests == []
+        assert [c["line"] for c in h.github.review_comments_for(REPO, 1)] == [4]
+
+
+def _verifies(params: dict[str, Any]) -> bool:
+    return params.get("tool_choice", {}).get("name") == "submit_verdicts"
+
+
+async def _wait_batched(h: Harness, job_id: int, *, review: bool) -> None:
+    """Until the job's review part (``review``) or its verification is in a batch."""
+
+    async def out() -> bool:
+        rows = await h.store.batch_requests_of(job_id)
+        return any(r.part_key.startswith("verify-") != review for r in rows)
+
+    await eventually(out, timeout=15)
+
+
 async def test_a_repository_can_turn_verification_off_and_the_evidence_check_still_runs(tmp_path) -> None:
     async with verifying(tmp_path) as h:
         h.github.set_file(REPO, ".github/reviewer.yml", "verify: false\n")
@@ -165,6 +213,45 @@ async def test_a_repository_can_turn_verification_off_and_the_evidence_check_sti
         job = await h.job(job_id)
         assert job.answer is not None and job.answer.verified_by == ""
         assert [w.reason for w in job.answer.withheld] == ["invented quote"]
+
+
+async def test_an_answer_is_kept_before_the_evidence_check_reads_so_a_rate_limit_there_costs_no_second_model_call(
+    tmp_path,
+) -> None:
+    # With verification off and one part, the answer was kept only once checked: a rate-limited read in the evidence
+    # check (no context lines: the file was not read before the model answered) lost it, and the retry paid again.
+    async with harness(tmp_path, REVIEWER_VERIFY="0", REVIEWER_CONTEXT_LINES="0") as h:
+        limited: list[object] = []
+
+        def answer_and_limit_reads(body: dict[str, Any]) -> dict[str, Any]:
+            if not limited:  # the next read of the file, once
+                limited.append(h.github.inject("GET", rf"/contents/{WIDGET}$", "secondary_rate_limit", retry_after=1))
+            return ANSWER
+
+        h.anthropic.responder = answer_and_limit_reads
+        pull = h.github.add_pull(REPO, 1, files=[MODIFIED])
+        h.github.set_file(REPO, WIDGET, WIDGET_TEXT, ref=pull.head_sha)
+        job_id = (await h.deliver("pull_request", h.pr_payload(pull)))["job_id"]
+        job = await h.wait_state(job_id, JobState.SUCCEEDED, timeout=30)
+        assert [a.outcome for a in await h.store.attempts_of(job_id)] == ["deferred", "succeeded"]
+        assert len(h.anthropic.review_requests) == 1
+        assert job.answer is not None and [w.reason for w in job.answer.withheld] == ["invented quote"]
+
+
+async def test_a_true_finding_on_removed_code_of_a_crlf_file_is_verified_with_its_code_and_published(tmp_path) -> None:
+    # GitHub's patch carries no "\r", the file read at the head keeps them: the base was not rebuilt, so the finding
+    # was withheld as invented and the verifier was shown no code for it (an LF file: kept).
+    async with verifying(tmp_path) as h:
+        removed = finding(2, "warning", "f1 returned 0 on purpose.", "    return 0")
+        h.anthropic.script_tool_answer({"summary": "One question.", "comments": [removed]})
+        pull = h.github.add_pull(REPO, 1, files=[MODIFIED])
+        h.github.set_file(REPO, WIDGET, WIDGET_TEXT.replace("\n", "\r\n"), ref=pull.head_sha)
+        job_id = (await h.deliver("pull_request", h.pr_payload(pull)))["job_id"]
+        job = await h.wait_state(job_id, JobState.SUCCEEDED, timeout=30)
+        assert job.answer is not None and job.answer.withheld == ()
+        [asked] = h.anthropic.verify_requests
+        assert 'at="base"' in user_text(asked) and "    2 -     return 0\n" in user_text(asked)
+        assert [(c["side"], c["line"]) for c in h.github.review_comments_for(REPO, 1)] == [("LEFT", 2)]
 
 
 async def test_a_verifier_that_never_answers_in_shape_publishes_the_findings_unverified(tmp_path) -> None:

@@ -2,7 +2,8 @@
 a ``GET`` carries an ``ETag``; a request whose ``If-None-Match`` names the current one is answered ``304 Not
 Modified`` with no body, and does not count against the rate limit. GitHub's answers vary by ``Authorization``
 (``Vary: Accept, Authorization, Cookie``), so the fake's ETag does too: a copy kept under another token (an
-installation token renewed an hour later) is answered in full, the harsher reading."""
+installation token renewed an hour later) is answered in full, the harsher reading. The ETag is over the body only:
+a full page of a list that grew since answers 304 although its ``Link`` now names a next page."""
 
 from __future__ import annotations
 
@@ -27,5 +28,8 @@ def not_modified(request: web.Request, response: web.StreamResponse) -> web.Stre
     wanted = {t.strip() for t in request.headers.get("If-None-Match", "").split(",") if t.strip()}
     if tag not in wanted and "*" not in wanted:
         return response
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")}
+    # A 304 carries the validators and the rate-limit headers, not the body's metadata: no ``Link`` (the ETag does
+    # not cover it, so a client must not take a kept page's links for the current ones).
+    dropped = ("content-type", "content-length", "link")
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in dropped}
     return web.Response(status=304, headers=headers)

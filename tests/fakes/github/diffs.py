@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tests.fakes.github.shapes import Json, blob_sha
 
@@ -88,11 +88,14 @@ def normalize_file(entry: Json) -> Json:
     return full
 
 
-def file_urls(repo: str, ref: str, entry: Json) -> Json:
-    """A pull request's or comparison's file with the URLs GitHub's `diff-entry` carries."""
+def file_urls(repo: str, ref: str, entry: Json, tree: Mapping[str, str] | None = None) -> Json:
+    """A pull request's or comparison's file with the URLs GitHub's `diff-entry` carries, and the SHA of its blob at
+    ``ref`` when the fake holds its text there (``tree``: the files at ``ref``), as GitHub's is."""
     path = entry["filename"]
+    held = (tree or {}).get(path)
     return {
         **entry,
+        **({"sha": blob_sha(held)} if held is not None and entry.get("status") != "removed" else {}),
         "blob_url": f"https://github.com/{repo}/blob/{ref}/{path}",
         "raw_url": f"https://github.com/{repo}/raw/{ref}/{path}",
         "contents_url": f"https://api.github.com/repos/{repo}/contents/{path}?ref={ref}",

@@ -72,7 +72,7 @@ async def compare(gh: GitHubState, request: web.Request) -> web.Response:
             "commits": [
                 commit_json(repo.full_name, sha, repo.parents.get(sha)) for sha in reversed(head_chain[:ahead])
             ],
-            "files": [file_urls(repo.full_name, head, f) for f in files[:COMPARE_FILES_CAP]],
+            "files": [file_urls(repo.full_name, head, f, repo.contents.get(head)) for f in files[:COMPARE_FILES_CAP]],
         }
     )
 

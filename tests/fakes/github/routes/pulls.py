@@ -204,7 +204,8 @@ async def get_pull(gh: GitHubState, request: web.Request) -> web.Response:
 
 async def list_files(gh: GitHubState, request: web.Request) -> web.Response:
     pull = pull_for(gh, request)
-    return page(request, [file_urls(pull.repo, pull.head_sha, f) for f in pull.files[:PULL_FILES_CAP]])
+    tree = gh.repos[pull.repo].contents.get(pull.head_sha)
+    return page(request, [file_urls(pull.repo, pull.head_sha, f, tree) for f in pull.files[:PULL_FILES_CAP]])
 
 
 ROUTES = [
