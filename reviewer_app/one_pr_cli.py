@@ -87,10 +87,15 @@ def run(args: argparse.Namespace) -> int:
         token = find_token(env, api_url, token_env=args.token_env)
     except NoToken as exc:
         return fail(str(exc), 2)
-    from reviewer_app.logs import setup_logging
+    from reviewer_app.logs import configured_secrets, setup_logging
 
     # The review goes to stdout, and what went wrong is one line on stderr: the log says more only when LOG_LEVEL asks.
-    setup_logging(env.get("LOG_LEVEL") or "CRITICAL", cfg.log_format)
+    setup_logging(
+        env.get("LOG_LEVEL") or "CRITICAL",
+        cfg.log_format,
+        secrets=[token, *configured_secrets(cfg, env)],
+        debug_loggers=cfg.debug_loggers,
+    )
     try:
         progress = local_cli.progress_for(args)
         result = asyncio.run(_review(cfg, ref, token, api_url, post=args.post, progress=progress))
