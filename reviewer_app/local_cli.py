@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer_app.config import Config, ConfigError, load_config, model_missing
 from reviewer_app.core.review_model import SEVERITIES
+from reviewer_app.core.terminal import for_terminal
 from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.review.formats import FORMATS, Report, as_sarif, as_text, spend, wants_colour
 from reviewer_app.review.progress import Progress
@@ -163,5 +164,5 @@ def emit(fmt: str, report: Report, markdown: str, cfg: Config, *, repository_uri
         print(json.dumps(as_json(report, cfg.price_table), indent=2))
     elif fmt == "sarif":
         print(json.dumps(as_sarif(report, version=__version__, repository_uri=repository_uri), indent=2))
-    else:
-        print(markdown.rstrip() + "\n", end="")
+    else:  # what the pull request and the model wrote, without its escapes (core/terminal.py)
+        print(for_terminal(markdown.rstrip()) + "\n", end="")

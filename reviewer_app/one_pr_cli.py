@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from reviewer_app import local_cli
 from reviewer_app.config import Config, ConfigError, load_config, model_missing
 from reviewer_app.core.pull_url import NotAPullRequestURL, PullRef, parse_pull_url
+from reviewer_app.core.terminal import for_terminal
 from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.one_pr_token import NoToken, find_token
 
@@ -61,7 +62,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def fail(message: str, status: int) -> int:
-    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+    print(f"{PROG}: {for_terminal(' '.join(message.split()))}", file=sys.stderr)
     return status
 
 
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         local_cli.emit(fmt, report, as_markdown(result), cfg, repository_uri=f"{ref.scheme}://{ref.host}/{ref.repo}")
     if result.not_posted is not None:
         return fail(f"reviewed, but not posted: {_why(result.not_posted)}", 1)
-    print(f"{PROG}: {_what_happened(ref, result, cfg)}", file=sys.stderr)
+    print(f"{PROG}: {for_terminal(_what_happened(ref, result, cfg))}", file=sys.stderr)
     return local_cli.FINDINGS_FOUND if local_cli.failing(report, args.fail_on) else 0
 
 
