@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from anthropic.lib.aws._auth import _get_session
 
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github import FakeGitHub, added_file
@@ -59,7 +60,11 @@ def make_world(
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    # The SDK keeps one boto3 session per (keys, token, region, profile) it was given, and given none (credentials from
+    # the environment) an earlier test's session, whose credentials were resolved without this test's session token.
+    _get_session.cache_clear()
     yield from make_world(tmp_path, monkeypatch, FakeBedrock(), SOURCE, ANSWER)
+    _get_session.cache_clear()
 
 
 @pytest.fixture
