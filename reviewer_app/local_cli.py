@@ -125,10 +125,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if (missing := model_missing(cfg)) is not None:
         return fail(missing.what, 2)
-    from reviewer_app.logs import setup_logging
+    from reviewer_app.logs import configured_secrets, setup_logging
     from reviewer_app.review.local import review_local
 
-    setup_logging(env.get("LOG_LEVEL") or "CRITICAL", cfg.log_format)
+    setup_logging(
+        env.get("LOG_LEVEL") or "CRITICAL",
+        cfg.log_format,
+        secrets=configured_secrets(cfg, env),
+        debug_loggers=cfg.debug_loggers,
+    )
     progress = progress_for(args)
     try:
         done = asyncio.run(review_local(cfg, commits, progress))
