@@ -16,6 +16,7 @@ from reviewer_app.admin_text import render_job, render_list, render_status
 from reviewer_app.cli_args import number_above, whole_number
 from reviewer_app.config import Config
 from reviewer_app.core.states import JobState
+from reviewer_app.core.terminal import for_terminal
 from reviewer_app.store.base import StoreUnavailable
 from reviewer_app.store.factory import make_store
 from reviewer_app.usage_report import render_usage, usage_report
@@ -94,11 +95,12 @@ def run_on_database(cfg: Config, args: argparse.Namespace, command: Command, ref
     try:
         result, text = asyncio.run(command(cfg, args))
     except (refused, StoreUnavailable) as exc:
-        print(f"reviewer-app: {exc}", file=sys.stderr)
+        print(f"reviewer-app: {for_terminal(str(exc))}", file=sys.stderr)
         return 1
     if cfg.needs_setup and not args.json and (args.command == "status" or _listed_nothing(args, result)):
         text = f"{text}\n\n{SETUP_NOTE}"
-    print(json.dumps(result, indent=2, default=str) if args.json else text)
+    # Learnings, titles and errors are other people's words: printed without their escapes (core/terminal.py).
+    print(for_terminal(json.dumps(result, indent=2, default=str) if args.json else text))
     return 0
 
 

@@ -1,5 +1,5 @@
 """`reviewer-app backup DEST`: a consistent copy of the SQLite job database while the service runs, by SQLite's
-online backup API, checked before it is kept. It needs no `sqlite3` program (the Docker image has none)."""
+online backup API, checked before it is kept. It needs no `sqlite3` program (the Docker image has none). The copy is readable by its owner only (0600), like the database."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ def backup_sqlite(source: str, dest: str) -> dict[str, Any]:
     partial = dest_path.with_name(dest_path.name + ".partial")
     partial.unlink(missing_ok=True)
     try:
+        # The copy holds what the database holds (review text, learnings, lease tokens): it is created 0600, owner
+        # only, whatever the umask says, before SQLite writes a byte into it (SQLite keeps an existing file's mode).
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.chmod(partial, 0o600)
         # mode=rw: never create a database where none was; the backup reads under a shared lock, and in WAL mode
         # the service's writers go on meanwhile.
         with contextlib.closing(sqlite3.connect(f"file:{src_path}?mode=rw", uri=True, timeout=30)) as src:

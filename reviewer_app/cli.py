@@ -15,7 +15,7 @@ from reviewer_app.cli_args import whole_number
 from reviewer_app.config import Config, ConfigError, load_config, lookalike_settings
 from reviewer_app.dispatch.registry import app_version
 from reviewer_app.envfile import EnvFileError, apply_env_file
-from reviewer_app.logs import setup_logging
+from reviewer_app.logs import configured_secrets, setup_logging
 from reviewer_app.store import migrate as migrate_store
 from reviewer_app.store.base import StoreUnavailable
 
@@ -82,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EnvFileError) as exc:
         print(f"reviewer-app: configuration error: {exc}", file=sys.stderr)
         return 2
-    setup_logging(cfg.log_level, cfg.log_format)
+    setup_logging(
+        cfg.log_level,
+        cfg.log_format,
+        secrets=configured_secrets(cfg, os.environ),
+        debug_loggers=cfg.debug_loggers,
+    )
     if args.command in admin_cli.COMMANDS:
         return admin_cli.run(cfg, args)
     if args.command == learnings_cli.COMMAND:

@@ -115,6 +115,7 @@ class Config:
     codebase_tool_bytes: int = 120000
     log_level: str = "INFO"
     log_format: str = "text"
+    debug_loggers: str = ""
 
     def __post_init__(self) -> None:
         provider = PROVIDERS.get(self.model_provider, PROVIDERS[ANTHROPIC])  # an unknown name is a problem() below

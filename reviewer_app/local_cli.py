@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from reviewer_app.config import Config, ConfigError, load_config, model_missing
 from reviewer_app.core.review_model import SEVERITIES
+from reviewer_app.core.terminal import for_terminal
 from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.review.formats import FORMATS, Report, as_sarif, as_text, spend, wants_colour
 from reviewer_app.review.progress import Progress
@@ -124,10 +125,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if (missing := model_missing(cfg)) is not None:
         return fail(missing.what, 2)
-    from reviewer_app.logs import setup_logging
+    from reviewer_app.logs import configured_secrets, setup_logging
     from reviewer_app.review.local import review_local
 
-    setup_logging(env.get("LOG_LEVEL") or "CRITICAL", cfg.log_format)
+    setup_logging(
+        env.get("LOG_LEVEL") or "CRITICAL",
+        cfg.log_format,
+        secrets=configured_secrets(cfg, env),
+        debug_loggers=cfg.debug_loggers,
+    )
     progress = progress_for(args)
     try:
         done = asyncio.run(review_local(cfg, commits, progress))
@@ -163,5 +169,5 @@ def emit(fmt: str, report: Report, markdown: str, cfg: Config, *, repository_uri
         print(json.dumps(as_json(report, cfg.price_table), indent=2))
     elif fmt == "sarif":
         print(json.dumps(as_sarif(report, version=__version__, repository_uri=repository_uri), indent=2))
-    else:
-        print(markdown.rstrip() + "\n", end="")
+    else:  # what the pull request and the model wrote, without its escapes (core/terminal.py)
+        print(for_terminal(markdown.rstrip()) + "\n", end="")

@@ -2,10 +2,11 @@
 and no database beyond a temporary one (review/one_pr.py runs the App's stages). The review is printed as the App
 would post it (Markdown, or ``--json`` with the structured findings) and posted only with ``--post``.
 
-The token: ``GITHUB_TOKEN``, else the GitHub CLI's (``gh auth token --hostname HOST``) when ``gh`` is on the PATH. The
-REST API: ``GITHUB_API_URL`` when set, else the URL's host tells it (https://api.github.com for github.com, a GitHub
-Enterprise Server's https://HOST/api/v3). A wrong command line or a missing token or key is one line and exit 2; a
-review GitHub or the model could not give is one line and exit 1.
+The REST API: ``GITHUB_API_URL`` when set, else the URL's host tells it (https://api.github.com for github.com, a
+GitHub Enterprise Server's https://HOST/api/v3). The token goes only where it belongs (one_pr_token.py):
+``GITHUB_TOKEN`` to github.com or GITHUB_API_URL's host, the GitHub CLI's token for the API's own host, or the
+variable ``--token-env NAME`` names; never in clear except to loopback. A wrong command line or a missing token or
+key is one line and exit 2; a review GitHub or the model could not give is one line and exit 1.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 from reviewer_app import local_cli
 from reviewer_app.config import Config, ConfigError, load_config, model_missing
 from reviewer_app.core.pull_url import NotAPullRequestURL, PullRef, parse_pull_url
+from reviewer_app.core.terminal import for_terminal
 from reviewer_app.envfile import EnvFileError, apply_env_file
+from reviewer_app.one_pr_token import NoToken, find_token
 
 if TYPE_CHECKING:
     from reviewer_app.review.one_pr import OneReview
@@ -37,11 +38,6 @@ if TYPE_CHECKING:
 PROG = "reviewer-app: review"
 # The App's own settings: `review` needs none of them, and one half set (an id without its key) must not stop it.
 APP_ONLY = ("GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_PATH", "GITHUB_WEBHOOK_SECRET", "DATABASE_URL")
-GH_TIMEOUT_SECONDS = 15.0
-NO_TOKEN = (
-    "no GitHub token: set GITHUB_TOKEN (a token that may read the pull request, and write it for --post), "
-    "or log in with the GitHub CLI (`gh auth login`)"
-)
 
 
 def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,10 +54,15 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="post the review on the pull request, as the token's user (once per head: a second --post posts nothing)",
     )
+    p.add_argument(
+        "--token-env",
+        metavar="NAME",
+        help="send the token in the environment variable NAME (for a host other than github.com or GITHUB_API_URL's)",
+    )
 
 
 def fail(message: str, status: int) -> int:
-    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+    print(f"{PROG}: {for_terminal(' '.join(message.split()))}", file=sys.stderr)
     return status
 
 
@@ -82,14 +83,20 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"configuration error: {exc}", 2)
     if (missing := model_missing(cfg)) is not None:
         return fail(missing.what, 2)
-    token = find_token(env, ref.host)
-    if token is None:
-        return fail(NO_TOKEN, 2)
-    from reviewer_app.logs import setup_logging
+    api_url = (env.get("GITHUB_API_URL") or ref.api_url).rstrip("/")
+    try:  # only where it may go (one_pr_token.py): a pasted link's host gets no token of another host's
+        token = find_token(env, api_url, token_env=args.token_env)
+    except NoToken as exc:
+        return fail(str(exc), 2)
+    from reviewer_app.logs import configured_secrets, setup_logging
 
     # The review goes to stdout, and what went wrong is one line on stderr: the log says more only when LOG_LEVEL asks.
-    setup_logging(env.get("LOG_LEVEL") or "CRITICAL", cfg.log_format)
-    api_url = (env.get("GITHUB_API_URL") or ref.api_url).rstrip("/")
+    setup_logging(
+        env.get("LOG_LEVEL") or "CRITICAL",
+        cfg.log_format,
+        secrets=[token, *configured_secrets(cfg, env)],
+        debug_loggers=cfg.debug_loggers,
+    )
     try:
         progress = local_cli.progress_for(args)
         result = asyncio.run(_review(cfg, ref, token, api_url, post=args.post, progress=progress))
@@ -108,30 +115,8 @@ def run(args: argparse.Namespace) -> int:
         local_cli.emit(fmt, report, as_markdown(result), cfg, repository_uri=f"{ref.scheme}://{ref.host}/{ref.repo}")
     if result.not_posted is not None:
         return fail(f"reviewed, but not posted: {_why(result.not_posted)}", 1)
-    print(f"{PROG}: {_what_happened(ref, result, cfg)}", file=sys.stderr)
+    print(f"{PROG}: {for_terminal(_what_happened(ref, result, cfg))}", file=sys.stderr)
     return local_cli.FINDINGS_FOUND if local_cli.failing(report, args.fail_on) else 0
-
-
-def find_token(env: Mapping[str, str], host: str) -> str | None:
-    """GITHUB_TOKEN, else what `gh auth token --hostname HOST` prints (when gh is installed and logged in)."""
-    if env.get("GITHUB_TOKEN", "").strip():
-        return env["GITHUB_TOKEN"].strip()
-    gh = shutil.which("gh", path=env.get("PATH"))
-    if gh is None:
-        return None
-    try:
-        done = subprocess.run(
-            [gh, "auth", "token", "--hostname", host],
-            capture_output=True,
-            text=True,
-            timeout=GH_TIMEOUT_SECONDS,
-            env=dict(env),
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    token = done.stdout.strip()
-    return token if done.returncode == 0 and token and len(token.split()) == 1 else None
 
 
 async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: bool, progress: Progress) -> OneReview:

@@ -426,6 +426,14 @@ SETTINGS: tuple[Setting, ...] = (
     *CODEBASE_SETTINGS,
     Setting("LOG_LEVEL", "log_level", str, "INFO", "DEBUG, INFO, WARNING, ERROR"),
     Setting("LOG_FORMAT", "log_format", str, "text", "text or json"),
+    Setting(
+        "REVIEWER_DEBUG_LOGGERS",
+        "debug_loggers",
+        str,
+        "",
+        "comma-separated third-party loggers (e.g. botocore,httpx) that log at LOG_LEVEL; all others stay at WARNING "
+        "(secrets are masked either way)",
+    ),
 )
 
 KNOWN_ENV = frozenset(s.env for s in SETTINGS)

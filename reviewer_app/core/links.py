@@ -1,16 +1,21 @@
-"""Model text where it goes without the review's checks (answers in threads): links and images that lead off the
-repository's own GitHub host become plain text, and ``suggestion`` fences plain code. Pure: no I/O.
+"""Text the app publishes, confined once, at the end (pure: no I/O): in everything written to GitHub (reviews and
+their comments, answers, acknowledgements, check runs: ``confine_write``, applied by the GitHub client's one write
+path), links and images that lead off GitHub's own host become plain text; in answers, ``suggestion`` fences plain
+code.
 
-Why: an answer repeats what the model read, and the model reads what anyone wrote in a thread. A link or an image
-can carry a tracking pixel or a phishing page under the App's name; a ``suggestion`` block is a committable change
-that went through none of the anchoring checks a review's suggestions get (core/anchoring.py). Code is left as it is:
-nothing renders inside it.
+Why: an answer repeats what the model read, and the model reads what anyone wrote in a thread; a review quotes the
+model, a footer or an acknowledgement quotes a learning someone taught. A link or an image can carry a tracking pixel
+or a phishing page under the App's name; a ``suggestion`` block is a committable change that went through none of the
+anchoring checks a review's suggestions get (core/anchoring.py). Code is left as it is: nothing renders inside it.
+The terminal's confinement is core/terminal.py.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Mapping
+from typing import Any
 
 from reviewer_app.core.markdown import _outside_code
 from reviewer_app.core.markers import fenced_lines
@@ -21,6 +26,39 @@ _AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>", re.IGNORECASE)
 _BARE = re.compile(r"(?<![\w/`])((?:https?://|www\.)[^\s<>`]+)", re.IGNORECASE)
 _DEFINITION = re.compile(r"^( {0,3})\[[^\]\n]+\]:\s*\S+.*$")
 _BACKTICKS = re.compile(r"`+")
+
+
+# The Markdown fields of the REST writes the app makes: a review's or comment's body, each inline comment's body,
+# a check run's output (its title is plain text, never rendered).
+_TEXT_FIELDS = ("body",)
+_OUTPUT_FIELDS = ("summary", "text")
+
+
+def carries_text(data: Any) -> bool:
+    """Whether a write's JSON ``data`` has Markdown that GitHub renders (``confine_write`` would look at it)."""
+    return isinstance(data, Mapping) and (
+        any(isinstance(data.get(f), str) for f in _TEXT_FIELDS)
+        or isinstance(data.get("comments"), list)
+        or isinstance(data.get("output"), Mapping)
+    )
+
+
+def confine_write(data: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """A copy of a write's JSON ``data`` whose rendered text (``body``, each ``comments[].body``, ``output.summary``
+    and ``output.text``) has its links confined to ``host`` (``confine_links``); everything else as it was."""
+    out = dict(data)
+    for f in _TEXT_FIELDS:
+        if isinstance(out.get(f), str):
+            out[f] = confine_links(out[f], host)
+    if isinstance(out.get("comments"), list):
+        out["comments"] = [confine_write(c, host) if isinstance(c, Mapping) else c for c in out["comments"]]
+    if isinstance(out.get("output"), Mapping):
+        output = dict(out["output"])
+        for f in _OUTPUT_FIELDS:
+            if isinstance(output.get(f), str):
+                output[f] = confine_links(output[f], host)
+        out["output"] = output
+    return out
 
 
 def plain_suggestions(text: str) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from reviewer_app.core.github_formats import is_login, is_number, is_repo_full_name, is_sha
 
 
 class MalformedPayload(ValueError):
@@ -48,6 +51,50 @@ def require_shape(event: str, payload: dict[str, Any]) -> None:
     if missing or foreign:
         problem = f"has no {', '.join(missing)}" if missing else f"carries {', '.join(foreign)}"
         raise MalformedPayload(f"not a {event} payload: it {problem}")
+    require_formats(payload)
+
+
+# The fields that reach GitHub's URLs (or name whom a permission is asked for), by the format GitHub gives them. A
+# field is checked where the payload carries it; ``required`` ones must be there whenever their object is.
+_FORMATS: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str, bool], ...] = (
+    (("repository", "full_name"), is_repo_full_name, "a repository's OWNER/NAME", True),
+    (("repository", "id"), is_number, "a positive integer", False),
+    (("sender", "login"), is_login, "a GitHub login", True),
+    (("installation", "id"), is_number, "a positive integer", False),
+    (("installation", "account", "login"), is_login, "a GitHub login", False),
+    (("pull_request", "number"), is_number, "a positive integer", True),
+    (("pull_request", "head", "sha"), is_sha, "a commit SHA (40 or 64 hex digits)", True),
+    (("pull_request", "base", "sha"), is_sha, "a commit SHA (40 or 64 hex digits)", False),
+    (("pull_request", "user", "login"), is_login, "a GitHub login", False),
+    (("issue", "number"), is_number, "a positive integer", True),
+    (("issue", "user", "login"), is_login, "a GitHub login", False),
+    (("comment", "id"), is_number, "a positive integer", True),
+    (("comment", "in_reply_to_id"), is_number, "a positive integer", False),
+    (("comment", "user", "login"), is_login, "a GitHub login", True),
+    (("check_run", "head_sha"), is_sha, "a commit SHA (40 or 64 hex digits)", True),
+    (("check_suite", "head_sha"), is_sha, "a commit SHA (40 or 64 hex digits)", True),
+    (("before",), is_sha, "a commit SHA (40 or 64 hex digits)", False),
+    (("after",), is_sha, "a commit SHA (40 or 64 hex digits)", False),
+)
+
+
+def require_formats(payload: dict[str, Any]) -> None:
+    """Raise MalformedPayload (one line naming the field, never quoting it) when a field that reaches a URL is not in
+    GitHub's format: an empty login, a head SHA that is not hex, a repository name with ``/..``, a number below 1."""
+    for path, valid, what, required in _FORMATS:
+        node: Any = payload
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue  # the object is not there (a type problem of its own is the decisions' to find)
+        if path[-1] not in node:
+            if required:
+                raise MalformedPayload(f"payload has no {'.'.join(path)}")
+            continue
+        if node[path[-1]] is None and not required:
+            continue
+        if not valid(node[path[-1]]):
+            raise MalformedPayload(f"payload field {'.'.join(path)} is not {what}")
 
 
 def as_text(value: Any) -> str | None:

@@ -7,7 +7,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from reviewer_app.github.api_transport import PER_PAGE, GitHubTransport, Json, split_repo
-from reviewer_app.github.auth import TOKEN_INSTALLATION, PersonalToken
+from reviewer_app.github.auth import PersonalToken
 
 
 @dataclass(frozen=True)
@@ -21,20 +21,11 @@ class DeliveriesPage:
 class AppCalls(GitHubTransport):
     """The app, its webhook deliveries and its installations."""
 
-    async def app_info(self) -> Json:
-        """GET /app, fetched once."""
-        if self._app_info is None:
-            self._app_info = await self._get("/app", None, installation_id=None, what="the app")
-        return self._app_info
-
     async def bot_login(self) -> str:
         """The login the app's reviews and comments carry, e.g. ``reviewer-app[bot]``; in token mode the login of the
         person the token belongs to (``GET /user``, asked once)."""
         if isinstance(self.tokens, PersonalToken):
-            if self._token_login is None:
-                user = await self._get("/user", None, installation_id=TOKEN_INSTALLATION, what="the token's user")
-                self._token_login = str(user["login"])
-            return self._token_login
+            return str((await self.token_user())["login"])
         return f"{(await self.app_info())['slug']}[bot]"
 
     async def repo_installation(self, repo: str) -> int | None:

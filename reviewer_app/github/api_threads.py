@@ -3,6 +3,7 @@ one, replying in one."""
 
 from __future__ import annotations
 
+from reviewer_app.core.links import confine_links
 from reviewer_app.github.api_transport import GitHubTransport, Json, split_repo
 from reviewer_app.github.graphql import REPLY_IN_THREAD_MUTATION, RESOLVE_THREAD_MUTATION, REVIEW_THREADS_QUERY
 
@@ -56,5 +57,5 @@ class ReviewThreadCalls(GitHubTransport):
             what=f"a reply in review thread {thread_id}",
             write=True,
             thread=thread_id,
-            body=body,
+            body=confine_links(body, await self.web_host()),  # as every write's text (api_transport.py's _write)
         )

@@ -17,8 +17,15 @@ import gidgethub.sansio
 import yarl
 
 from reviewer_app.core.errors import InstallationUnavailable, PermanentError, RateLimited, TransientError
+from reviewer_app.core.links import carries_text, confine_write
 from reviewer_app.github.api_errors import map_github_error, redact
-from reviewer_app.github.auth import AppCredentials, InstallationTokens, PersonalToken, TokenSource
+from reviewer_app.github.auth import (
+    TOKEN_INSTALLATION,
+    AppCredentials,
+    InstallationTokens,
+    PersonalToken,
+    TokenSource,
+)
 from reviewer_app.github.etags import CACHE_BYTES, EtagCache
 from reviewer_app.github.graphql import graphql_endpoint, graphql_limit_retry_at
 from reviewer_app.github.pacing import WritePacer, WritePriority
@@ -159,8 +166,31 @@ class GitHubTransport:
         )
         self.pacer = pacer or WritePacer()
         self._app_info: Json | None = None
-        self._token_login: str | None = None  # token mode: whom the token belongs to (api_app.py's bot_login)
+        self._token_user: Json | None = None  # token mode: whom the token belongs to (api_app.py's bot_login)
         self._graphql_url = graphql_endpoint(base_url)
+
+    # ----------------------------------------------------------------------------------- who and where we are
+
+    async def app_info(self) -> Json:
+        """GET /app, fetched once."""
+        if self._app_info is None:
+            self._app_info = await self._get("/app", None, installation_id=None, what="the app")
+        return self._app_info
+
+    async def token_user(self) -> Json:
+        """Token mode: GET /user, the person the token belongs to, fetched once."""
+        if self._token_user is None:
+            self._token_user = await self._get(
+                "/user", None, installation_id=TOKEN_INSTALLATION, what="the token's user"
+            )
+        return self._token_user
+
+    async def web_host(self) -> str:
+        """The host of this GitHub's web pages (github.com, or a GitHub Enterprise Server's), as GitHub itself names
+        it: the ``html_url`` of the app, or in token mode of the token's user. Links to it are the only ones the app
+        publishes (``_write``)."""
+        me = await (self.token_user() if isinstance(self.tokens, PersonalToken) else self.app_info())
+        return yarl.URL(str(me.get("html_url") or "https://github.com")).host or "github.com"
 
     # ----------------------------------------------------------------------------------- the core
 
@@ -356,6 +386,10 @@ class GitHubTransport:
         before_send: Callable[[], Awaitable[Any]] | None = None,
         priority: WritePriority = WritePriority.NORMAL,
     ) -> Any:
+        if carries_text(data):
+            # Everything the app publishes passes here last: links and images off GitHub's own host become text,
+            # whoever wrote them (the model, a learning, a thread it quotes) and whatever was added on the way.
+            data = confine_write(data, await self.web_host())
         body, _ = await self._call(
             method,
             url,

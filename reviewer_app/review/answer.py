@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import re
-import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,7 +22,7 @@ from reviewer_app.core.errors import Cancelled
 from reviewer_app.core.gate import asker_refusal, pull_closed
 from reviewer_app.core.job_records import StoredAnswer
 from reviewer_app.core.learnings import MAX_TEXT
-from reviewer_app.core.links import confine_links, plain_suggestions
+from reviewer_app.core.links import plain_suggestions
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_posted_reply, make_answer_marker, strip_markers
 from reviewer_app.dispatch.context import JobContext
@@ -253,10 +252,10 @@ class Answerer:
             await store_answer(ctx, stored)
         else:
             log.info("job %s: posting the stored answer (no new model call)", job.id)
-        # An answer is published without the review's checks: links and images off the repository's GitHub host
-        # become text, suggestion blocks plain code (core/links.py).
-        host = urllib.parse.urlsplit(str(pr.get("html_url") or "https://github.com")).hostname or "github.com"
-        text = plain_suggestions(confine_links(stored.summary, host))
+        # An answer is published without the review's checks: suggestion blocks become plain code (core/links.py).
+        # Its links, and those of the note added below, are confined where everything the app writes is: last, by
+        # the GitHub client's write path.
+        text = plain_suggestions(stored.summary)
         why = await answer_dry_run(self.github, ctx, pr, server=self.dry_run)
         if why is not None:
             return await hold_back(ctx, answer_held_back(f"{publishable(text, MAX_ANSWER_CHARS)}\n\n{marker}", why))

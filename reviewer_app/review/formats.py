@@ -18,6 +18,7 @@ from urllib.parse import quote
 from reviewer_app.core.precision import ranked
 from reviewer_app.core.pricing import Price, cost
 from reviewer_app.core.review_model import SEVERITIES, ModelComment
+from reviewer_app.core.terminal import for_terminal
 
 FORMATS = ("text", "markdown", "json", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -32,7 +33,6 @@ RULES = {
     "nit": "A small matter of style or naming.",
 }
 COLOURS = {"critical": "31;1", "warning": "33;1", "suggestion": "36", "nit": "2"}  # SGR: red, yellow, cyan, dim
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
@@ -56,8 +56,9 @@ def in_order(findings: Sequence[ModelComment]) -> list[ModelComment]:
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with no control character but newline and tab, and no HTML comment: safe to print on a terminal."""
-    return _CONTROL.sub("", _HTML_COMMENT.sub("", text))
+    """``text`` with no escape sequence, no control character but newline and tab (core/terminal.py), and no HTML
+    comment: safe to print on a terminal, piece by piece, between the colours ``as_text`` adds itself."""
+    return for_terminal(_HTML_COMMENT.sub("", text))
 
 
 # -- text ----------------------------------------------------------------------------------------------------------

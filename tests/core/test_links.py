@@ -49,3 +49,25 @@ def test_suggestion_blocks_become_plain_code_and_other_fences_stay() -> None:
     text = "```suggestion\nx = 1\n```\n\n~~~~ Suggestion extra\ny\n~~~~\n\n```python\n```suggestion\n```"
     out = plain_suggestions(text)
     assert out == "```\nx = 1\n```\n\n~~~~\ny\n~~~~\n\n```python\n```suggestion\n```"
+
+
+def test_a_writes_rendered_text_is_confined_and_nothing_else_is_touched() -> None:
+    from reviewer_app.core.links import carries_text, confine_write
+
+    evil = "![x](https://evil.example/p.png)"
+    data = {
+        "commit_id": "a" * 40,
+        "body": f"summary {evil}",
+        "event": "COMMENT",
+        "comments": [{"path": "https://evil.example/p.png", "line": 3, "body": evil}],
+        "output": {"title": evil, "summary": evil, "text": evil},
+    }
+    out = confine_write(data, HOST)
+    shown = "x (`https://evil.example/p.png`)"
+    assert out["body"] == f"summary {shown}" and out["comments"][0]["body"] == shown
+    assert (out["output"]["summary"], out["output"]["text"]) == (shown, shown)
+    # Not rendered by GitHub: a path, a title, the commit, kept as they are; the caller's data is not changed.
+    assert out["comments"][0]["path"] == data["comments"][0]["path"] and out["output"]["title"] == evil
+    assert out["commit_id"] == data["commit_id"] and data["body"] == f"summary {evil}"
+    assert carries_text(data) and carries_text({"output": {}}) and not carries_text({"content": "+1"})
+    assert not carries_text(None) and not carries_text({"body": None})

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from reviewer_app.config import ConfigError, load_config
-from reviewer_app.redaction import redact_url
+from reviewer_app.logs import setup_logging
+from reviewer_app.redaction import Redactor, redact_url
 from reviewer_app.store.base import StoreUnavailable
 from reviewer_app.store.postgres import PostgresStore
 
@@ -106,3 +107,50 @@ def test_migrate_store_names_the_target_without_its_password(tmp_path) -> None:
     )
     assert result.returncode != 0
     assert SECRET not in result.stdout + result.stderr and "bob:***@" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x-amz-security-token:IQoJb3JpZ2lu\nhost:h", "x-amz-security-token:***\nhost:h"),
+        ("Authorization: token ghs_16C7e42F292c6912E7710c838347Ae178B4a", "Authorization: ***"),
+        (
+            "{'Authorization': b'AWS4-HMAC-SHA256 Credential=AKIA/x, Signature=ab', 'Host': 'h'}",
+            "{'Authorization': ***, 'Host': 'h'}",
+        ),
+        ('{"x-api-key": "key-123", "accept": "application/json"}', '{"x-api-key": ***, "accept": "application/json"}'),
+        ("Cookie: session=abc; other=def", "Cookie: ***"),
+        ("the gateway said gw-secret-7d1e9a40 twice: gw-secret-7d1e9a40", "the gateway said *** twice: ***"),
+        ("a line of the key: MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "a line of the key: ***"),
+        ("minted ghs_16C7e42F292c6912E7710c838347Ae178B4a", "minted ***"),
+        ("postgresql://bob:hunter2@db/x", "postgresql://bob:***@db/x"),
+        ("x-authorization-scheme: none; on", "x-authorization-scheme: none; on"),  # not a credential header
+    ],
+)
+def test_the_log_redactor_masks_secrets_and_credential_headers(text: str, shown: str) -> None:
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+    assert Redactor(["gw-secret-7d1e9a40", pem, "on", ""])(text) == shown
+
+
+def test_a_logged_traceback_is_masked_in_json_lines_too() -> None:
+    import io
+    import json
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    stream = io.StringIO()
+    try:
+        setup_logging("DEBUG", "json", stream, secrets=["sk-ant-live-key-0001"])
+        try:
+            raise RuntimeError("the key sk-ant-live-key-0001 was refused")
+        except RuntimeError:
+            logging.getLogger("reviewer_app.test").exception("failed with %s", "sk-ant-live-key-0001")
+        logging.getLogger("botocore.auth").debug("CanonicalRequest: x-amz-security-token:abc")
+        logging.getLogger("urllib3.connectionpool").debug("Starting new HTTPS connection")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    [line] = [json.loads(x) for x in stream.getvalue().splitlines()]  # the third parties' DEBUG lines dropped
+    assert line["msg"] == "failed with ***" and "was refused" in line["exc"]
+    assert "sk-ant-live-key-0001" not in stream.getvalue()

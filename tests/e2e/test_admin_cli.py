@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,3 +362,16 @@ def test_a_database_not_created_yet_is_said_so(tmp_path, capsys, monkeypatch) ->
     monkeypatch.delenv("GITHUB_WEBHOOK_SECRET", raising=False)
     code, _, err = run(capsys, "jobs", "list")
     assert code == 1 and "yet: `reviewer-app serve` creates it when it starts" in err
+
+
+def test_what_others_wrote_reaches_the_terminal_without_its_escapes(db, capsys) -> None:
+    # A job's error may quote what GitHub or a pull request said (a file name, a message): printed, it is text only.
+    path, jobs = db
+    trapped = "file \x1b]8;;https://evil.example/\x07src/a.py\x1b]8;;\x07 refused\x1b[2K\x1b[1A\x9b31m\x85."
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE jobs SET last_error = ? WHERE id = ?", (trapped, jobs.failed))
+    for argv in (("jobs", "show", str(jobs.failed)), ("jobs", "list"), ("jobs", "show", str(jobs.failed), "--json")):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert "file src/a.py refused." in out or argv[1] != "show" or "--json" in argv
+        assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in out + err), argv

@@ -45,7 +45,8 @@ def test_colour_only_on_a_terminal_and_never_with_no_color() -> None:
 
 
 def test_what_the_model_wrote_cannot_reach_the_terminal_as_escapes() -> None:
-    assert terminal_safe("ok\x1b]0;title\x07 <!-- marker -->done\u202e") == "ok]0;title done"
+    # The escape goes whole, its text with it (core/terminal.py): no "]0;title" left behind.
+    assert terminal_safe("ok\x1b]0;title\x07 <!-- marker -->done\u202e") == "ok done"
 
 
 def test_sarif_validates_against_the_2_1_0_schema_with_a_level_per_severity() -> None:

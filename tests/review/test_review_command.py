@@ -256,7 +256,9 @@ def test_without_github_token_the_github_clis_token_is_used(world: World, capsys
     del env["GITHUB_TOKEN"]
     status, out, err = world.review(world.url, capsys=capsys, env=env)
     assert status == 0, err
-    assert asked.read_text().split() == ["auth", "token", "--hostname", "github.com"]
+    # gh is asked for its token of the host the requests go to (GITHUB_API_URL's: here the fake GitHub's).
+    fake_host = world.fakes.github_url.split("://", 1)[1].rstrip("/")
+    assert asked.read_text().split() == ["auth", "token", "--hostname", fake_host]
     assert "One risk" in out
 
 
@@ -309,12 +311,14 @@ class EnterpriseServer:
     def __init__(self, target: str) -> None:
         self.target = target
         self.host = ""
+        self.authorizations: list[str | None] = []  # each request's Authorization header, as the server got it
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
 
     async def _forward(self, request: web.Request) -> web.Response:
+        self.authorizations.append(request.headers.get("Authorization"))
         url = f"{self.target}/{request.match_info['tail']}"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
         async with aiohttp.ClientSession() as session:
@@ -327,9 +331,14 @@ class EnterpriseServer:
                 }
                 return web.Response(status=answer.status, body=body, headers=kept)
 
+    async def _record_only(self, request: web.Request) -> web.Response:
+        self.authorizations.append(request.headers.get("Authorization"))
+        return web.Response(status=404)
+
     async def _serve(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._record_only)
         app.router.add_route("*", "/api/v3/{tail:.*}", self._forward)
         runner = web.AppRunner(app)
         await runner.setup()
@@ -352,13 +361,53 @@ class EnterpriseServer:
 
 
 def test_on_an_enterprise_server_the_api_is_found_from_the_pull_requests_url(world: World, capsys) -> None:
+    # The server's token is named explicitly (--token-env): GITHUB_TOKEN, github.com's, never goes there.
     with EnterpriseServer(world.fakes.github_url) as ghes:
-        env = world.env()
+        env = world.env(GITHUB_TOKEN=GITHUB_COM_TOKEN, GHE_TOKEN=world.token)
         del env["GITHUB_API_URL"]  # not set: http://HOST/OWNER/REPO/pull/1 means http://HOST/api/v3
-        status, out, err = world.review(f"http://{ghes.host}/{REPO}/pull/1", "--post", capsys=capsys, env=env)
+        url = f"http://{ghes.host}/{REPO}/pull/1"
+        status, out, err = world.review(url, "--post", "--token-env", "GHE_TOKEN", capsys=capsys, env=env)
     assert status == 0, err
     [review] = world.reviews()
     assert review["user"]["login"] == PERSON and review["body"] in out
+    assert ghes.authorizations and all(a is not None and world.token in a for a in ghes.authorizations)
+
+
+GITHUB_COM_TOKEN = "ghp_the-person-s-github-com-token"
+
+
+def test_github_token_never_reaches_another_host(world: World, capsys) -> None:
+    """The attack: a pasted link to a host that is neither github.com nor GITHUB_API_URL's. No token of that host (no
+    gh, no --token-env): the command stops with one line before it connects, so the server sees no request at all
+    (not even one without Authorization: the pull request is not the person's to read there)."""
+    with EnterpriseServer(world.fakes.github_url) as other:
+        env = world.env(GITHUB_TOKEN=GITHUB_COM_TOKEN)
+        del env["GITHUB_API_URL"]
+        status, out, err = world.review(f"http://{other.host}/{REPO}/pull/1", "--post", capsys=capsys, env=env)
+        also = world.review(f"http://{other.host}/{REPO}/pull/1", capsys=capsys, env=world.env())  # API URL is set
+    assert status == 2 and out == ""
+    line = one_line(err)
+    assert line.startswith(f"reviewer-app: review: no token for {other.host}: GITHUB_TOKEN is sent only to github.com")
+    assert "--token-env NAME" in line and f"gh auth login --hostname {other.host}" in line
+    assert GITHUB_COM_TOKEN not in err
+    # With GITHUB_API_URL set, the requests go to that API (where GITHUB_TOKEN belongs), never to the link's host.
+    assert also[0] == 0, also[2]
+    assert other.authorizations == []
+    assert world.anthropic.review_requests  # the second run reviewed, through GITHUB_API_URL
+
+
+def test_a_token_is_never_sent_in_clear_off_loopback(world: World, capsys) -> None:
+    env = world.env(GHE_TOKEN=world.token)
+    del env["GITHUB_API_URL"]
+    status, out, err = world.review(
+        f"http://ghe.example.com/{REPO}/pull/1", "--token-env", "GHE_TOKEN", capsys=capsys, env=env
+    )
+    assert status == 2 and out == ""
+    assert one_line(err) == (
+        "reviewer-app: review: refusing to send a token in clear to http://ghe.example.com: use https "
+        "(plain http is for loopback only)"
+    )
+    assert world.token not in err
 
 
 def test_the_readmes_quickstart_shows_both_ways_in_each_one_command() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +92,14 @@ def test_the_backup_command_runs_as_the_image_runs_it(db: Path, tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert '"jobs": 3' in result.stdout and '"integrity": "ok"' in result.stdout
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_the_backup_is_readable_by_its_owner_only_whatever_the_umask(db: Path, tmp_path: Path, umask: int) -> None:
+    dest = tmp_path / f"copy-{umask:o}.db"
+    before = os.umask(umask)
+    try:
+        assert main(["backup", str(dest)]) == 0
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o600

@@ -346,15 +346,58 @@ async def test_a_field_of_an_unforeseen_type_is_400_not_500(fuzz_client, caplog,
 
 
 @pytest.mark.parametrize(
-    ("path", "value"),
+    ("path", "value", "why"),
     [
-        ("repository.id", 2**63),  # SQLite: OverflowError, a 500; PostgreSQL: a 503, as if the database were down
-        ("pull_request.number", 2**64 - 1),
-        ("installation.id", 2**63),
-        ("pull_request.head.sha", "abc\x00def"),  # PostgreSQL refuses NUL in text: was a 503
-        ("repository.full_name", "octo/\x00widgets"),
+        ("repository.id", 2**63, "cannot be stored"),  # SQLite: OverflowError, a 500; PostgreSQL: a 503
+        ("pull_request.number", 2**64 - 1, "cannot be stored"),
+        ("installation.id", 2**63, "cannot be stored"),
+        # PostgreSQL refuses NUL in text (was a 503); GitHub's formats, checked first, have no room for one.
+        ("pull_request.head.sha", "abc\x00def", "pull_request.head.sha is not a commit SHA"),
+        ("repository.full_name", "octo/\x00widgets", "repository.full_name is not a repository's OWNER/NAME"),
     ],
 )
-async def test_values_no_store_can_hold_are_400_not_5xx(fuzz_client, path: str, value: Any) -> None:
+async def test_values_no_store_can_hold_are_400_not_5xx(fuzz_client, path: str, value: Any, why: str) -> None:
     status, answer = await deliver(fuzz_client, "pull_request", _with(pr_payload(head=sha(2)), path, value))
-    assert status == 400 and "cannot be stored" in answer["error"]
+    assert status == 400 and why in answer["error"]
+
+
+@pytest.mark.parametrize(
+    ("event", "payload", "why"),
+    [
+        # Was 202, and `/review` by "" asked GitHub for collaborators//permission.
+        ("issue_comment", _with(comment_payload("/review"), "comment.user.login", ""), "comment.user.login"),
+        ("issue_comment", _with(comment_payload("/review"), "sender.login", ""), "sender.login"),
+        ("issue_comment", _with(comment_payload("/review"), "comment.user.login", "a/../b"), "comment.user.login"),
+        # Was 202, and 8 KB of emoji went into commits/{sha}/check-runs.
+        ("pull_request", _with(pr_payload(head=sha(2)), "pull_request.head.sha", "😀" * 2048), "pull_request.head.sha"),
+        ("pull_request", _with(pr_payload(head=sha(2)), "pull_request.head.sha", "g" * 40), "pull_request.head.sha"),
+        ("pull_request", _with(pr_payload(head=sha(2)), "pull_request.head.sha", sha(2).upper()), "head.sha"),
+        ("check_run", _with(rerun_payload("check_run"), "check_run.head_sha", "HEAD~1"), "check_run.head_sha"),
+        ("pull_request", _with(pr_payload(head=sha(2)), "repository.full_name", "octo/widgets/.."), "full_name"),
+        ("pull_request", _with(pr_payload(head=sha(2)), "repository.full_name", "octo/.."), "full_name"),
+        ("pull_request", _with(pr_payload(head=sha(2)), "repository.full_name", "../widgets"), "full_name"),
+        ("pull_request", _with(pr_payload(head=sha(2)), "pull_request.number", 0), "pull_request.number"),
+        ("issue_comment", _with(comment_payload("/review"), "issue.number", -1), "issue.number"),
+    ],
+)
+async def test_fields_that_reach_urls_are_held_to_githubs_formats(fuzz_client, store, event, payload, why) -> None:
+    status, answer = await deliver(fuzz_client, event, payload)
+    assert status == 400, answer
+    error = answer["error"]
+    assert why in error and "\n" not in error and len(error) < 120  # one line, naming the field, not quoting it
+    assert await store.list_jobs(limit=10) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("pull_request.head.sha", "ab" * 32),  # a SHA-256 repository's
+        ("pull_request.user.login", "dependabot[bot]"),
+        ("pull_request.user.login", "octo-cat_acme"),  # an Enterprise Managed User's
+        ("repository.full_name", "octo-org/.github"),
+        ("repository.full_name", "octo/w_i-d.gets"),
+    ],
+)
+async def test_what_github_does_send_is_accepted(fuzz_client, path: str, value: Any) -> None:
+    status, answer = await deliver(fuzz_client, "pull_request", _with(pr_payload(head=sha(2)), path, value))
+    assert status == 202, answer
