@@ -297,7 +297,8 @@ class Store(Protocol):
         ...
 
     async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
-        """Hold ``duty`` for up to ``seconds`` unless another owner holds it unexpired."""
+        """Hold ``duty`` for up to ``seconds`` unless another owner holds it unexpired (a holder that is gone from the
+        worker registry, its heartbeat older than its lease, holds nothing)."""
         ...
 
     async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None: ...
@@ -313,6 +314,12 @@ class Store(Protocol):
 
     async def prune_workers(self, before: float) -> int:
         """Forget processes whose last heartbeat is older than ``before``; the number forgotten."""
+        ...
+
+    async def void_holder(self, worker_id: str, *, now: float) -> int:
+        """``worker_id`` is known dead: end its duty leases, check-run creation claims, running jobs' leases and
+        redelivery claims at ``now`` (so they are taken over at once), and list it gone; how many leases and claims
+        were ended."""
         ...
 
     async def get_job(self, job_id: int) -> Job | None: ...

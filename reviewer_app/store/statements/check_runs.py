@@ -4,6 +4,7 @@ run shows recorded only while the job is as its writer read it."""
 from __future__ import annotations
 
 from reviewer_app.store.statements.jobs import JOB_COLUMNS
+from reviewer_app.store.statements.workers import GONE_WORKER_IDS
 
 # Jobs whose check run does not show their current phase yet (the key names the phase and the attempt). A running
 # job's check run belongs to its worker, so hosts never race to create it (a sync that was already creating it when
@@ -24,11 +25,14 @@ SELECT {JOB_COLUMNS} FROM jobs
 # One creator of a job's check run at a time, across hosts: the worker starting the review and another host's
 # check-sync pass can both find no check run for the job and would both create one (GitHub keeps both). The claim
 # expires, so a creator that died between creating and recording is replaced; its successor looks for the run by
-# external_id before creating. Parameters: owner, until, job id, now, owner.
-CLAIM_CHECK_RUN_CREATION = """
+# external_id before creating. A claim of a process that is gone (its heartbeat older than its lease) is void at
+# once, as is one of a process known dead on its host (VOID_CHECK_RUN_CLAIMS_OF). Parameters: owner, until, job id,
+# now, owner, now.
+CLAIM_CHECK_RUN_CREATION = f"""
 UPDATE jobs SET check_run_claim = ?, check_run_claim_until = ?
  WHERE id = ? AND check_run_id IS NULL
-   AND (check_run_claim_until IS NULL OR check_run_claim_until <= ? OR check_run_claim = ?)
+   AND (check_run_claim_until IS NULL OR check_run_claim_until <= ? OR check_run_claim = ?
+        OR check_run_claim IN ({GONE_WORKER_IDS}))
 RETURNING id
 """
 
