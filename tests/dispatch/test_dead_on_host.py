@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
 import sys
 from dataclasses import replace
 
@@ -52,8 +51,8 @@ def registration(store, worker_id: str, clock: Clock) -> Registration:
 async def test_a_beat_ends_the_leases_of_a_process_killed_on_this_host_and_spares_a_live_one(store) -> None:
     clock = Clock()
     # A process of this host that was killed: its pid ran and is gone (reaped), its heartbeat is fresh.
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
+    gone = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await gone.wait()
     host = socket.gethostname()
     await store.register_worker(WorkerInfo("killed", host, gone.pid, "serve", "0.1.0", 4, 120.0, NOW - 60, NOW))
     await store.register_worker(WorkerInfo("parent", host, os.getppid(), "serve", "0.1.0", 4, 120.0, NOW - 60, NOW))
