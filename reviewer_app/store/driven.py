@@ -147,8 +147,8 @@ class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
 
     # -- check runs ---------------------------------------------------------------------------------------
 
-    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
-        return [Job.from_row(r) for r in await self._rows(s.NEEDS_CHECK_SYNC, (limit,))]
+    async def jobs_needing_check_sync(self, *, limit: int = 50, skip: Sequence[int] = ()) -> list[Job]:
+        return [Job.from_row(r) for r in await self._rows(s.NEEDS_CHECK_SYNC, (json.dumps(list(skip)), limit))]
 
     async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
         params = (owner, now + seconds, job_id, now, owner, now)
@@ -165,8 +165,8 @@ class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
 
     # -- outbox, installations, usage ---------------------------------------------------------------------
 
-    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._rows(s.PENDING_EFFECTS, (limit,))]
+    async def pending_effects(self, *, limit: int = 50, skip: Sequence[int] = ()) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._rows(s.PENDING_EFFECTS, (json.dumps(list(skip)), limit))]
 
     async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
         await self._run(lambda: p.changes(s.MARK_EFFECT, (error, done, now, effect_id)))

@@ -3,6 +3,7 @@ run shows recorded only while the job is as its writer read it."""
 
 from __future__ import annotations
 
+from reviewer_app.store.statements.dialects import with_json_ids
 from reviewer_app.store.statements.jobs import JOB_COLUMNS
 from reviewer_app.store.statements.workers import GONE_WORKER_IDS
 
@@ -14,13 +15,16 @@ CHECK_KEY = (
     "CASE WHEN state = 'queued' THEN 'queued:' || attempts"
     " WHEN state = 'running' THEN 'in_progress:' || attempts ELSE 'completed' END"
 )
-NEEDS_CHECK_SYNC = f"""
+# Installations waiting out a rate limit are skipped (a JSON array of ids): the others' jobs do not wait behind
+# theirs. Parameters: skipped installations, limit.
+NEEDS_CHECK_SYNC = with_json_ids(f"""
 SELECT {JOB_COLUMNS} FROM jobs
  WHERE installation_id IS NOT NULL AND head_sha <> '' AND state <> 'running' AND trigger NOT LIKE 'reply:%'
    AND COALESCE(check_run_status, '') <> {CHECK_KEY}
    AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
+   AND installation_id NOT IN ({{ids}})
  ORDER BY updated_at LIMIT ?
-"""
+""")
 
 # One creator of a job's check run at a time, across hosts: the worker starting the review and another host's
 # check-sync pass can both find no check run for the job and would both create one (GitHub keeps both). The claim
