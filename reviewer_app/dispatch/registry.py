@@ -27,6 +27,11 @@ def app_version() -> str:
     return __version__
 
 
+# How long a request a dead process sent may still be in flight at GitHub: the client's request timeout
+# (github/api_transport.py). Its jobs are rescued after that, not at once: the next attempt must find a review it
+# posted by its marker.
+IN_FLIGHT_SECONDS = 30.0
+
 # The registrations beating in this Python process (a test may run several services in one process; a process runs
 # one). A registration of this pid that is not among them is a former life: a service abandoned without its clean stop.
 _BEATING_HERE: set[str] = set()
@@ -125,7 +130,8 @@ class Registration:
         registered = [status.info for status in await self.store.workers(now=now)]
         dead = dead_on_this_host(self.info, registered, now=now, beating_here=_BEATING_HERE, running=pid_running)
         for gone in dead:
-            voided = await self.store.void_holder(gone.id, now=self.clock())
+            now = self.clock()
+            voided = await self.store.void_holder(gone.id, now=now, jobs_at=now + IN_FLIGHT_SECONDS)
             log.warning(
                 "worker registry: %s (pid %s on this host) is dead; its %d lease(s) and claim(s) end now",
                 gone.id,

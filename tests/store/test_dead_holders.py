@@ -62,17 +62,19 @@ async def test_voiding_a_dead_holder_ends_its_leases_and_claims_at_once(store) -
     assert await store.claim_redelivery("guid-1", 11, owner="worker-a", now=NOW, stale_before=NOW - 300)
 
     # worker-a's heartbeat is fresh (it was killed a moment ago), and nothing of it has expired.
-    assert await store.void_holder("worker-a", now=NOW + 1) == 4
+    assert await store.void_holder("worker-a", now=NOW + 1, jobs_at=NOW + 31) == 4
     assert await store.take_duty_lease("duty:check-sync", owner="worker-c", now=NOW + 1, seconds=30)
     assert await store.claim_check_run_creation(job_c, owner="worker-c", now=NOW + 1, seconds=60)
     assert await store.claim_redelivery("guid-1", 11, owner="worker-c", now=NOW + 1, stale_before=NOW + 1 - 300)
-    assert await store.rescue_expired(now=NOW + 1.5) == [lease_a.job_id]  # its lease ended at NOW + 1
+    listed = {w.info.id: (w.gone, [h.job_id for h in w.held]) for w in await store.workers(now=NOW + 2)}
+    assert listed == {"worker-a": (True, [lease_a.job_id]), "worker-b": (False, [lease_b.job_id])}  # a listed gone
+    # Its job, once nothing it sent can still be in flight (NOW + 31, not NOW + 120).
+    assert await store.rescue_expired(now=NOW + 30) == []
+    assert await store.rescue_expired(now=NOW + 31.5) == [lease_a.job_id]
     assert (await store.get_job(lease_a.job_id)).state == JobState.QUEUED
-    listed = {w.info.id: (w.gone, [h.job_id for h in w.held]) for w in await store.workers(now=NOW + 1.5)}
-    assert listed == {"worker-a": (True, []), "worker-b": (False, [lease_b.job_id])}  # a is listed gone
     # worker-b keeps all it holds.
     assert not await store.take_duty_lease("duty:batches", owner="worker-c", now=NOW + 1, seconds=30)
     assert (await store.get_job(lease_b.job_id)).state == JobState.RUNNING
     assert {job_a, job_b} == {lease_a.job_id, lease_b.job_id}
-    # Voiding again changes nothing; a stale write of worker-a's attempt stays fenced out.
-    assert await store.void_holder("worker-a", now=NOW + 2) == 0
+    # Voiding again changes nothing.
+    assert await store.void_holder("worker-a", now=NOW + 32, jobs_at=NOW + 62) == 0

@@ -46,9 +46,10 @@ UPDATE duty_leases SET expires_at = ? WHERE duty = ? AND owner = ?
 """
 
 # A process known dead (its host restarted, or its pid is no longer running there: dispatch/registry.py) holds
-# nothing: its duty leases, check-run creation claims, running jobs' leases and redelivery claims end now, so the
-# next pass, sync or rescue takes them over without waiting out their expiry. Its writes are fenced (the lease token,
-# the claim's owner), so nothing it might still send can land. Each: now, owner, now (the last two statements: owner).
+# nothing: its duty leases, check-run creation claims and redelivery claims end now, so the next pass or sync takes
+# them over without waiting out their expiry; its running jobs' leases end once no request it sent can still be in
+# flight at GitHub (a review POST sent just before the kill may still land: the next attempt must find its marker).
+# Each: then, owner, then (the last two statements: owner).
 VOID_DUTY_LEASES_OF = "UPDATE duty_leases SET expires_at = ? WHERE owner = ? AND expires_at > ?"
 VOID_CHECK_RUN_CLAIMS_OF = """
 UPDATE jobs SET check_run_claim_until = ? WHERE check_run_claim = ? AND check_run_claim_until > ?
