@@ -124,8 +124,9 @@ class Registration:
         await self.void_dead_on_this_host()
 
     async def void_dead_on_this_host(self) -> list[str]:
-        """End at once what this host's dead processes held (a restart, or a kill -9 next to this one): their duties'
-        passes, check runs, jobs and redeliveries are taken over now, not when their leases run out. Their ids."""
+        """End what this host's dead processes held (a restart, or a kill -9 next to this one): their duties' passes,
+        check-run creations and redeliveries are taken over now, their jobs once nothing they sent can still be in
+        flight, not when their leases run out. Their ids."""
         now = self.clock()
         registered = [status.info for status in await self.store.workers(now=now)]
         dead = dead_on_this_host(self.info, registered, now=now, beating_here=_BEATING_HERE, running=pid_running)
@@ -133,10 +134,12 @@ class Registration:
             now = self.clock()
             voided = await self.store.void_holder(gone.id, now=now, jobs_at=now + IN_FLIGHT_SECONDS)
             log.warning(
-                "worker registry: %s (pid %s on this host) is dead; its %d lease(s) and claim(s) end now",
+                "worker registry: %s (pid %s on this host) is dead; its %d lease(s) and claim(s) are taken over "
+                "(its duties' and claims' now, its jobs' in %.0f s)",
                 gone.id,
                 gone.pid,
                 voided,
+                IN_FLIGHT_SECONDS,
             )
         return [gone.id for gone in dead]
 
