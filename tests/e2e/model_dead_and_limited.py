@@ -71,6 +71,16 @@ class DeadAndLimited:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # Its connections close as a dead process's do (the database server would run out of them otherwise), and
+        # nothing of it is left to stop: the harness's clean stop of the first process then does nothing.
+        if self.replacements and self.replacements[-1][0] is dead:
+            await self.replacements.pop()[1].close()
+        await dead.store.close()
+        for closing in (dead.session, dead.model_client):
+            if closing is not None:
+                await closing.close()
+        dead.dispatcher = dead.check_sync = dead.registration = dead.session = dead.model_client = None
+        dead.background.clear()
         # What it held when it died: a cancelled pass releases its duty's lease on the way out, which kill -9 never
         # lets it do; so the lease is held again in its name, as is the creation claim of every run not made yet.
         now = time.time()
@@ -92,7 +102,7 @@ class DeadAndLimited:
         self.h.svc, self.h.client = svc, client
 
     async def _stop_replacements(self) -> None:
-        """At the end of a sequence: the processes started in place of dead ones stop (the harness stops the first)."""
+        """At the end of a sequence: the process started in place of a dead one stops (the harness stops the first)."""
         for svc, client in reversed(self.replacements):
             await svc.stop()
             await client.close()
