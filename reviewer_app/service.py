@@ -65,23 +65,27 @@ class Service:
     housekeeping: Slots | None = None  # the background passes' own slots (core/queues.py)
     signal_pass: PeriodicDuty | None = None  # the team's reactions, read on a timer (review/signal_pass.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
+    stopping: bool = False  # set by stop(): work that was to start after the first beat does not start
 
     def start_background(self) -> None:
-        if self.dispatcher is not None:
-            self.dispatcher.start()
         if self.registration is None:
-            self._start_duties()
+            self._start_work()
         else:
-            # The first beat ends what this host's dead processes held (a restart after kill -9), so the duties' first
-            # passes take their leases at once: they start after it.
-            beats = self.registration.run(after_first_beat=self._start_duties)
+            # The first beat registers this process before it holds anything (a holder that dies unregistered could not
+            # be known dead), and ends what this host's dead processes held (a restart after kill -9): the duties'
+            # first passes take their leases at once. The work starts after it.
+            beats = self.registration.run(after_first_beat=self._start_work)
             self.background.append(asyncio.create_task(beats, name="worker-registry"))
         if self.github is not None and self.receiver is not None:
             self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
         if self.model_client is not None:
             self.background.append(asyncio.create_task(self._load_model_client(), name="model-client"))
 
-    def _start_duties(self) -> None:
+    def _start_work(self) -> None:
+        if self.stopping:
+            return
+        if self.dispatcher is not None:
+            self.dispatcher.start()
         if self.check_sync is not None:
             self.background.append(asyncio.create_task(self.check_sync.run(), name="check-sync"))
         if self.outbox is not None:
@@ -127,6 +131,7 @@ class Service:
                 delay = min(delay * 2, 300)
 
     async def stop(self) -> None:
+        self.stopping = True
         if self.dispatcher is not None:
             await self.dispatcher.stop(self.cfg.shutdown_grace_seconds)
         if self.check_sync is not None:

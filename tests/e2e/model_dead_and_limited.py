@@ -64,6 +64,9 @@ class DeadAndLimited:
         dead = self.h.svc
         assert dead.registration is not None and dead.dispatcher is not None
         owner = dead.registration.info.id
+        # A process holds nothing before its first beat has registered it (its work starts after): one that dies
+        # sooner leaves nothing behind.
+        held = dead.registration.beats > 0
         # Its tasks stop where they are; none of its clean stop runs (no hand-back, no final sync, no deregistration).
         dispatcher = dead.dispatcher
         tasks = [*dead.background, *dispatcher.tasks.values()]
@@ -84,16 +87,17 @@ class DeadAndLimited:
         # What it held when it died: a cancelled pass releases its duty's lease on the way out, which kill -9 never
         # lets it do; so the lease is held again in its name, as is the creation claim of every run not made yet.
         now = time.time()
-        for duty in DUTIES:
+        for duty in DUTIES if held else ():
             await self._sql(  # type: ignore[attr-defined]
                 "INSERT INTO duty_leases (duty, owner, expires_at)"
                 f" VALUES ('{duty}', '{owner}', {now + DUTY_LEASE_SECONDS})"
                 " ON CONFLICT (duty) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at"
             )
-        await self._sql(  # type: ignore[attr-defined]
-            f"UPDATE jobs SET check_run_claim = '{owner}', check_run_claim_until = {now + CREATION_CLAIM_SECONDS}"
-            " WHERE check_run_id IS NULL"
-        )
+        if held:
+            await self._sql(  # type: ignore[attr-defined]
+                f"UPDATE jobs SET check_run_claim = '{owner}', check_run_claim_until = {now + CREATION_CLAIM_SECONDS}"
+                " WHERE check_run_id IS NULL"
+            )
         svc = await build_service(dead.cfg)
         client = TestClient(TestServer(svc.app))
         await client.start_server()
