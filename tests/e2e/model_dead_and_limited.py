@@ -151,8 +151,28 @@ class DeadAndLimited:
                     return False
             return True
 
-        await eventually(lambda: _now(settled()), timeout=max(OTHER_LIMIT_SECONDS) + 30)
+        try:
+            await eventually(lambda: _now(settled()), timeout=max(OTHER_LIMIT_SECONDS) + 30)
+        except AssertionError:
+            raise AssertionError(await self._other_installation_state()) from None
         assert [e for e in await self.h.store.pending_effects() if e["repo_full_name"] == OTHER_REPO] == []
+
+    async def _other_installation_state(self) -> str:
+        """What the other installation's pull requests show, for a failure's message."""
+        lines = ["the other installation did not settle:"]
+        for n in range(OTHER_FIRST_PR + 1, OTHER_FIRST_PR + self.other_prs + 1):
+            head = self.gh.pulls[(OTHER_REPO, n)].head_sha
+            runs = [(r["id"], r["status"], r["external_id"]) for r in self.gh.check_runs_for(OTHER_REPO, head)]
+            bot = [c["body"][:60] for c in self.gh.issue_comments_for(OTHER_REPO, n) if c["user"]["type"] == "Bot"]
+            lines.append(f"  #{n}: runs {runs}; bot comments {bot}")
+        for job in await self.h.store.list_jobs(limit=10000):
+            if job.repo_full_name == OTHER_REPO:
+                lines.append(
+                    f"  job {job.id} #{job.pr_number} {job.state.value} check {job.check_run_id} "
+                    f"{job.check_run_status} {job.last_error}"
+                )
+        effects = [e for e in await self.h.store.pending_effects() if e["repo_full_name"] == OTHER_REPO]
+        return "\n".join([*lines, f"  effects {effects}"])
 
 
 async def _now(value: Any) -> Any:
