@@ -166,9 +166,12 @@ class Registration:
             log.exception("worker registry: heartbeat failed unexpectedly")
 
     async def deregister(self) -> None:
-        """A clean stop: the row goes (a process that cannot reach the database stays listed, and turns gone)."""
+        """A clean stop: what this process still holds but its jobs (a pass or a check run's creation cut short) is
+        free at once, and the row goes (a process that cannot reach the database stays listed, and turns gone). Its
+        jobs were handed back, or keep their leases while a write of theirs may still be in flight."""
         _BEATING_HERE.discard(self.info.id)
         with contextlib.suppress(StoreUnavailable):
+            await self.store.void_holder(self.info.id, now=self.clock(), jobs_at=None)
             await self.store.deregister_worker(self.info.id)
 
 

@@ -319,10 +319,10 @@ class Store(Protocol):
         """Forget processes whose last heartbeat is older than ``before``; the number forgotten."""
         ...
 
-    async def void_holder(self, worker_id: str, *, now: float, jobs_at: float) -> int:
-        """``worker_id`` is known dead: end its duty leases, check-run creation claims and redelivery claims at ``now``
-        (so they are taken over at once) and its running jobs' leases at ``jobs_at`` (if sooner than they would), and
-        list it gone; how many leases and claims were ended."""
+    async def void_holder(self, worker_id: str, *, now: float, jobs_at: float | None) -> int:
+        """``worker_id`` is known dead, or stopping: end its duty leases, check-run creation claims and redelivery
+        claims at ``now`` (so they are taken over at once) and its running jobs' leases at ``jobs_at`` (if sooner than
+        they would; None: leave them), and list it gone; how many leases and claims were ended."""
         ...
 
     async def get_job(self, job_id: int) -> Job | None: ...

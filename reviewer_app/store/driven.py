@@ -404,5 +404,5 @@ class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
     async def prune_workers(self, before: float) -> int:
         return await self._run(lambda: p.changes(s.PRUNE_WORKERS, (before,)), one_statement=True)
 
-    async def void_holder(self, worker_id: str, *, now: float, jobs_at: float) -> int:
+    async def void_holder(self, worker_id: str, *, now: float, jobs_at: float | None) -> int:
         return await self._run(lambda: p.void_holder(worker_id, now=now, jobs_at=jobs_at))

@@ -85,3 +85,24 @@ async def test_a_service_abandoned_in_this_process_is_dead_to_the_next_one(store
     await asyncio.gather(beating, return_exceptions=True)
     await second.beat()
     assert await store.take_duty_lease("duty:check-sync", owner="worker-second", now=NOW, seconds=30)
+
+
+async def test_a_clean_stop_frees_the_claims_and_duties_its_cut_short_work_left(store) -> None:
+    # A sync pass stopped mid-creation of a check run leaves its claim; a clean stop frees it, and its duties, at once.
+    from reviewer_app.core.admission import Enqueue, JobSpec
+    from reviewer_app.store.base import Delivery
+
+    clock = Clock()
+    spec = JobSpec(repo_id=1, repo_full_name="o/r", installation_id=7, pr_number=1, head_sha="a" * 40)
+    job = await store.admit(Delivery("d1", "pull_request", "opened"), Enqueue(spec), now=NOW, max_attempts=3)
+    stopping = registration(store, "worker-stopping", clock)
+    await stopping.beat()
+    assert await store.claim_check_run_creation(job.job_id, owner="worker-stopping", now=NOW, seconds=60)
+    assert await store.take_duty_lease("duty:check-sync", owner="worker-stopping", now=NOW, seconds=30)
+    [lease] = await store.claim(owner="worker-stopping", limit=1, now=NOW, lease_seconds=120)
+    await stopping.deregister()
+    assert await store.claim_check_run_creation(job.job_id, owner="worker-next", now=NOW + 1, seconds=60)
+    assert await store.take_duty_lease("duty:check-sync", owner="worker-next", now=NOW + 1, seconds=30)
+    assert [w.info.id for w in await store.workers(now=NOW + 1)] == []
+    # Its job keeps its lease: a write of it may still be in flight (the dispatcher hands it back, or it expires).
+    assert await store.rescue_expired(now=NOW + 119) == [] and lease.job_id == job.job_id

@@ -48,12 +48,13 @@ def claim_redelivery(guid: str, delivery_id: int, *, owner: str, now: float, sta
     return (yield Row(s.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before))) is not None
 
 
-def void_holder(owner: str, *, now: float, jobs_at: float) -> Procedure[int]:
+def void_holder(owner: str, *, now: float, jobs_at: float | None) -> Procedure[int]:
     """A process known dead holds nothing: its leases and claims end at ``now`` (its running jobs' leases at
-    ``jobs_at``, when nothing it sent can still be in flight), and it is listed gone; how many were ended."""
+    ``jobs_at``, when nothing it sent can still be in flight; None: as they are), and it is listed gone; how many were
+    ended."""
     voided = yield Count(s.VOID_DUTY_LEASES_OF, (now, owner, now))
     voided += yield Count(s.VOID_CHECK_RUN_CLAIMS_OF, (now, owner, now))
-    jobs = yield Count(s.VOID_JOB_LEASES_OF, (jobs_at, owner, jobs_at))
+    jobs = 0 if jobs_at is None else (yield Count(s.VOID_JOB_LEASES_OF, (jobs_at, owner, jobs_at)))
     voided += jobs + (yield Count(s.VOID_REDELIVERY_CLAIMS_OF, (owner,)))
     yield Count(s.END_REGISTRATION_LEASE, (owner,))
     if jobs:
