@@ -73,10 +73,16 @@ def model_client(cfg: Config) -> ModelClient:
 
 
 def build_review_stack(
-    cfg: Config, store: Store, metrics: Metrics | None = None, lazy: LazyClient | None = None
+    cfg: Config,
+    store: Store,
+    metrics: Metrics | None = None,
+    lazy: LazyClient | None = None,
+    *,
+    owner: str | None = None,
 ) -> ReviewStack:
     """The GitHub client, check runs and Claude reviewer behind the review runner. The model client is a LazyClient:
-    it stands for the SDK's client, built (and the SDK imported) at its first use or once the server answers."""
+    it stands for the SDK's client, built (and the SDK imported) at its first use or once the server answers.
+    ``owner``: this process in the worker registry, named on its check-run creation claims."""
     provider = cfg.provider
     lazy = LazyClient(lambda: model_client(cfg)) if lazy is None else lazy
     client = cast("ModelClient", lazy)
@@ -89,7 +95,7 @@ def build_review_stack(
         on_response=metrics.github_response if metrics is not None else None,
         pacer=WritePacer(interval=cfg.github_write_interval_seconds, burst=cfg.github_write_burst),
     )
-    checks = CheckRuns(github, store)
+    checks = CheckRuns(github, store, owner=owner)
 
     def reviewer(model: str) -> ClaudeReviewer:
         limits = {"max_output_tokens": cfg.max_output_tokens, "malformed_retries": cfg.malformed_retries}

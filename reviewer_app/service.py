@@ -65,10 +65,25 @@ class Service:
     housekeeping: Slots | None = None  # the background passes' own slots (core/queues.py)
     signal_pass: PeriodicDuty | None = None  # the team's reactions, read on a timer (review/signal_pass.py)
     background: list[asyncio.Task[None]] = field(default_factory=list)
+    stopping: bool = False  # set by stop(): work that was to start after the first beat does not start
 
     def start_background(self) -> None:
-        if self.registration is not None:
-            self.background.append(asyncio.create_task(self.registration.run(), name="worker-registry"))
+        if self.registration is None:
+            self._start_work()
+        else:
+            # The first beat registers this process before it holds anything (a holder that dies unregistered could not
+            # be known dead), and ends what this host's dead processes held (a restart after kill -9): the duties'
+            # first passes take their leases at once. The work starts after it.
+            beats = self.registration.run(after_first_beat=self._start_work)
+            self.background.append(asyncio.create_task(beats, name="worker-registry"))
+        if self.github is not None and self.receiver is not None:
+            self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
+        if self.model_client is not None:
+            self.background.append(asyncio.create_task(self._load_model_client(), name="model-client"))
+
+    def _start_work(self) -> None:
+        if self.stopping:
+            return
         if self.dispatcher is not None:
             self.dispatcher.start()
         if self.check_sync is not None:
@@ -90,10 +105,6 @@ class Service:
             self.background.append(asyncio.create_task(self.batch_poll.run(), name="batches"))
         if self.signal_pass is not None:
             self.background.append(asyncio.create_task(self.signal_pass.run(), name="signals"))
-        if self.github is not None and self.receiver is not None:
-            self.background.append(asyncio.create_task(self._learn_identity(), name="identity"))
-        if self.model_client is not None:
-            self.background.append(asyncio.create_task(self._load_model_client(), name="model-client"))
 
     async def _load_model_client(self) -> None:
         """The SDK's import and the client, off the event loop and after start-up; a failure is said once here, and
@@ -120,6 +131,7 @@ class Service:
                 delay = min(delay * 2, 300)
 
     async def stop(self) -> None:
+        self.stopping = True
         if self.dispatcher is not None:
             await self.dispatcher.stop(self.cfg.shutdown_grace_seconds)
         if self.check_sync is not None:
@@ -191,8 +203,11 @@ async def _assemble(
     signal_pass: PeriodicDuty | None = None
     no_reviews = why_no_reviews(cfg)
     housekeeping = Slots(cfg.housekeeping_concurrency)
+    # This process, as the holder of every lease and claim it takes (jobs, duties, check-run creation, redeliveries)
+    # and in the worker registry: once it is known dead, all of them end at once (dispatch/registry.py).
+    process_id = new_owner_id()
     if client is not None:
-        stack = build_review_stack(cfg, store, metrics, client)
+        stack = build_review_stack(cfg, store, metrics, client, owner=process_id)
     if worker and receive and runner is None and no_reviews is not None:
         # Named once, and only what is missing: a configured App is not reported as missing with the model key.
         log.warning(
@@ -204,8 +219,9 @@ async def _assemble(
         elif stack is not None:
             runner = stack.runner()
             # One host at a time per pass (a duty lease in the database): no two hosts create the same check run
-            # or send the same reaction.
-            duty_owner = new_owner_id("duty")
+            # or send the same reaction. Check runs and the outbox are what people see: they never wait for a
+            # housekeeping slot behind a long sweep, redelivery or signal pass (each runs one pass at a time).
+            duty_owner = process_id
             check_sync = PeriodicDuty(
                 "check-sync",
                 stack.checks.run_once,
@@ -213,7 +229,6 @@ async def _assemble(
                 clock=time.time,
                 store=store,
                 owner=duty_owner,
-                slots=housekeeping,
             )
             sender = OutboxSender(
                 stack.github,
@@ -228,7 +243,6 @@ async def _assemble(
                 clock=time.time,
                 store=store,
                 owner=duty_owner,
-                slots=housekeeping,
             )
             # One host at a time asks about batches; a result is recorded once whichever host reads it.
             batch_poll = PeriodicDuty(
@@ -256,7 +270,7 @@ async def _assemble(
         dispatcher = Dispatcher(
             store,
             runner,
-            owner=new_owner_id(),
+            owner=process_id,
             concurrency=cfg.concurrency,
             answer_slots=cfg.answer_concurrency,
             lease_seconds=cfg.lease_seconds,
@@ -324,7 +338,7 @@ async def _assemble(
         recovery = Recovery(
             stack.github,
             store,
-            owner=new_owner_id("duty"),
+            owner=process_id,
             clock=time.time,
             recovery_interval=cfg.recovery_seconds,
             sweep_interval=cfg.sweep_seconds,

@@ -11,7 +11,10 @@ from reviewer_app.store.base import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-DUTY_LEASE_SECONDS = 120.0
+# Short and renewed every third: a pass that stalls (GitHub slow, a rate limit) keeps its lease as long as its process
+# beats, and a process that died without releasing it (kill -9) holds it at most this long; less when the registry
+# knows it dead (dispatch/registry.py: its host restarted, or its heartbeat stopped).
+DUTY_LEASE_SECONDS = 30.0
 
 
 async def run_under_duty_lease(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from reviewer_app.core.admission import TRIGGER_DRAFT
 from reviewer_app.core.cancel_reasons import CancelReason
 from reviewer_app.core.errors import InstallationUnavailable, JobError, LeaseLost, PermanentError, RateLimited
+from reviewer_app.core.rate_waits import RateWaits
 from reviewer_app.core.states import PENDING, JobState
 from reviewer_app.github.check_run_text import CheckView, check_key, desired_check
 from reviewer_app.github.client import GitHubClient
@@ -66,6 +67,7 @@ class CheckRuns:
         self.owner = owner or f"checks-{uuid.uuid4().hex[:12]}"  # this process, for the creation claim
         self.clock = clock
         self._locks: dict[int, asyncio.Lock] = {}  # within this process; the store's claim works across hosts
+        self.rate_waits = RateWaits()  # installations the sync skips until their rate limit's reset
 
     def lock(self, job_id: int) -> asyncio.Lock:
         return self._locks.setdefault(job_id, asyncio.Lock())
@@ -217,15 +219,24 @@ class CheckRuns:
         )
 
     async def run_once(self, *, limit: int = 50) -> int:
-        """One pass of the sync duty; returns how many jobs were brought up to date."""
+        """One pass of the sync duty; returns how many jobs were brought up to date. An installation GitHub rate-limits
+        is skipped until its reset; the others' check runs go on."""
         done = 0
-        for job in await self.store.jobs_needing_check_sync(limit=limit):
+        skip = self.rate_waits.skipped(self.clock())
+        for job in await self.store.jobs_needing_check_sync(limit=limit, skip=skip):
+            assert job.installation_id is not None
+            if self.rate_waits.waiting(job.installation_id, self.clock()):
+                continue  # limited earlier in this pass
             try:
                 await self.sync_job(job.id)
                 done += 1
             except RateLimited as exc:
-                log.warning("check-run sync paused by a rate limit: %s", exc.reason)
-                break
+                self.rate_waits.wait(job.installation_id, exc.retry_at)
+                log.warning(
+                    "check runs of installation %s wait for its rate limit (the others go on): %s",
+                    job.installation_id,
+                    exc.reason,
+                )
             except InstallationUnavailable as exc:
                 # Suspended or uninstalled (its webhook may not be here yet): the run is completed when it is back.
                 log.warning("job %s: check run waits for its installation: %s", job.id, exc.reason)

@@ -17,6 +17,7 @@ from reviewer_app.core.admission import (
 from reviewer_app.core.commands import WRITE_PERMISSIONS
 from reviewer_app.core.errors import JobError, PermanentError, RateLimited
 from reviewer_app.core.markers import answer_marker_of, find_posted_reply, make_reply_marker
+from reviewer_app.core.rate_waits import RateWaits
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.scopes import as_work
 from reviewer_app.github.team_commands import LearningLimits, apply_team_command
@@ -40,11 +41,14 @@ class OutboxSender:
         self.store = store
         self.clock = clock
         self.learnings = learnings or LearningLimits()
+        self.rate_waits = RateWaits()  # installations whose effects wait for their rate limit's reset
 
     @as_work("outbox")
     async def run_once(self) -> int:
         sent = 0
-        for e in await self.store.pending_effects(limit=50):
+        for e in await self.store.pending_effects(limit=50, skip=self.rate_waits.skipped(self.clock())):
+            if self.rate_waits.waiting(e["installation_id"], self.clock()):
+                continue  # limited earlier in this pass: its effects keep their order and wait
             try:
                 if e["kind"] in ("reaction", REVIEW_COMMENT_REACTION):
                     # GitHub keeps one reaction per content and user: sending it twice is harmless.
@@ -64,8 +68,13 @@ class OutboxSender:
                 else:
                     await self._reply_once(e)
             except RateLimited as exc:
-                log.warning("outbox paused by a rate limit: %s", exc.reason)
-                break
+                self.rate_waits.wait(e["installation_id"], exc.retry_at)
+                log.warning(
+                    "outbox of installation %s waits for its rate limit (the others go on): %s",
+                    e["installation_id"],
+                    exc.reason,
+                )
+                continue
             except JobError as exc:
                 give_up = isinstance(exc, PermanentError) or e["attempts"] + 1 >= MAX_ATTEMPTS
                 log.warning(

@@ -224,12 +224,16 @@ class Recovery:
 
     @as_work("sweep")
     async def sweep_once(self) -> int:
-        """One pass over every installation's open PRs; how many heads were admitted."""
+        """One pass over every installation's open PRs; how many heads were admitted. An installation GitHub
+        rate-limits is left for the next pass; the others are swept."""
         admitted = 0
         try:
             bot_login = await self.github.bot_login()
             for installation in await self.github.list_installations():
-                admitted += await self._sweep_installation(installation, bot_login)
+                try:
+                    admitted += await self._sweep_installation(installation, bot_login)
+                except RateLimited as exc:
+                    log.warning("sweep: installation %s left for the next pass: %s", installation.get("id"), exc.reason)
         except RateLimited as exc:
             log.warning("sweep of open pull requests paused by a rate limit: %s", exc.reason)
         except JobError as exc:

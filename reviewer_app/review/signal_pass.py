@@ -2,8 +2,9 @@
 recently reviewed pull requests are read on a timer too, not only when a pull request is next reviewed.
 
 Bounded: a pass goes over the pull requests of the newest finished reviews, newest first, and reads the reactions of
-at most ``REVIEWER_SIGNAL_READS`` comments in all (one GitHub request each, review/signals.py); GitHub limiting the
-app ends the pass early, and the next pass (or the next review) reads the rest. One host at a time runs it (a duty
+at most ``REVIEWER_SIGNAL_READS`` comments in all (one GitHub request each, review/signals.py); an installation GitHub
+rate-limits is skipped until its reset (the others' pull requests are read), and the next pass (or the next review)
+reads the rest. One host at a time runs it (a duty
 lease).
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 
 from reviewer_app.core.admission import TRIGGER_REPLY
 from reviewer_app.core.errors import JobError, RateLimited
+from reviewer_app.core.rate_waits import RateWaits
 from reviewer_app.core.states import JobState
 from reviewer_app.github.scopes import as_work
 from reviewer_app.review.signals import PullRef, Signals
@@ -31,6 +33,7 @@ class SignalPass:
         self.signals = signals
         self.store = store
         self.clock = clock
+        self.rate_waits = RateWaits()
 
     async def recent_pulls(self) -> list[PullRef]:
         """The pull requests of the newest finished reviews, newest first, each once."""
@@ -61,6 +64,8 @@ class SignalPass:
                     log.info("signal pass: pending learnings of %s not read: %s", pr.repo, exc.reason)
             if budget <= 0:
                 break
+            if self.rate_waits.waiting(pr.installation_id, self.clock()):
+                continue
             findings = [f for f in await self.store.open_findings(pr.repo_id, pr.number) if f.comment_id is not None]
             take = min(len(findings), budget)
             budget -= take
@@ -69,8 +74,8 @@ class SignalPass:
                     self.store, pr, findings, self.clock(), limit=take, budget=lookups
                 )
             except RateLimited as exc:
-                log.warning("signal pass: GitHub asks the app to wait; the pass ends here: %s", exc.reason)
-                break
+                self.rate_waits.wait(pr.installation_id, exc.retry_at)
+                log.warning("signal pass: installation %s waits for its rate limit: %s", pr.installation_id, exc.reason)
             except JobError as exc:
                 log.info("signal pass: reactions of %s#%s not read: %s", pr.repo, pr.number, exc.reason)
         return recorded

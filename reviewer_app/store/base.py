@@ -124,8 +124,8 @@ class Store(Protocol):
         or None when there is neither."""
         ...
 
-    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
-        """Jobs whose check run does not show their current phase yet."""
+    async def jobs_needing_check_sync(self, *, limit: int = 50, skip: Sequence[int] = ()) -> list[Job]:
+        """Jobs whose check run does not show their current phase yet, but those of the installations in ``skip``."""
         ...
 
     async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
@@ -146,7 +146,10 @@ class Store(Protocol):
         newer one): clear the key, so the sync shows the job's phase again; record ``check_run_id`` if it has none."""
         ...
 
-    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]: ...
+    async def pending_effects(self, *, limit: int = 50, skip: Sequence[int] = ()) -> list[dict[str, Any]]:
+        """Effects still to send, oldest first, but those of the installations in ``skip``."""
+        ...
+
     async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None: ...
     async def installation_active(self, installation_id: int) -> bool: ...
     async def usage_by_repo(self, *, since: float) -> list[dict[str, Any]]:
@@ -297,7 +300,8 @@ class Store(Protocol):
         ...
 
     async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
-        """Hold ``duty`` for up to ``seconds`` unless another owner holds it unexpired."""
+        """Hold ``duty`` for up to ``seconds`` unless another owner holds it unexpired (a holder that is gone from the
+        worker registry, its heartbeat older than its lease, holds nothing)."""
         ...
 
     async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None: ...
@@ -313,6 +317,12 @@ class Store(Protocol):
 
     async def prune_workers(self, before: float) -> int:
         """Forget processes whose last heartbeat is older than ``before``; the number forgotten."""
+        ...
+
+    async def void_holder(self, worker_id: str, *, now: float, jobs_at: float | None) -> int:
+        """``worker_id`` is known dead, or stopping: end its duty leases, check-run creation claims and redelivery
+        claims at ``now`` (so they are taken over at once) and its running jobs' leases at ``jobs_at`` (if sooner than
+        they would; None: leave them), and list it gone; how many leases and claims were ended."""
         ...
 
     async def get_job(self, job_id: int) -> Job | None: ...

@@ -147,11 +147,11 @@ class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
 
     # -- check runs ---------------------------------------------------------------------------------------
 
-    async def jobs_needing_check_sync(self, *, limit: int = 50) -> list[Job]:
-        return [Job.from_row(r) for r in await self._rows(s.NEEDS_CHECK_SYNC, (limit,))]
+    async def jobs_needing_check_sync(self, *, limit: int = 50, skip: Sequence[int] = ()) -> list[Job]:
+        return [Job.from_row(r) for r in await self._rows(s.NEEDS_CHECK_SYNC, (json.dumps(list(skip)), limit))]
 
     async def claim_check_run_creation(self, job_id: int, *, owner: str, now: float, seconds: float) -> bool:
-        params = (owner, now + seconds, job_id, now, owner)
+        params = (owner, now + seconds, job_id, now, owner, now)
         return await self._run(lambda: p.returns_row(s.CLAIM_CHECK_RUN_CREATION, params))
 
     async def set_check_run_if_unchanged(
@@ -165,8 +165,8 @@ class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
 
     # -- outbox, installations, usage ---------------------------------------------------------------------
 
-    async def pending_effects(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self._rows(s.PENDING_EFFECTS, (limit,))]
+    async def pending_effects(self, *, limit: int = 50, skip: Sequence[int] = ()) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self._rows(s.PENDING_EFFECTS, (json.dumps(list(skip)), limit))]
 
     async def mark_effect(self, effect_id: int, *, now: float, error: str | None, done: bool) -> None:
         await self._run(lambda: p.changes(s.MARK_EFFECT, (error, done, now, effect_id)))
@@ -299,7 +299,8 @@ class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
         return await self._run(lambda: p.changes(s.FORGET_REDELIVERIES, (before,)))
 
     async def take_duty_lease(self, duty: str, *, owner: str, now: float, seconds: float) -> bool:
-        return await self._run(lambda: p.returns_row(s.TAKE_DUTY_LEASE_IF_FREE, (duty, owner, now + seconds, now)))
+        params = (duty, owner, now + seconds, now, now)
+        return await self._run(lambda: p.returns_row(s.TAKE_DUTY_LEASE_IF_FREE, params))
 
     async def release_duty_lease(self, duty: str, *, owner: str, now: float) -> None:
         await self._run(lambda: p.changes(s.RELEASE_DUTY_LEASE_IF_HELD, (now, duty, owner)))
@@ -402,3 +403,6 @@ class DrivenStore(LearningsStore, OutcomesStore, FencedFinishes, abc.ABC):
 
     async def prune_workers(self, before: float) -> int:
         return await self._run(lambda: p.changes(s.PRUNE_WORKERS, (before,)), one_statement=True)
+
+    async def void_holder(self, worker_id: str, *, now: float, jobs_at: float | None) -> int:
+        return await self._run(lambda: p.void_holder(worker_id, now=now, jobs_at=jobs_at))

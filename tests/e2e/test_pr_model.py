@@ -65,6 +65,7 @@ from reviewer_app.dispatch.duty import DUTY_LEASE_SECONDS
 from reviewer_app.review.batches import BatchPoller
 from reviewer_app.service import Service, build_service
 from reviewer_app.store.base import StoreUnavailable
+from tests.e2e.model_dead_and_limited import DeadAndLimited
 from tests.fakes.github import added_file, iso
 from tests.fakes.github.routes.threads import add_review_reply
 from tests.harness import REPO, SOURCE, harness
@@ -152,10 +153,11 @@ def fake_model(body: dict[str, Any]) -> dict[str, Any] | str:
     return "It returns a constant on purpose, as far as this pull request shows."
 
 
-class PRWorkMachine(RuleBasedStateMachine):
+class PRWorkMachine(DeadAndLimited, RuleBasedStateMachine):
     """The model is deliberately dumb: what GitHub looks like, which requests were accepted, what ended them."""
 
     backend = "sqlite"
+    coverage = COVERAGE
 
     def __init__(self) -> None:
         super().__init__()
@@ -207,6 +209,7 @@ class PRWorkMachine(RuleBasedStateMachine):
         self.versions = 0  # versions of the file pushed so far (a new version changes the finding's line)
         self.questions: list[int] = []  # comment ids of questions (in the conversation or in a thread) admitted
         self.lost_reviews: list[Any] = []  # faults losing the answer to a review POST on a PR with full pages
+        self._init_dead_and_limited()
 
     # -- plumbing ------------------------------------------------------------------------------------------
 
@@ -220,6 +223,7 @@ class PRWorkMachine(RuleBasedStateMachine):
             try:
                 if self.second is not None:
                     self.run(self.second.stop())
+                self.run(self._stop_replacements())
                 self.run(self._harness.__aexit__(None, None, None))
                 if self.schema is not None:
                     self.run(drop_schema(postgres_dsn(), self.schema))
@@ -826,6 +830,7 @@ class PRWorkMachine(RuleBasedStateMachine):
             await recovery(self.h).sweep_once()
             await self._quiet()
         await self._check_invariant()
+        await self._check_the_other_installation()
 
     async def _deliver(self, sent: Sent) -> dict[str, Any]:
         """Deliver as GitHub does: a 503 (the job could not be stored) is a failed delivery, redelivered with the same

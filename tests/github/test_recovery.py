@@ -383,4 +383,5 @@ async def test_the_service_starts_the_duty_when_enabled(tmp_path) -> None:
         assert h.svc.recovery is None  # the harness turns it off
     async with harness(tmp_path, REVIEWER_SWEEP_SECONDS="3600") as h:
         assert h.svc.recovery is not None and h.svc.recovery.sweep_interval == 3600
-        assert any(t.get_name() == "recovery" for t in h.svc.background)
+        # The duties start once the first heartbeat has ended what this host's dead processes held.
+        await eventually(lambda: asyncio.sleep(0, any(t.get_name() == "recovery" for t in h.svc.background)))

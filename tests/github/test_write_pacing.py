@@ -173,3 +173,37 @@ async def test_thread_resolutions_go_out_paced_and_the_review_overtakes_them(gh)
     assert kinds.index("review") <= 3, kinds  # behind the burst (and at most the write already granted), not last
     assert within_bucket([r.arrived for r in writes], burst=2), gaps([r.arrived for r in writes])
     assert fake.max_concurrent_writes[inst] == 1
+
+
+async def test_reactions_and_thread_replies_get_turns_under_sustained_check_run_and_answer_writes() -> None:
+    # Two writers of check runs and answers keep one NORMAL write always waiting; ten bulk writes wait from the start.
+    # Before priorities aged, the bulk writes got 0 turns in 40.
+    pacer = WritePacer(interval=0)
+    granted: list[WritePriority] = []
+
+    async def write(priority: WritePriority) -> None:
+        async with pacer.turn(1, priority):
+            granted.append(priority)
+            await asyncio.sleep(0)
+
+    async def stream() -> None:
+        while len(granted) < 40:
+            await write(WritePriority.NORMAL)
+
+    holder = asyncio.Event()
+
+    async def first() -> None:
+        async with pacer.turn(1, WritePriority.NORMAL):
+            await holder.wait()
+
+    blocking = asyncio.create_task(first())
+    await asyncio.sleep(0)
+    bulk = [asyncio.create_task(write(WritePriority.BULK)) for _ in range(10)]
+    streams = [asyncio.create_task(stream()) for _ in range(2)]
+    await eventually(lambda: asyncio.sleep(0, pacer.queued(1) == 12))
+    holder.set()
+    await eventually(lambda: asyncio.sleep(0, len(granted) >= 40))
+    for task in (*streams, *bulk):
+        task.cancel()
+    await asyncio.gather(blocking, *streams, *bulk, return_exceptions=True)
+    assert granted[:40].count(WritePriority.BULK) >= 40 // 5

@@ -1,5 +1,5 @@
 """One-statement writes, and the few that read before they write: settings and once-only claims, the operator's
-retry, a redelivery's claim, and retention."""
+retry, a redelivery's claim, a dead process's leases ended, and retention."""
 
 from __future__ import annotations
 
@@ -48,6 +48,20 @@ def claim_redelivery(guid: str, delivery_id: int, *, owner: str, now: float, sta
     return (yield Row(s.CLAIM_REDELIVERY_IF_UNCLAIMED, (guid, delivery_id, owner, now, stale_before))) is not None
 
 
+def void_holder(owner: str, *, now: float, jobs_at: float | None) -> Procedure[int]:
+    """A process known dead holds nothing: its leases and claims end at ``now`` (its running jobs' leases at
+    ``jobs_at``, when nothing it sent can still be in flight; None: as they are), and it is listed gone; how many were
+    ended."""
+    voided = yield Count(s.VOID_DUTY_LEASES_OF, (now, owner, now))
+    voided += yield Count(s.VOID_CHECK_RUN_CLAIMS_OF, (now, owner, now))
+    jobs = 0 if jobs_at is None else (yield Count(s.VOID_JOB_LEASES_OF, (jobs_at, owner, jobs_at)))
+    voided += jobs + (yield Count(s.VOID_REDELIVERY_CLAIMS_OF, (owner,)))
+    yield Count(s.END_REGISTRATION_LEASE, (owner,))
+    if jobs:
+        yield Wake()  # the dispatchers look again: the earliest lease to expire moved closer
+    return voided
+
+
 def prune(before: float, batch: int) -> Procedure[int]:
     """Up to ``batch`` terminal jobs finished before ``before`` (with their attempts), deliveries received before it
     and effects sent before it; the number deleted."""
@@ -62,4 +76,14 @@ def prune(before: float, batch: int) -> Procedure[int]:
     return removed + (yield Count(s.PRUNE_FINISHED_EFFECTS, (before, batch)))
 
 
-__all__ = ["changes", "many", "returns_row", "claim_once", "set_setting", "operator_retry", "claim_redelivery", "prune"]
+__all__ = [
+    "changes",
+    "many",
+    "returns_row",
+    "claim_once",
+    "set_setting",
+    "operator_retry",
+    "claim_redelivery",
+    "void_holder",
+    "prune",
+]

@@ -3,7 +3,9 @@ run shows recorded only while the job is as its writer read it."""
 
 from __future__ import annotations
 
+from reviewer_app.store.statements.dialects import with_json_ids
 from reviewer_app.store.statements.jobs import JOB_COLUMNS
+from reviewer_app.store.statements.workers import GONE_WORKER_IDS
 
 # Jobs whose check run does not show their current phase yet (the key names the phase and the attempt). A running
 # job's check run belongs to its worker, so hosts never race to create it (a sync that was already creating it when
@@ -13,22 +15,28 @@ CHECK_KEY = (
     "CASE WHEN state = 'queued' THEN 'queued:' || attempts"
     " WHEN state = 'running' THEN 'in_progress:' || attempts ELSE 'completed' END"
 )
-NEEDS_CHECK_SYNC = f"""
+# Installations waiting out a rate limit are skipped (a JSON array of ids): the others' jobs do not wait behind
+# theirs. Parameters: skipped installations, limit.
+NEEDS_CHECK_SYNC = with_json_ids(f"""
 SELECT {JOB_COLUMNS} FROM jobs
  WHERE installation_id IS NOT NULL AND head_sha <> '' AND state <> 'running' AND trigger NOT LIKE 'reply:%'
    AND COALESCE(check_run_status, '') <> {CHECK_KEY}
    AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
+   AND installation_id NOT IN ({{ids}})
  ORDER BY updated_at LIMIT ?
-"""
+""")
 
 # One creator of a job's check run at a time, across hosts: the worker starting the review and another host's
 # check-sync pass can both find no check run for the job and would both create one (GitHub keeps both). The claim
 # expires, so a creator that died between creating and recording is replaced; its successor looks for the run by
-# external_id before creating. Parameters: owner, until, job id, now, owner.
-CLAIM_CHECK_RUN_CREATION = """
+# external_id before creating. A claim of a process that is gone (its heartbeat older than its lease) is void at
+# once, as is one of a process known dead on its host (VOID_CHECK_RUN_CLAIMS_OF). Parameters: owner, until, job id,
+# now, owner, now.
+CLAIM_CHECK_RUN_CREATION = f"""
 UPDATE jobs SET check_run_claim = ?, check_run_claim_until = ?
  WHERE id = ? AND check_run_id IS NULL
-   AND (check_run_claim_until IS NULL OR check_run_claim_until <= ? OR check_run_claim = ?)
+   AND (check_run_claim_until IS NULL OR check_run_claim_until <= ? OR check_run_claim = ?
+        OR check_run_claim IN ({GONE_WORKER_IDS}))
 RETURNING id
 """
 

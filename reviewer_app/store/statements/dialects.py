@@ -34,6 +34,14 @@ def numbered(query: str) -> str:
     return "".join(out)
 
 
+def with_json_ids(query: str) -> Dialects:
+    """``query`` with ``{ids}`` standing for the integers of one parameter, a JSON array (e.g. ``NOT IN ({ids})``)."""
+    return Dialects(
+        query.format(ids="SELECT value FROM json_each(?)"),
+        numbered(query.format(ids="SELECT value::bigint FROM json_array_elements_text(?::json) AS value")),
+    )
+
+
 def for_sqlite(stmt: Statement) -> str | None:
     return stmt.sqlite if isinstance(stmt, Dialects) else stmt
 
@@ -42,4 +50,4 @@ def for_postgres(stmt: Statement) -> str | None:
     return stmt.postgres if isinstance(stmt, Dialects) else numbered(stmt)
 
 
-__all__ = ["Dialects", "Statement", "numbered", "for_sqlite", "for_postgres"]
+__all__ = ["Dialects", "Statement", "numbered", "with_json_ids", "for_sqlite", "for_postgres"]

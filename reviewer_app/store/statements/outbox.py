@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reviewer_app.store.statements.dialects import Dialects
+from reviewer_app.store.statements.dialects import Dialects, with_json_ids
 
 INSERT_EFFECT = """
 INSERT INTO outbox (kind, installation_id, repo_full_name, target, content, created_at) VALUES (?, ?, ?, ?, ?, ?)
@@ -13,12 +13,14 @@ COMMENTED_SINCE = """
 SELECT EXISTS (SELECT 1 FROM outbox WHERE kind = 'comment' AND repo_full_name = ? AND target = ? AND created_at > ?)
 """
 
-# Effects still to send, skipping installations that are gone.
-PENDING_EFFECTS = """
+# Effects still to send, skipping installations that are gone and those waiting out a rate limit (a JSON array of
+# ids). Parameters: skipped installations, limit.
+PENDING_EFFECTS = with_json_ids("""
 SELECT id, kind, installation_id, repo_full_name, target, content, created_at, attempts FROM outbox
  WHERE sent_at IS NULL AND installation_id NOT IN (SELECT id FROM installations WHERE active = 0)
+   AND installation_id NOT IN ({ids})
  ORDER BY id LIMIT ?
-"""
+""")
 
 # An outbox effect was tried: count it, keep the error, and mark it sent when it went through. Parameters: error,
 # done?, now, effect id.

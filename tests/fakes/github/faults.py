@@ -125,5 +125,7 @@ class Hangs:
             await asyncio.wait_for(self._release.wait(), delay)
 
     def release(self) -> None:
+        """Let the held requests go on; a hang met after this holds again until the next release."""
         if self._release is not None:
             self._release.set()
+            self._release = None
