@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from reviewer_app.core.anchoring import resolve_path
 from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence
 from reviewer_app.core.job_records import ModelProgress, PartAnswer, StoredAnswer, VerifyAnswer
+from reviewer_app.core.passes import merge_passes
 from reviewer_app.core.precision import INVENTED, Withheld, apply_verdicts, withhold_covered
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.dispatch.context import JobContext
@@ -89,7 +90,8 @@ class Ask:
                     done = batched
                     await _save(ctx, _progress(ctx).with_part(part.key, done))
                 else:
-                    # Kept on the job when another request follows (a part, the verification): a retry pays it once.
+                    # Kept on the job when another request follows (a part, a pass, the verification): a retry pays
+                    # it once.
                     keep = question.shared or self._verifies(question)
                     done = await self._ask_part(ctx, part, question.shared, tools, keep=keep)
             answers.append(done)
@@ -151,7 +153,7 @@ class Ask:
         finally:
             # What was paid for is on record, even when the call failed or the process dies next.
             await record()
-        done = PartAnswer(answer.summary, answer.comments, answer.model)
+        done = PartAnswer(answer.summary, answer.comments, answer.model, *_tokens(meter))
         if keep:
             await _save(ctx, _progress(ctx).with_part(part.key, done))  # a later request that fails does not cost it
         return done
@@ -314,18 +316,38 @@ async def store_answer(ctx: JobContext, answer: StoredAnswer) -> None:
 
 
 def _joined(question: Question, answers: Sequence[PartAnswer]) -> StoredAnswer:
-    """One answer, however many parts: each part's risks joined into one summary (a part is told to give only
-    those), their comments together."""
-    summaries = [a.summary.strip() for a in answers] if question.parts else [NOTHING_REVIEWED]
+    """One answer, however many parts and passes: the first pass's risks joined into one summary (a part is told to
+    give only those), each pass's comments together, and the passes' findings merged (core/passes.py) with what
+    each pass cost."""
+    by_pass: dict[int, list[PartAnswer]] = {}
+    for part, answer in zip(question.parts, answers, strict=True):
+        by_pass.setdefault(part.review_pass, []).append(answer)
+    first = by_pass.get(1, [])
+    summaries = [a.summary.strip() for a in first] if question.parts else [NOTHING_REVIEWED]
+    merged = merge_passes([[c for a in done for c in a.comments] for _, done in sorted(by_pass.items())])
+    several = len(by_pass) > 1
     return StoredAnswer(
         summary=" ".join(dict.fromkeys(s for s in summaries if s)),
-        comments=tuple(c for a in answers for c in a.comments),
+        comments=merged.comments,
         not_covered=question.not_covered,
         files_reviewed=question.files_reviewed,
         model=answers[-1].model if answers else "",
-        parts=len(question.parts),
+        parts=len(first),
         incremental_note=question.incremental_note,
+        passes=tuple(
+            (sum(a.input_tokens for a in done), sum(a.output_tokens for a in done))
+            for _, done in sorted(by_pass.items())
+        )
+        if several
+        else (),
+        found_in_passes=merged.found if several else 0,
     )
+
+
+def _tokens(meter: UsageMeter) -> tuple[int, int]:
+    """Every input token a request took (cached or not), and its output tokens."""
+    taken = meter.input_tokens + meter.cache_creation_input_tokens + meter.cache_read_input_tokens
+    return taken, meter.output_tokens
 
 
 def _with_learnings(answer: StoredAnswer, question: Question) -> StoredAnswer:
