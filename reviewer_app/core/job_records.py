@@ -104,19 +104,22 @@ class VerifyAnswer:
             return None
         verdicts: dict[int, Verdict] = {}
         for row in value["verdicts"]:
-            if (
+            if (  # [index, verdict, confidence, reason] and, when it asked for code, what it needs
                 isinstance(row, list)
-                and len(row) == 4
+                and len(row) in (4, 5)
                 and _int(row[0]) is not None
                 and row[1] in VERDICTS
                 and _int(row[2]) is not None
                 and isinstance(row[3], str)
             ):
-                verdicts[row[0]] = Verdict(row[1], row[2], row[3])
+                verdicts[row[0]] = Verdict(row[1], row[2], row[3], need=_str(row[4]) if len(row) == 5 else None)
         return cls(verdicts, _str(value.get("model")) or "")
 
     def to_dict(self) -> dict[str, Any]:
-        rows = [[i, v.verdict, v.confidence, v.reason] for i, v in sorted(self.verdicts.items())]
+        rows = [
+            [i, v.verdict, v.confidence, v.reason, *([v.need] if v.need else [])]
+            for i, v in sorted(self.verdicts.items())
+        ]
         return {"verdicts": rows, "model": self.model}
 
 
@@ -218,8 +221,7 @@ class PartAnswer:
     summary: str
     comments: tuple[ModelComment, ...] = ()
     model: str = ""
-    # What asking it cost: every input token (cached or not) and output token of its requests, for the per-pass
-    # account of a review in several passes (core/passes.py).
+    # What asking it cost (every input token, cached or not, and the output), for a review in passes (core/passes.py).
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -425,9 +427,8 @@ class StoredAnswer:
     # An answer in a thread: whether the reply disputes the app's finding, and the learning the model proposed then.
     disputes: bool = False
     learning: str | None = None
-    # A review in several passes (core/passes.py): each pass's (input, output) tokens, and its findings before merging.
-    passes: tuple[tuple[int, int], ...] = ()
-    found_in_passes: int = 0
+    # A review in several passes (core/passes.py): each pass's input and output tokens and findings (before merging).
+    passes: tuple[tuple[int, int, int], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     @classmethod
@@ -455,7 +456,6 @@ class StoredAnswer:
             disputes=value.get("disputes") is True,
             learning=_str(value.get("learning")),
             passes=_passes(value.get("passes")),
-            found_in_passes=_int(value.get("found_in_passes")) or 0,
             extra={k: v for k, v in value.items() if k not in known},
         )
 
@@ -474,11 +474,7 @@ class StoredAnswer:
                 **({"disputes": True, "learning": self.learning} if self.disputes else {}),
                 **({"learnings": list(self.learnings)} if self.learnings else {}),
                 **({"withheld": [_withheld_json(w) for w in self.withheld]} if self.withheld else {}),
-                **(
-                    {"passes": [list(p) for p in self.passes], "found_in_passes": self.found_in_passes}
-                    if self.passes
-                    else {}
-                ),
+                **({"passes": [list(p) for p in self.passes]} if self.passes else {}),
             }
         ).decode()
 
@@ -490,9 +486,9 @@ def _withheld_json(w: Withheld) -> dict[str, Any]:
     return out
 
 
-def _passes(value: Any) -> tuple[tuple[int, int], ...]:
-    rows = value if isinstance(value, list) else ()
-    return tuple((p[0], p[1]) for p in rows if _is_pair(p) and _int(p[0]) is not None and _int(p[1]) is not None)
+def _passes(value: Any) -> tuple[tuple[int, int, int], ...]:
+    rows = [p for p in value if isinstance(p, list) and len(p) == 3] if isinstance(value, list) else []
+    return tuple((p[0], p[1], p[2]) for p in rows if all(_int(x) is not None for x in p))
 
 
 def _is_pair(value: Any) -> bool:

@@ -94,8 +94,9 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
-def pass_line(tokens: Sequence[tuple[int, int]], merged: int, found: int) -> str:
-    """What several passes cost and found, for the check run: "3 review passes (input/output tokens 12,000/800,
-    11,950/760, 12,100/910): 14 findings, 9 after merging"."""
-    each = ", ".join(f"{i:,}/{o:,}" for i, o in tokens)
-    return f"{len(tokens)} review passes (input/output tokens {each}): {found} findings, {merged} after merging"
+def pass_line(passes: Sequence[tuple[int, int, int]], merged: int) -> str:
+    """What several passes (each: input tokens, output tokens, findings) cost and found, for the check run: "3 review
+    passes (input/output tokens 12,000/800, 11,950/760, 12,100/910): 14 findings, 9 after merging"."""
+    each = ", ".join(f"{i:,}/{o:,}" for i, o, _ in passes)
+    found = sum(n for _, _, n in passes)
+    return f"{len(passes)} review passes (input/output tokens {each}): {found} findings, {merged} after merging"

@@ -110,7 +110,8 @@ class Question:
     learnings: tuple[Learning, ...] = ()
     in_prompt: tuple[int, ...] = ()
     passes: int = 1  # independent review passes; ``parts`` holds every pass's parts, the first pass's first
-    # The repository at the head (codebase/), when it could be had: the tools search it, the verifier reads it.
+    # The repository at the head (codebase/), when it could be had: the tools search it, the verifier reads it (what
+    # each finding depends on, and the code a verdict asks for).
     codebase: Codebase | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -234,7 +234,7 @@ class Publish:
             answers=await _answers_on_pr(ctx),
             withheld_count=review.held_back,
             withheld=tuple(review.withheld),
-            passes=pass_line(answer.passes, len(answer.comments), answer.found_in_passes) if answer.passes else "",
+            passes=pass_line(answer.passes, len(answer.comments)) if answer.passes else "",
         )
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(

@@ -202,7 +202,7 @@ def test_evidence_verdicts_and_withheld_findings_round_trip_and_older_answers_la
 
 
 def test_a_review_in_several_passes_keeps_each_pass_cost_and_a_part_its_tokens() -> None:
-    answer = StoredAnswer("s", passes=((1200, 30), (1100, 25)), found_in_passes=4)
+    answer = StoredAnswer("s", passes=((1200, 30, 3), (1100, 25, 1)))
     assert StoredAnswer.from_json(answer.to_json()) == answer
     assert StoredAnswer.from_json(StoredAnswer("s").to_json()).passes == ()  # type: ignore[union-attr]
     part = PartAnswer("s", (), "m", 1200, 30)

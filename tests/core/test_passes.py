@@ -114,6 +114,6 @@ def test_later_passes_read_in_orders_of_their_own_that_are_stable() -> None:
 
 
 def test_the_check_runs_line_counts_each_pass() -> None:
-    assert pass_line([(12000, 800), (11950, 760), (12100, 910)], 9, 14) == (
+    assert pass_line([(12000, 800, 5), (11950, 760, 4), (12100, 910, 5)], 9) == (
         "3 review passes (input/output tokens 12,000/800, 11,950/760, 12,100/910): 14 findings, 9 after merging"
     )

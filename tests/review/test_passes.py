@@ -78,7 +78,7 @@ async def test_three_passes_read_the_files_in_three_orders_and_their_union_is_ve
             ("src/beta.py", 4, "warning"),
             ("src/gamma.py", 6, "warning"),
         ]
-        assert job.answer.passes == ((1000, 10), (2000, 20), (3000, 30)) and job.answer.found_in_passes == 5
+        assert job.answer.passes == ((1000, 10, 2), (2000, 20, 2), (3000, 30, 1))
         assert job.answer.summary == "Pass one."
         [run] = h.check_runs(pull.head_sha)
         assert (
