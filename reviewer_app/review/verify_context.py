@@ -17,8 +17,10 @@ RELATED_TOKENS = 6_000  # cross-file code in one verification request, all findi
 MIN_FINDING_TOKENS = 400  # below this a finding's share is not worth a lookup of related code
 MAX_FINDING_TOKENS = 1_500  # one finding's share, however few findings there are
 LOOKUP_LINES = 60  # of a file or a definition, shown for a lookup
+LOOKUP_DEFINITIONS = 2  # definitions of a symbol whose code is shown
 MAX_LOOKUP_CHARS = 6_000
-_LOCATION = re.compile(r"^\s*(?:[-*]\s*)?([^\s:]+):(\d+)", re.MULTILINE)  # "path:line" at a line's start
+# "path:line" or "path:start-end" at a line's start (the codebase's find_definition answer).
+_LOCATION = re.compile(r"^\s*(?:[-*]\s*)?([^\s:]+):(\d+)(?:-(\d+))?", re.MULTILINE)
 
 
 def finding_context(
@@ -53,8 +55,9 @@ def finding_context(
 
 
 def look_up(codebase: Codebase, need: str) -> str:
-    """The answer to a verifier's "need": a repository path's first lines, or a symbol's definitions with the code of
-    the first one; bounded text that says when nothing was found."""
+    """The answer to a verifier's "need": a repository path's first lines, or a symbol's definitions (``Class.method``
+    narrows to the class) with the code of the first LOOKUP_DEFINITIONS; bounded text that says when nothing was
+    found."""
     need = need.strip().strip("`").strip()
     try:
         if "/" in need or re.search(r"\.\w{1,5}$", need):
@@ -63,12 +66,14 @@ def look_up(codebase: Codebase, need: str) -> str:
                 return _bounded(text)
         name = re.split(r"[\s(]", need, maxsplit=1)[0]
         found = codebase.find_definition(name, limit=5)
-        location = _LOCATION.search(found)
-        body = None
-        if location is not None:
-            line = int(location.group(2))
-            body = codebase.read_file(location.group(1), line, line + LOOKUP_LINES - 1)
-        return _bounded(found if body is None else f"{found}\n\n{location.group(1)}:\n{body}")  # type: ignore[union-attr]
+        parts = [found]
+        for location in list(_LOCATION.finditer(found))[:LOOKUP_DEFINITIONS]:
+            path, start = location.group(1), int(location.group(2))
+            end = min(int(location.group(3) or start + LOOKUP_LINES - 1), start + LOOKUP_LINES - 1)
+            body = codebase.read_file(path, start, end)
+            if body is not None:
+                parts.append(f"{path}:\n{body}")
+        return _bounded("\n\n".join(parts))
     except Exception as exc:  # the verdict is given without it
         log.warning("codebase lookup of %r failed: %s", need, exc)
         return "(the lookup failed: judge from what is shown)"
