@@ -488,7 +488,7 @@ async def run(
     with tempfile.TemporaryDirectory() as tmp:
         async with serving(model) as url:
             for index, (config, case) in enumerate((c, x) for c in configs for x in cases):
-                model.start_case(f"{case['id']} [{config}]")
+                model.start_case(case["id"], config)
                 (Path(tmp) / str(index)).mkdir()
                 result = await review(case, model, url, Path(tmp) / str(index), config=config, corpus=corpus)
                 result.candidates = candidates_of(result.answer)
