@@ -172,8 +172,8 @@ def verify_request(
     ]
     related, lookups = related or {}, lookups or {}
     for index, comment in enumerate(asked):
-        shown = [*excerpts(comment, files.get(comment.path), diffs.get(comment.path)), *_snippets(related.get(index))]
-        parts.append(_finding(index, comment, shown, lookups.get(index)))
+        code = [*excerpts(comment, files.get(comment.path), diffs.get(comment.path)), *_snippets(related.get(index))]
+        parts.append(_finding(index, comment, code, lookups.get(index)))
     parts.append(f"</{_DATA_TAG}>")
     again = (
         " You asked for the code in each <lookup>; it is shown as the repository has it (or says it was not found). "
