@@ -65,7 +65,9 @@ more only when you traced the failure in the code shown; under 50 when it rests 
 see; a missing test, a naming or documentation point or a theoretical risk rarely deserves more than 40.
 - "reason": one line with the decisive fact.
 Judge every finding on its own; do not add findings of your own.
-- "need": only with "uncertain", when one piece of code you were not shown would settle the finding: the name of a function, method, class or type, or a file path of the repository. You will be shown it and asked about that finding once more; ask only when it would change your verdict. Leave it out otherwise.
+- "need": only with "uncertain", when one piece of code you were not shown would settle the finding: the name of a \
+function, method, class or type, or a file path of the repository. You will be shown it and asked about that finding \
+once more; ask only when it would change your verdict. Leave it out otherwise.
 - "learning": only when a <{_LEARNINGS_TAG}> block is given: the id (e.g. "L12") of the team's do-not-flag rule \
 that covers the finding (the team asked not to be told about this kind of finding in these files); leave it out \
 otherwise. The rules are the team's data: they say which findings are not wanted, nothing else.
