@@ -79,12 +79,13 @@ class ModelSide:
     live: Any = None  # an anthropic.AsyncAnthropic when ANTHROPIC_API_KEY is set
     record_missing: bool = False
     case: str = ""  # the case being reviewed, written into pending requests and new recordings
+    config: str = ""  # the configuration it is reviewed under (bench/review_quality.py CONFIGS), likewise
     answered: list[dict[str, Any]] = field(default_factory=list)  # this case's recordings used, in order
     missing: list[str] = field(default_factory=list)  # hashes of requests without a recording (this case)
     used: set[str] = field(default_factory=set)  # every recording used in this run
 
-    def start_case(self, case: str) -> None:
-        self.case, self.answered, self.missing = case, [], []
+    def start_case(self, case: str, config: str = "") -> None:
+        self.case, self.config, self.answered, self.missing = case, config, [], []
 
     def path(self, key: str) -> Path:
         return self.recordings / f"{key}.json"
@@ -125,6 +126,7 @@ class ModelSide:
             "hash": key,
             "kind": KINDS.get(tool, tool),
             "case": self.case,
+            **({"config": self.config} if self.config else {}),
             "model": body.get("model"),
             "answer": answer,
             "usage": usage,
@@ -139,6 +141,7 @@ class ModelSide:
             "hash": key,
             "kind": KINDS.get(tool, tool),
             "case": self.case,
+            **({"config": self.config} if self.config else {}),
             "model": body.get("model"),
             "tool": tool,
             "system": system if isinstance(system, str) else text_of(system),
@@ -154,7 +157,7 @@ class ModelSide:
     def save_answer(self, key: str, answer: Any) -> Path:
         """A stand-in's answer to the pending request ``key``, saved as its recording (usage estimated)."""
         pending = json.loads((self.recordings / "pending" / f"{key}.json").read_text())
-        self.case = pending["case"]
+        self.case, self.config = pending["case"], pending.get("config", "")
         usage = estimated_usage(pending["body"], answer)
         recording = self._recording(key, pending["body"], pending["tool"], answer, usage, by="stand-in")
         path = self.path(key)

@@ -17,6 +17,13 @@ a language (micro averages). Model cost per review comes from the recordings' us
     python bench/review_quality.py                      # replay (or the API with ANTHROPIC_API_KEY); --json
     python bench/review_quality.py --record-missing     # requests without a recording go to quality_recordings/pending
     python bench/review_quality.py --save-answer HASH answer.json   # a stand-in's answer to a pending request
+    python bench/review_quality.py --configs "diff only,codebase" --cases ID,ID   # some configurations, some cases
+
+Configurations (``--configs``, default: the first two): each reviews every case with one `.github/reviewer.yml`:
+"diff only" (no codebase), "codebase" (the repository at the head: cross-file context in the prompt and for the
+verifier), "codebase + tools" (and the model's search tools), "diff only (3 passes)" and "codebase (3 passes)". A case
+built with ``build.py --tree`` has its whole repository at the base commit served as the fake GitHub's archive; a case
+without a tree gets only its changed files there.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import logging
 import os
 import re
 import sys
+import tarfile
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -104,6 +112,17 @@ VARIANTS: tuple[tuple[str, bool, bool, bool], ...] = (
 )
 
 
+# The configurations compared, by name: the repository's .github/reviewer.yml for each.
+CONFIGS: dict[str, str] = {
+    "diff only": "codebase: false\n",
+    "codebase": "codebase: true\n",
+    "codebase + tools": "codebase: true\nrepository_tools: true\n",
+    "diff only (3 passes)": "codebase: false\npasses: 3\n",
+    "codebase (3 passes)": "codebase: true\npasses: 3\n",
+}
+DEFAULT_CONFIGS = ("diff only", "codebase")
+MAX_TREE_FILE_BYTES = 1024 * 1024
+
 # --------------------------------------------------------------------------------------------------- the corpus
 
 
@@ -143,6 +162,25 @@ def _lines(text: str | None) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
+def base_tree(corpus: Path, case_id: str) -> dict[str, str]:
+    """The case's repository at the base commit (``<id>.tree.tar.gz`` from ``build.py --tree``): its text files by
+    path; empty when the case was built without it."""
+    path = corpus / f"{case_id}.tree.tar.gz"
+    if not path.exists():
+        return {}
+    files: dict[str, str] = {}
+    with tarfile.open(path, "r:gz") as tar:
+        for member in tar:
+            if not member.isfile() or member.size > MAX_TREE_FILE_BYTES:
+                continue
+            data = tar.extractfile(member)
+            try:
+                files[member.name] = data.read().decode("utf-8") if data is not None else ""
+            except UnicodeDecodeError:
+                continue
+    return files
+
+
 def head_sha(case: dict[str, Any]) -> str:
     sha = str(case["source"]).rstrip("/").rsplit("/", 1)[-1]
     return sha if re.fullmatch(r"[0-9a-f]{40}", sha) else (sha * 40)[:40]
@@ -160,6 +198,7 @@ class CaseRun:
     answer: StoredAnswer | None
     published: int  # findings the app showed (inline and outside the diff)
     candidates: list[tuple[ModelComment, str | None]] = field(default_factory=list)  # (finding, withheld reason)
+    config: str = DEFAULT_CONFIGS[0]
     matches: dict[int, int] = field(default_factory=dict)  # candidate index -> known issue index
     usage: dict[str, dict[str, int]] = field(default_factory=dict)  # by kind: review, verify, judge
     answered_by: set[str] = field(default_factory=set)  # who answered the recordings used: api, stand-in
@@ -182,8 +221,16 @@ async def serving(model: ModelSide) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def review(case: dict[str, Any], model: ModelSide, url: str, work: Path) -> CaseRun:
-    """The whole app reviews ``case`` as a pull request; its stored answer and what it published."""
+async def review(
+    case: dict[str, Any],
+    model: ModelSide,
+    url: str,
+    work: Path,
+    *,
+    config: str = DEFAULT_CONFIGS[0],
+    corpus: Path = CORPUS,
+) -> CaseRun:
+    """The whole app reviews ``case`` as a pull request under ``config``; its stored answer and what it published."""
     from reviewer_app.core.states import JobState
     from tests.harness import harness
 
@@ -195,6 +242,7 @@ async def review(case: dict[str, Any], model: ModelSide, url: str, work: Path) -
         "REVIEWER_MALFORMED_RETRIES": "0",
         "REVIEWER_MAX_ATTEMPTS": "1",
         "REVIEWER_MODEL_TIMEOUT_SECONDS": "600",
+        "REVIEWER_CODEBASE_DIR": str(work / "codebase"),
     }
     async with harness(work, **env) as h:
         repo = case["repo"]
@@ -203,6 +251,10 @@ async def review(case: dict[str, Any], model: ModelSide, url: str, work: Path) -
         pull = h.github.add_pull(
             repo, 1, head_sha(case), files=files, title=case["title"], body=case.get("body") or "", user="author"
         )
+        h.github.set_file(repo, ".github/reviewer.yml", CONFIGS[config])
+        if "codebase: true" in CONFIGS[config]:
+            for path, text in base_tree(corpus, case["id"]).items():  # the archive the codebase room fetches
+                h.github.set_file(repo, path, text, ref=pull.base_sha)
         for f in case["files"]:
             if f["head"] is not None:
                 h.github.set_file(repo, f["path"], f["head"], ref=pull.head_sha)
@@ -212,7 +264,7 @@ async def review(case: dict[str, Any], model: ModelSide, url: str, work: Path) -
         job = await h.wait_state(delivered["job_id"], JobState.SUCCEEDED, JobState.FAILED, timeout=600)
         counts = job.details.counts
         published = (counts.inline + counts.moved) if counts is not None else 0
-        return CaseRun(case, job.state.value, job.answer, published)
+        return CaseRun(case, job.state.value, job.answer, published, config=config)
 
 
 def candidates_of(answer: StoredAnswer | None) -> list[tuple[ModelComment, str | None]]:
@@ -428,15 +480,17 @@ async def run(
     record_missing: bool = False,
     live: Any = None,
     model: ModelSide | None = None,
+    configs: Sequence[str] = DEFAULT_CONFIGS[:1],
+    corpus: Path = CORPUS,
 ) -> list[CaseRun]:
     model = model or ModelSide(recordings, live=live, record_missing=record_missing)
     runs: list[CaseRun] = []
     with tempfile.TemporaryDirectory() as tmp:
         async with serving(model) as url:
-            for index, case in enumerate(cases):
-                model.start_case(case["id"])
+            for index, (config, case) in enumerate((c, x) for c in configs for x in cases):
+                model.start_case(case["id"], config)
                 (Path(tmp) / str(index)).mkdir()
-                result = await review(case, model, url, Path(tmp) / str(index))
+                result = await review(case, model, url, Path(tmp) / str(index), config=config, corpus=corpus)
                 result.candidates = candidates_of(result.answer)
                 if not model.missing:
                     await judge(result, model)
@@ -492,6 +546,48 @@ def report(runs: Sequence[CaseRun]) -> dict[str, Any]:
     }
 
 
+def compare(runs: Sequence[CaseRun], configs: Sequence[str]) -> dict[str, Any]:
+    """Per configuration: the published findings' precision, recall and F1 per language (the production variant), over
+    the cases complete in every configuration, and the model tokens and cost per review."""
+    complete = {r.case["id"] for r in runs if r.complete}
+    for config in configs:
+        complete &= {r.case["id"] for r in runs if r.config == config and r.complete}
+    out: dict[str, Any] = {"cases": sorted(complete), "configs": {}}
+    for config in configs:
+        chosen = [r for r in runs if r.config == config and r.case["id"] in complete]
+        by: dict[str, Score] = {}
+        for r in chosen:
+            s = score(r, shown(r.candidates, evidence=True, verify=True, cap=True))
+            by.setdefault(r.case["language"], Score()).add(s)
+            by.setdefault("overall", Score()).add(s)
+        rows = {k: v.row() for k, v in sorted(by.items(), key=lambda kv: (kv[0] == "overall", kv[0]))}
+        out["configs"][config] = {"scores": rows, "cost": costs(chosen)}
+    return out
+
+
+def render_comparison(result: dict[str, Any]) -> str:
+    lines = [
+        f"configurations compared over the {len(result['cases'])} cases complete in each (published findings):",
+        f"{'configuration':22} {'language':12} {'shown':>5} {'match':>5} {'issues':>6} {'found':>5} {'P':>5} {'R':>5} "
+        f"{'F1':>5} {'tokens in/out per review':>26} {'US$/review':>10}",
+    ]
+    for config, row in result["configs"].items():
+        c = row["cost"] or {}
+        tokens = (
+            f"{c.get('review_input_tokens', 0) + c.get('verify_input_tokens', 0):,}/"
+            f"{c.get('review_output_tokens', 0) + c.get('verify_output_tokens', 0):,}"
+        )
+        usd = f"{c.get('usd_per_review_verification_on', 0.0):.4f}"
+        for lang, s in row["scores"].items():
+            last = lang == "overall"
+            lines.append(
+                f"{config:22} {lang:12} {s['findings']:5} {s['matching']:5} {s['known_issues']:6} {s['found']:5} "
+                f"{s['precision']:5.0%} {s['recall']:5.0%} {s['f1']:5.2f} {tokens if last else '':>26} "
+                f"{usd if last else '':>10}"
+            )
+    return "\n".join(lines)
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [
         f"cases: {result['complete']} complete of {result['cases']}"
@@ -536,6 +632,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-answer", nargs=2, metavar=("HASH", "FILE"), help="record a stand-in's answer")
     parser.add_argument("--prune", action="store_true", help="delete recordings a whole-corpus run did not use")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--configs",
+        default=",".join(DEFAULT_CONFIGS),
+        help=f"comma-separated configurations to compare (of: {', '.join(CONFIGS)})",
+    )
     args = parser.parse_args(argv)
     if args.save_answer:
         key, file = args.save_answer
@@ -551,15 +652,22 @@ def main(argv: list[str] | None = None) -> int:
         import anthropic
 
         live = anthropic.AsyncAnthropic()
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"no such configuration: {', '.join(unknown)} (known: {', '.join(CONFIGS)})")
     model = ModelSide(args.recordings, live=live, record_missing=args.record_missing)
-    runs = asyncio.run(run(cases, model=model))
-    result = report(runs)
+    runs = asyncio.run(run(cases, model=model, configs=configs, corpus=args.corpus))
+    result = report([r for r in runs if r.config == configs[0]])
+    result["configuration"] = configs[0]
+    result["comparison"] = compare(runs, configs)
     unused = model.unused()
     if args.prune and not args.cases and not excluded:
         for path in unused:
             path.unlink()
     result["unused_recordings"] = len(unused)
-    print(json.dumps(result, indent=2) if args.json else render(result))
+    text = f"{render(result)}\n\n{render_comparison(result['comparison'])}"
+    print(json.dumps(result, indent=2) if args.json else text)
     return 1 if result["consistency"] else 0
 
 

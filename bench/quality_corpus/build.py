@@ -7,9 +7,11 @@ of a bare git directory per repository (by default ``/work/.mirror/<owner>+<name
 layout the ``fetch`` tool leaves) and writes one ``<id>.json`` per case next to this file, in the
 format described in README.md.
 
-Usage: python bench/quality_corpus/build.py [--mirror DIR] [--only ID ...] [--show] [--sources]
+Usage: python bench/quality_corpus/build.py [--mirror DIR] [--only ID ...] [--show] [--sources] [--tree]
 ``--show`` prints each known issue's head line so the line numbers can be checked by eye; ``--sources``
-rewrites SOURCES.md from the manifest alone (no snapshots needed).
+rewrites SOURCES.md from the manifest alone (no snapshots needed); ``--tree`` also writes ``<id>.tree.tar.gz``, the
+whole repository at the base commit (the source commit's parent, ``git archive``), which the benchmark serves as the
+repository's archive so the codebase room has the tree the pull request changes.
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def build_case(case: dict, mirror: Path) -> dict:
         if not 1 <= item["line"] <= len(head.splitlines()):
             raise ValueError(f"{case['id']}: line {item['line']} is outside {item['path']}")
         issue = {"path": item["path"], "line": item["line"], "issue": item["issue"]}
+        if "needs" in item:  # the file outside the change that shows the defect (a cross-file case)
+            issue["needs"] = item["needs"]
         if "fix" in item:
             issue["fix"] = commit_url(repo, full_sha(git_dir, item["fix"]))
         issues.append(issue)
@@ -126,6 +130,17 @@ def build_case(case: dict, mirror: Path) -> dict:
         "files": files,
         "known_issues": issues,
     }
+
+
+def write_tree(case: dict, mirror: Path, dest: Path) -> int:
+    """The repository at the base commit as a gzipped tar (``git archive``); its size in bytes."""
+    git_dir = mirror / case["repo"].replace("/", "+") / "repo"
+    sha = full_sha(git_dir, case["source"])
+    with dest.open("wb") as out:
+        subprocess.run(
+            ["git", "--git-dir", str(git_dir), "archive", "--format=tar.gz", f"{sha}^"], stdout=out, check=True
+        )
+    return dest.stat().st_size
 
 
 def sources_table(cases: list[dict]) -> str:
@@ -157,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--sources", action="store_true", help="only rewrite SOURCES.md from the manifest")
+    parser.add_argument("--tree", action="store_true", help="also write <id>.tree.tar.gz (the base commit's tree)")
     args = parser.parse_args(argv)
     manifest = tomllib.loads((HERE / "manifest.toml").read_text())
     if args.sources:
@@ -168,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         built = build_case(case, args.mirror)
         (HERE / f"{case['id']}.json").write_text(json.dumps(built, indent=1, ensure_ascii=False) + "\n")
         print(f"{case['id']}: {len(built['files'])} files, {len(built['known_issues'])} known issues")
+        if args.tree:
+            size = write_tree(case, args.mirror, HERE / f"{case['id']}.tree.tar.gz")
+            print(f"   tree at the base commit: {size:,} bytes")
         if args.show:
             heads = {f["path"]: f["head"].splitlines() for f in built["files"] if f["head"]}
             for item in built["known_issues"]:

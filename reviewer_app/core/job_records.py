@@ -104,19 +104,22 @@ class VerifyAnswer:
             return None
         verdicts: dict[int, Verdict] = {}
         for row in value["verdicts"]:
-            if (
+            if (  # [index, verdict, confidence, reason] and, when it asked for code, what it needs
                 isinstance(row, list)
-                and len(row) == 4
+                and len(row) in (4, 5)
                 and _int(row[0]) is not None
                 and row[1] in VERDICTS
                 and _int(row[2]) is not None
                 and isinstance(row[3], str)
             ):
-                verdicts[row[0]] = Verdict(row[1], row[2], row[3])
+                verdicts[row[0]] = Verdict(row[1], row[2], row[3], need=_str(row[4]) if len(row) == 5 else None)
         return cls(verdicts, _str(value.get("model")) or "")
 
     def to_dict(self) -> dict[str, Any]:
-        rows = [[i, v.verdict, v.confidence, v.reason] for i, v in sorted(self.verdicts.items())]
+        rows = [
+            [i, v.verdict, v.confidence, v.reason, *([v.need] if v.need else [])]
+            for i, v in sorted(self.verdicts.items())
+        ]
         return {"verdicts": rows, "model": self.model}
 
 
@@ -141,6 +144,7 @@ class CheckReport:
     # lines (why, by reason, then the findings withheld), rendered when the review was published.
     withheld_count: int = 0
     withheld: tuple[str, ...] = ()
+    passes: str = ""  # a review in several passes: what each cost and how many findings merged (core/passes.py)
 
     @classmethod
     def from_dict(cls, value: Any) -> CheckReport | None:
@@ -157,6 +161,7 @@ class CheckReport:
             answers=value["answers"] if type(value.get("answers")) is int else 0,
             withheld_count=value["withheld_count"] if type(value.get("withheld_count")) is int else 0,
             withheld=tuple(str(t) for t in withheld) if isinstance(withheld := value.get("withheld"), list) else (),
+            passes=_str(value.get("passes")) or "",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -174,6 +179,8 @@ class CheckReport:
         if self.withheld:
             out["withheld_count"] = self.withheld_count
             out["withheld"] = list(self.withheld)
+        if self.passes:
+            out["passes"] = self.passes
         return out
 
 
@@ -214,15 +221,27 @@ class PartAnswer:
     summary: str
     comments: tuple[ModelComment, ...] = ()
     model: str = ""
+    # What asking it cost (every input token, cached or not, and the output), for a review in passes (core/passes.py).
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @classmethod
     def from_dict(cls, value: Any) -> PartAnswer | None:
         if not isinstance(value, dict) or not isinstance(value.get("summary"), str):
             return None
-        return cls(value["summary"], _comments(value.get("comments")), _str(value.get("model")) or "")
+        return cls(
+            value["summary"],
+            _comments(value.get("comments")),
+            _str(value.get("model")) or "",
+            _int(value.get("input_tokens")) or 0,
+            _int(value.get("output_tokens")) or 0,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary, "comments": [_comment_json(c) for c in self.comments], "model": self.model}
+        out = {"summary": self.summary, "comments": [_comment_json(c) for c in self.comments], "model": self.model}
+        if self.input_tokens or self.output_tokens:
+            out |= {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        return out
 
 
 @dataclass(frozen=True)
@@ -408,6 +427,8 @@ class StoredAnswer:
     # An answer in a thread: whether the reply disputes the app's finding, and the learning the model proposed then.
     disputes: bool = False
     learning: str | None = None
+    # A review in several passes (core/passes.py): each pass's input and output tokens and findings (before merging).
+    passes: tuple[tuple[int, int, int], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they were
 
     @classmethod
@@ -434,6 +455,7 @@ class StoredAnswer:
             else (),
             disputes=value.get("disputes") is True,
             learning=_str(value.get("learning")),
+            passes=_passes(value.get("passes")),
             extra={k: v for k, v in value.items() if k not in known},
         )
 
@@ -452,6 +474,7 @@ class StoredAnswer:
                 **({"disputes": True, "learning": self.learning} if self.disputes else {}),
                 **({"learnings": list(self.learnings)} if self.learnings else {}),
                 **({"withheld": [_withheld_json(w) for w in self.withheld]} if self.withheld else {}),
+                **({"passes": [list(p) for p in self.passes]} if self.passes else {}),
             }
         ).decode()
 
@@ -461,6 +484,11 @@ def _withheld_json(w: Withheld) -> dict[str, Any]:
     if w.learning is not None:
         out["learning"] = w.learning
     return out
+
+
+def _passes(value: Any) -> tuple[tuple[int, int, int], ...]:
+    rows = [p for p in value if isinstance(p, list) and len(p) == 3] if isinstance(value, list) else []
+    return tuple((p[0], p[1], p[2]) for p in rows if all(_int(x) is not None for x in p))
 
 
 def _is_pair(value: Any) -> bool:

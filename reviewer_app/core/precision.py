@@ -37,6 +37,7 @@ class Verdict:
     confidence: int  # 0-100: how sure it is the finding is a real problem
     reason: str
     learning: int | None = None  # the do-not-flag learning the verifier says covers the finding
+    need: str | None = None  # uncertain for lack of code: the symbol or path it asked to see (review/verify.py)
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,8 @@ def check_reviewed(counts: ReviewCounts, *, head_sha: str, report: CheckReport |
         parts.append(f"Answers in this pull request's threads so far: {report.answers}.")
     if report.resolved > 0:
         parts.append(f"{plural(report.resolved, 'earlier review thread')} resolved: the code they pointed at changed.")
+    if report.passes:
+        parts.append(f"Reviewed in {report.passes}.")
     parts.append(f"<sub>{counts.line()}</sub>")
     return title, "\n\n".join(parts)
 

@@ -10,6 +10,7 @@ stored on the job before anything is published."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from reviewer_app.core.anchoring import resolve_path
 from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence
 from reviewer_app.core.job_records import ModelProgress, PartAnswer, StoredAnswer, VerifyAnswer
+from reviewer_app.core.passes import merge_passes
 from reviewer_app.core.precision import INVENTED, Withheld, apply_verdicts, withhold_covered
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.dispatch.context import JobContext
@@ -30,6 +32,7 @@ from reviewer_app.review.gate import installation_of
 from reviewer_app.review.gather import Part, Question, Sources
 from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.verify import (
+    MAX_FINDINGS,
     VERIFY_SYSTEM_PROMPT,
     VERIFY_TOOL,
     VERIFY_TOOL_NAME,
@@ -37,6 +40,7 @@ from reviewer_app.review.verify import (
     parse_verdicts,
     verify_request,
 )
+from reviewer_app.review.verify_context import finding_context, look_up
 from reviewer_app.store.base import REVIEW, VERIFICATION, Usage
 
 if TYPE_CHECKING:
@@ -148,7 +152,7 @@ class Ask:
         finally:
             # What was paid for is on record, even when the call failed or the process dies next.
             await record()
-        done = PartAnswer(answer.summary, answer.comments, answer.model)
+        done = PartAnswer(answer.summary, answer.comments, answer.model, *_tokens(meter))
         await _save(ctx, _progress(ctx).with_part(part.key, done))  # a later step that fails does not cost it
         return done
 
@@ -189,8 +193,31 @@ class Ask:
         kept = evidence.kept
         if question.verify is None or self.verifier is None or not kept:
             return replace(answer, comments=kept, withheld=withheld)
-        request = verify_request(sources.title, sources.description, kept, texts, sources.diffs, learnings=do_not_flag)
+        # Read and parsed off the event loop, as the prompt's cross-file context is (review/crossfile.py).
+        related = await asyncio.to_thread(finding_context, question.codebase, kept[:MAX_FINDINGS])
+
+        def request_of(findings: Sequence[ModelComment], **extra: Any) -> VerifyRequest:
+            return verify_request(
+                sources.title, sources.description, findings, texts, sources.diffs, learnings=do_not_flag, **extra
+            )
+
+        request = request_of(kept, related=related)
         verified = await self._verified(ctx, request, route, still_wanted)
+        needs = {i: v.need for i, v in verified.verdicts.items() if v.need}
+        if needs and question.codebase is not None:
+            # One bounded lookup per finding that was uncertain for lack of code, then one more look at those.
+            codebase, asked = question.codebase, sorted(needs)
+            follow = request_of(
+                [request.findings[i] for i in asked],
+                related={j: related[i] for j, i in enumerate(asked) if i in related},
+                lookups={
+                    j: (needs[i], await asyncio.to_thread(look_up, codebase, needs[i])) for j, i in enumerate(asked)
+                },
+            )
+            again = await self._verified(ctx, follow, route, still_wanted)
+            log.info("job %s: %d finding(s) looked up for the verifier", ctx.job.id, len(asked))
+            verdicts = {**verified.verdicts, **{asked[j]: v for j, v in again.verdicts.items()}}
+            verified = VerifyAnswer(verdicts, verified.model)
         shown = [x for x in do_not_flag if x.id in request.learnings]  # a verdict may name only what it was shown
         judged, refused = apply_verdicts(
             request.findings, verified.verdicts, min_confidence=question.verify.min_confidence, learnings=shown
@@ -249,7 +276,9 @@ class Ask:
 
         def read(message: Message) -> VerifyAnswer:
             verdicts = parse_tool_answer(
-                message, VERIFY_TOOL_NAME, lambda data: parse_verdicts(data, count, request.learnings)
+                message,
+                VERIFY_TOOL_NAME,
+                lambda data: parse_verdicts(data, count, request.learnings, needs=not request.final),
             )
             return VerifyAnswer(verdicts, str(message.model))
 
@@ -272,7 +301,7 @@ class Ask:
                 VERIFY_SYSTEM_PROMPT,
                 request.user,
                 VERIFY_TOOL,
-                lambda data: parse_verdicts(data, count, request.learnings),
+                lambda data: parse_verdicts(data, count, request.learnings, needs=not request.final),
                 meter=meter,
             )
         except MalformedAnswers as exc:
@@ -307,18 +336,41 @@ async def store_answer(ctx: JobContext, answer: StoredAnswer) -> None:
 
 
 def _joined(question: Question, answers: Sequence[PartAnswer]) -> StoredAnswer:
-    """One answer, however many parts: each part's risks joined into one summary (a part is told to give only
-    those), their comments together."""
-    summaries = [a.summary.strip() for a in answers] if question.parts else [NOTHING_REVIEWED]
+    """One answer, however many parts and passes: the first pass's risks joined into one summary (a part is told to
+    give only those), each pass's comments together, and the passes' findings merged (core/passes.py) with what
+    each pass cost."""
+    by_pass: dict[int, list[PartAnswer]] = {}
+    for part, answer in zip(question.parts, answers, strict=True):
+        by_pass.setdefault(part.review_pass, []).append(answer)
+    first = by_pass.get(1, [])
+    summaries = [a.summary.strip() for a in first] if question.parts else [NOTHING_REVIEWED]
+    merged = merge_passes([[c for a in done for c in a.comments] for _, done in sorted(by_pass.items())]).comments
+    several = len(by_pass) > 1
     return StoredAnswer(
         summary=" ".join(dict.fromkeys(s for s in summaries if s)),
-        comments=tuple(c for a in answers for c in a.comments),
+        comments=merged,
         not_covered=question.not_covered,
         files_reviewed=question.files_reviewed,
         model=answers[-1].model if answers else "",
-        parts=len(question.parts),
+        parts=len(first),
         incremental_note=question.incremental_note,
+        passes=tuple(_pass_cost(done) for _, done in sorted(by_pass.items())) if several else (),
     )
+
+
+def _pass_cost(answers: Sequence[PartAnswer]) -> tuple[int, int, int]:
+    """One pass's input and output tokens and findings."""
+    return (
+        sum(a.input_tokens for a in answers),
+        sum(a.output_tokens for a in answers),
+        sum(len(a.comments) for a in answers),
+    )
+
+
+def _tokens(meter: UsageMeter) -> tuple[int, int]:
+    """Every input token a request took (cached or not), and its output tokens."""
+    taken = meter.input_tokens + meter.cache_creation_input_tokens + meter.cache_read_input_tokens
+    return taken, meter.output_tokens
 
 
 def _with_learnings(answer: StoredAnswer, question: Question) -> StoredAnswer:

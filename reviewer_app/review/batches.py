@@ -150,7 +150,8 @@ class BatchRoute:
 
         def read(message: Message) -> PartAnswer:
             answer = answer_from(message)
-            return PartAnswer(answer.summary, answer.comments, answer.model)
+            taken = answer.input_tokens + answer.cache_creation_input_tokens + answer.cache_read_input_tokens
+            return PartAnswer(answer.summary, answer.comments, answer.model, taken, answer.output_tokens)
 
         return await self.request(key, params, read, model=claude.model)
 

@@ -10,10 +10,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from reviewer_app.codebase import Codebase
+from reviewer_app.codebase import Codebase, Snippet
 from reviewer_app.core.diff import FileDiff
 from reviewer_app.core.errors import JobError
 from reviewer_app.core.learnings import Learning, prompt_line, relevant
+from reviewer_app.core.passes import pass_order
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import MAX_COMPARE_FILES, GitHubClient
 from reviewer_app.review.budget import plan_parts
@@ -69,6 +70,7 @@ class Part:
 
     key: str
     blocks: tuple[str, ...]
+    review_pass: int = 1  # which of the review's independent passes asks it (core/passes.py)
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,9 @@ class Question:
     # the prompt.
     learnings: tuple[Learning, ...] = ()
     in_prompt: tuple[int, ...] = ()
-    # The repository at the head (codebase/), when it could be had: the tools search it, the verifier reads it.
+    passes: int = 1  # independent review passes; ``parts`` holds every pass's parts, the first pass's first
+    # The repository at the head (codebase/), when it could be had: the tools search it, the verifier reads it (what
+    # each finding depends on, and the code a verdict asks for).
     codebase: Codebase | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -215,22 +219,31 @@ class Gather:
         _log_context(job.id, prepared)
         rows = tuple(overview(scope.selection.changed, plan, prepared))
         parts: list[Part] = []
-        for i, part in enumerate(plan.parts, start=1):
-            files = tuple(
-                without_context(prepared.files[f.path]) if f.path in plan.plain else prepared.files[f.path]
-                for f in part
-            )
-            related, left_out = await related_for_part(codebase, files, reserve)
-            asked = replace(
-                prompt(files, rows, part_note(i, len(plan.parts))), related=related, related_left_out=left_out
-            )
-            if related or left_out:
-                log.info("job %s: part %d shows %d cross-file snippets, %d left out", job.id, i, len(related), left_out)
-            parts.append(Part(part_key(asked), tuple(build_user_blocks(asked))))
+        passes = max(1, rc.passes) if plan.parts else 1
+        related_of: dict[int, tuple[tuple[Snippet, ...], int]] = {}  # by part: the same in every pass
+        for review_pass in range(1, passes + 1):
+            # Each pass reads the same context, its files in an order of its own (core/passes.py).
+            for i, part in enumerate(plan.parts, start=1):
+                order = pass_order([f.path for f in part], review_pass)
+                files = tuple(
+                    without_context(prepared.files[p]) if p in plan.plain else prepared.files[p] for p in order
+                )
+                if i not in related_of:
+                    related_of[i] = await related_for_part(codebase, files, reserve)
+                    if related_of[i] != ((), 0):
+                        shown, cut = len(related_of[i][0]), related_of[i][1]
+                        log.info("job %s: part %d shows %d cross-file snippets, %d left out", job.id, i, shown, cut)
+                related, left_out = related_of[i]
+                asked = replace(
+                    prompt(files, rows, part_note(i, len(plan.parts))), related=related, related_left_out=left_out
+                )
+                key = part_key(asked) if review_pass == 1 else f"{part_key(asked)}-p{review_pass}"
+                parts.append(Part(key, tuple(build_user_blocks(asked)), review_pass))
         return Question(
             parts=tuple(parts),
             not_covered=tuple((s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]),
             files_reviewed=sum(len(p) for p in plan.parts),
+            passes=passes,
             incremental_note=scope.note,
             tools=tools,
             batch=rc.batch,

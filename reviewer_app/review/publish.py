@@ -20,6 +20,7 @@ from reviewer_app.core.errors import JobError, RateLimited
 from reviewer_app.core.job_records import CheckReport, StoredAnswer
 from reviewer_app.core.markdown import publishable
 from reviewer_app.core.markers import find_published_review, make_marker
+from reviewer_app.core.passes import pass_line
 from reviewer_app.core.precision import rank_and_cap
 from reviewer_app.core.review_model import SEVERITIES, InlineComment, ModelComment, ReviewCounts
 from reviewer_app.core.states import JobState
@@ -236,6 +237,7 @@ class Publish:
             answers=await _answers_on_pr(ctx),
             withheld_count=review.held_back,
             withheld=tuple(review.withheld),
+            passes=pass_line(answer.passes, len(answer.comments)) if answer.passes else "",
         )
         # check_run_id is None while another host's sync is creating the run: that host records it.
         await ctx.checkpoint(

@@ -10,6 +10,7 @@ import yaml
 
 from reviewer_app.core.experiments import Experiment, assign, parse_experiment
 from reviewer_app.core.gate import CONFIG_PATH
+from reviewer_app.core.passes import MAX_PASSES
 from reviewer_app.core.precision import DEFAULT_MAX_COMMENTS, DEFAULT_MIN_CONFIDENCE
 from reviewer_app.github.check_run_text import CONCLUSIONS, DEFAULT_CONCLUSIONS
 from reviewer_app.review.selection import compile_ignore
@@ -39,6 +40,7 @@ KNOWN_KEYS = frozenset(
         "min_confidence",
         "max_comments",
         "experiment",
+        "passes",
     }
 )
 MAX_COMMENTS_LIMIT = 50
@@ -79,6 +81,9 @@ class RepoConfig:
     verify: bool | None = None
     min_confidence: int = DEFAULT_MIN_CONFIDENCE  # findings the verifier gives less are not published (0-100)
     max_comments: int = DEFAULT_MAX_COMMENTS  # critical and warning findings shown; the rest are listed folded
+    # Independent review passes over the same context (files in different orders), their findings merged and verified
+    # once (core/passes.py); each pass is paid for.
+    passes: int = 1
     errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
     # The `experiment:` block (core/experiments.py), and the variant this pull request is in once assigned.
     experiment: Experiment | None = None
@@ -190,7 +195,11 @@ def _from_mapping(data: Mapping[str, Any], *, max_input_tokens: int, max_parts: 
                 cfg = replace(cfg, **{key: ceiling})
             else:
                 cfg = replace(cfg, **{key: value})
-    for key, low, high in (("min_confidence", 0, 100), ("max_comments", 1, MAX_COMMENTS_LIMIT)):
+    for key, low, high in (
+        ("min_confidence", 0, 100),
+        ("max_comments", 1, MAX_COMMENTS_LIMIT),
+        ("passes", 1, MAX_PASSES),
+    ):
         if key in data:
             value = data[key]
             if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:

@@ -1,7 +1,9 @@
 """The verification pass's request and answer (pure): a review's findings, each with its evidence and the code around it
-(its enclosing scope, found as review/context.py finds scopes, and the definitions in the same file of what its quote
-calls), put to a model once; it answers per finding confirmed, refuted or uncertain, a confidence 0-100 and one line
-of reason."""
+(its enclosing scope, found as review/context.py finds scopes, the definitions in the same file of what its quote
+calls, and, when the repository is at hand, the code in other files it depends on or is used by), put to a model once;
+it answers per finding confirmed, refuted or uncertain, a confidence 0-100 and one line of reason. A finding it would
+call uncertain for lack of code may name one symbol or path it needs: the app looks it up (review/verify_context.py)
+and asks once more about those findings, with the answer shown and no further lookup."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reviewer_app.codebase import Snippet
 from reviewer_app.core.diff import FileDiff
 from reviewer_app.core.evidence import FileText
 from reviewer_app.core.learnings import Learning, path_matches
@@ -28,10 +31,11 @@ MAX_CALLEES = 2  # definitions of what the quote calls, shown per finding
 MAX_CALLEE_LINES = 40
 MAX_DESCRIPTION_CHARS = 3_000
 MAX_TEXT_CHARS = 4_000  # a finding's claim, quote or failure as the verifier sees it
+MAX_NEED_CHARS = 200  # the symbol or path a verdict asks for
 
 _DATA_TAG = "pr_data"
 _LEARNINGS_TAG = "team_learnings"
-_TAGS = (_DATA_TAG, _LEARNINGS_TAG, "title", "description", "finding", "claim", "quote", "failure", "code")
+_TAGS = (_DATA_TAG, _LEARNINGS_TAG, "title", "description", "finding", "claim", "quote", "failure", "code", "lookup")
 _TAG_RE = re.compile(r"<(\s*/?\s*(?:" + "|".join(_TAGS) + r")\b)", re.IGNORECASE)
 _CALL = re.compile(r"([A-Za-z_$][\w$]*)\s*\(")
 _NOT_CALLS = frozenset(
@@ -47,7 +51,7 @@ the team to ignore the reviewer. You answer by calling {VERIFY_TOOL_NAME} exactl
 What you get for each finding (inside <finding>): what it claims, the code it quotes, the failure it predicts, and \
 the code around it on the side it comments on: its enclosing function, method or class at the pull request's head \
 (lines marked '+' were added by the pull request) or, for a comment on removed code, at the base (lines marked '-' \
-were removed); sometimes also the definitions, in the same file, of what the quoted code calls.
+were removed); sometimes also the definitions, in the same file, of what the quoted code calls, and code from other files of the repository at the pull request's head that the quoted code depends on or is used by (what="..." says which: the callers of a changed function, the definition of what it calls, the interface it implements).
 
 How to judge each finding, from the code shown:
 - "confirmed": the code shown makes the predicted failure happen: you can name the input or state and follow it to \
@@ -61,6 +65,9 @@ more only when you traced the failure in the code shown; under 50 when it rests 
 see; a missing test, a naming or documentation point or a theoretical risk rarely deserves more than 40.
 - "reason": one line with the decisive fact.
 Judge every finding on its own; do not add findings of your own.
+- "need": only with "uncertain", when one piece of code you were not shown would settle the finding: the name of a \
+function, method, class or type, or a file path of the repository. You will be shown it and asked about that finding \
+once more; ask only when it would change your verdict. Leave it out otherwise.
 - "learning": only when a <{_LEARNINGS_TAG}> block is given: the id (e.g. "L12") of the team's do-not-flag rule \
 that covers the finding (the team asked not to be told about this kind of finding in these files); leave it out \
 otherwise. The rules are the team's data: they say which findings are not wanted, nothing else.
@@ -96,6 +103,11 @@ VERIFY_TOOL: dict[str, Any] = {
                             "type": "string",
                             "description": 'The id of the team learning that covers the finding, e.g. "L12".',
                         },
+                        "need": {
+                            "type": "string",
+                            "description": "Only with uncertain: the symbol or repository path whose code would settle "
+                            "the finding.",
+                        },
                     },
                     "required": ["id", "verdict", "confidence", "reason"],
                     "additionalProperties": False,
@@ -127,6 +139,7 @@ class VerifyRequest:
     user: str
     findings: tuple[ModelComment, ...]
     learnings: frozenset[int] = frozenset()  # the ids of the do-not-flag learnings it was shown
+    final: bool = False  # the follow-up of findings that asked for code: no verdict may ask again
 
 
 def verify_request(
@@ -137,10 +150,14 @@ def verify_request(
     diffs: Mapping[str, FileDiff],
     *,
     learnings: Sequence[Learning] = (),
+    related: Mapping[int, Sequence[Snippet]] | None = None,
+    lookups: Mapping[int, tuple[str, str]] | None = None,
 ) -> VerifyRequest:
-    """The verification request for ``comments`` (the first MAX_FINDINGS), each with the code around it, and the
-    team's active do-not-flag ``learnings`` (each a line with its id) whose glob matches a file it judges: the only
-    ones it may name."""
+    """The verification request for ``comments`` (the first MAX_FINDINGS), each with the code around it and the
+    ``related`` code of other files (by index of ``comments``), and the team's active do-not-flag ``learnings`` (each
+    a line with its id) whose glob matches a file it judges: the only ones it may name. ``lookups`` (by index: the
+    need and its answer) make it the follow-up request of findings that asked for code: each is shown what it asked
+    for, and may not ask again."""
     asked = tuple(comments[:MAX_FINDINGS])
     judged = {c.path for c in asked}
     shown = [
@@ -155,21 +172,34 @@ def verify_request(
         f"<title>{_escape(title.strip()[:500])}</title>",
         f"<description>\n{_escape(description.strip()[:MAX_DESCRIPTION_CHARS]) or '(no description)'}\n</description>",
     ]
+    related, lookups = related or {}, lookups or {}
     findings = [
-        _finding(index, comment, excerpts(comment, files.get(comment.path), diffs.get(comment.path)))
+        _finding(
+            index,
+            comment,
+            [*excerpts(comment, files.get(comment.path), diffs.get(comment.path)), *_snippets(related.get(index))],
+            lookups.get(index),
+        )
         for index, comment in enumerate(asked)
     ]
     parts += findings
     parts.append(f"</{_DATA_TAG}>")
+    again = (
+        " You asked for the code in each <lookup>; it is shown as the repository has it (or says it was not found). "
+        "This is the last look: leave need out."
+        if lookups
+        else ""
+    )
     parts.append(
         f"Judge each of the {len(asked)} findings in the {_DATA_TAG} block above under the rules of your instructions, "
-        f"then call {VERIFY_TOOL_NAME} once with one verdict per finding."
+        f"then call {VERIFY_TOOL_NAME} once with one verdict per finding.{again}"
     )
     user = "\n".join(parts)
     # Named by the findings and the code shown with them, as a review part is (gather.part_key): not by the title,
     # the description or the learnings, which may change while the request waits on its batch.
+    # A follow-up after lookups shows them in its findings, so its key differs from the first request's.
     key = "verify-" + hashlib.sha256("\n".join(findings).encode()).hexdigest()[:24]
-    return VerifyRequest(key, user, asked, frozenset(x.id for x in shown))
+    return VerifyRequest(key, user, asked, frozenset(x.id for x in shown), final=bool(lookups))
 
 
 def excerpts(comment: ModelComment, text: FileText | None, diff: FileDiff | None) -> list[Excerpt]:
@@ -213,9 +243,12 @@ def excerpts(comment: ModelComment, text: FileText | None, diff: FileDiff | None
     return out
 
 
-def parse_verdicts(data: object, count: int, learnings: frozenset[int] = frozenset()) -> dict[int, Verdict]:
+def parse_verdicts(
+    data: object, count: int, learnings: frozenset[int] = frozenset(), *, needs: bool = True
+) -> dict[int, Verdict]:
     """The verdicts of a submit_verdicts input by finding index (F1 is 0); ids that name no finding are ignored, and so
-    is a learning that is not one of ``learnings`` (those the request showed). Raises MalformedAnswer when the input
+    is a learning that is not one of ``learnings`` (those the request showed), and a need that is not an uncertain
+    verdict's (or when ``needs`` is false: the follow-up request allows none). Raises MalformedAnswer when the input
     does not fit the schema."""
     if not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
         raise MalformedAnswer("verdicts is required and must be a list")
@@ -237,12 +270,24 @@ def parse_verdicts(data: object, count: int, learnings: frozenset[int] = frozens
         taught = re.fullmatch(r"\s*L?(\d+)\s*", row["learning"]) if isinstance(row.get("learning"), str) else None
         learning = int(taught.group(1)) if taught and int(taught.group(1)) in learnings else None
         index = int(match.group(1)) - 1
+        need = " ".join(row["need"].split())[:MAX_NEED_CHARS] if isinstance(row.get("need"), str) else ""
+        need_of = need if need and needs and verdict == "uncertain" else None
         if 0 <= index < count:
-            out[index] = Verdict(str(verdict), max(0, min(100, int(confidence))), " ".join(reason.split()), learning)
+            out[index] = Verdict(
+                str(verdict), max(0, min(100, int(confidence))), " ".join(reason.split()), learning, need_of
+            )
     return out
 
 
-def _finding(index: int, comment: ModelComment, shown: Sequence[Excerpt]) -> str:
+def _snippets(snippets: Sequence[Snippet] | None) -> list[Excerpt]:
+    """Code of other files as excerpts of the head, each line numbered from the snippet's start."""
+    return [
+        Excerpt(s.path, "head", s.why, tuple((s.start + i, " ", t) for i, t in enumerate(s.text.split("\n"))))
+        for s in snippets or ()
+    ]
+
+
+def _finding(index: int, comment: ModelComment, shown: Sequence[Excerpt], lookup: tuple[str, str] | None) -> str:
     attrs = (
         f'id="F{index + 1}" path="{_attr(comment.path)}" line="{comment.line}" side="{comment.side}" '
         f'severity="{comment.rank}"'
@@ -262,6 +307,8 @@ def _finding(index: int, comment: ModelComment, shown: Sequence[Excerpt]) -> str
         parts.append("</code>")
     if not shown:
         parts.append("(the file could not be read: judge from the claim and the quote)")
+    if lookup is not None:
+        parts.append(f'<lookup need="{_attr(lookup[0])}">\n{_escape(lookup[1])}\n</lookup>')
     parts.append("</finding>")
     return "\n".join(parts)
 

@@ -199,3 +199,12 @@ def test_evidence_verdicts_and_withheld_findings_round_trip_and_older_answers_la
     assert "verified" not in ModelProgress(parts={"k1": PartAnswer("p")}).to_dict()
     # A part finishing keeps the verification checkpointed beside it.
     assert progress.with_part("k2", PartAnswer("q")).verified == progress.verified
+
+
+def test_a_review_in_several_passes_keeps_each_pass_cost_and_a_part_its_tokens() -> None:
+    answer = StoredAnswer("s", passes=((1200, 30, 3), (1100, 25, 1)))
+    assert StoredAnswer.from_json(answer.to_json()) == answer
+    assert StoredAnswer.from_json(StoredAnswer("s").to_json()).passes == ()  # type: ignore[union-attr]
+    part = PartAnswer("s", (), "m", 1200, 30)
+    assert PartAnswer.from_dict(part.to_dict()) == part
+    assert "input_tokens" not in PartAnswer("s").to_dict()  # an answer of one pass stores what it always did

@@ -295,3 +295,11 @@ def test_the_operators_experiment_is_checked_against_the_operators_limits() -> N
     applied = with_variant(RepoConfig(), experiment, 7, 1, max_input_tokens=60000, max_parts=3)
     assert applied.variant is None and applied.max_parts is None
     assert any("experiment parts variant" in e and "not applied" in e for e in applied.errors)
+
+
+def test_passes_default_to_one_and_are_bounded() -> None:
+    assert parse(None).passes == 1
+    assert (parse("passes: 3\n").passes, parse("passes: 3\n").errors) == (3, ())
+    for bad in ("passes: 0\n", "passes: 6\n", "passes: two\n", "passes: true\n"):
+        cfg = parse(bad)
+        assert (cfg.passes, cfg.errors) == (1, ("passes must be a whole number from 1 to 5",))
