@@ -10,6 +10,7 @@ import logging
 import secrets
 import sqlite3
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,14 @@ from reviewer_app.core.errors import ArchiveTooLarge, JobError
 log = logging.getLogger(__name__)
 
 TEXT_CACHE_BYTES = 16 * 1024 * 1024
-_locks: dict[str, asyncio.Lock] = {}  # one fetch of a repository at a time in this process
+# One fetch of a repository at a time in this process. A lock belongs to the event loop it was first awaited on, so
+# the locks are kept per loop (a process that runs a second loop, as tests and the CLI do, gets locks of its own);
+# a loop's locks go with it.
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+def _fetch_lock(repo: str) -> asyncio.Lock:
+    return _locks.setdefault(asyncio.get_running_loop(), {}).setdefault(repo, asyncio.Lock())
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,7 @@ async def open_snapshot(
     started = time.monotonic()
     folder = repo_folder(settings.cache_dir, repo)
     try:
-        async with _locks.setdefault(repo, asyncio.Lock()):
+        async with _fetch_lock(repo):
             meta, manifest = await _base_tree(source, settings, folder, installation_id, repo, base_sha)
         fetched = time.monotonic()
         files = overlay(manifest, changed)

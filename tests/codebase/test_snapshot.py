@@ -5,6 +5,7 @@ review goes on) when the archive cannot be had."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import io
 import secrets
@@ -180,3 +181,36 @@ async def test_an_archive_over_the_download_limit_is_given_up_and_remembered(env
     assert env.tarball_requests() == [302]
     assert env.fake.counters["archive_downloads"] == 1
     assert [p.name for p in (env.settings.cache_dir / "octo-org+widgets").iterdir()] == ["meta.json"]  # no partial
+
+
+def test_a_repositorys_fetch_lock_held_on_one_event_loop_does_not_break_another() -> None:
+    # The batches test failed 1 run in 4 after the codebase merged: a lock left locked by an earlier test's loop was
+    # awaited on the next test's loop ("bound to a different event loop"), and the review attempt failed.
+    import threading
+
+    from reviewer_app.codebase.snapshot import _fetch_lock
+
+    held, done = threading.Event(), threading.Event()
+
+    def hold_on_another_loop() -> None:
+        async def hold() -> None:
+            async with _fetch_lock("octo/widgets"):
+                held.set()
+                await asyncio.to_thread(done.wait, 10)
+
+        asyncio.run(hold())
+
+    other = threading.Thread(target=hold_on_another_loop)
+    other.start()
+    try:
+        assert held.wait(10)
+
+        async def take() -> bool:
+            async with asyncio.timeout(10):
+                async with _fetch_lock("octo/widgets"):
+                    return True
+
+        assert asyncio.run(take())
+    finally:
+        done.set()
+        other.join(10)
