@@ -214,7 +214,9 @@ def reviewer_app_argv() -> list[str]:
         return [str(script), "serve", "--no-worker"]
     found = shutil.which("reviewer-app")
     return (
-        [found, "serve", "--no-worker"] if found else [sys.executable, "-m", "reviewer_app.cli", "serve", "--no-worker"]
+        [found, "serve", "--no-worker"]
+        if found
+        else [sys.executable, "-m", "reviewer_app.cli.main", "serve", "--no-worker"]
     )
 
 

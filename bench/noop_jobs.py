@@ -16,12 +16,12 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reviewer_app.config import load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.retry import RetryPolicy
 from reviewer_app.dispatch.dispatcher import Dispatcher
 from reviewer_app.runners import noop_runner
+from reviewer_app.settings.config import load_config
 from reviewer_app.store.base import Delivery, Store, new_owner_id
 from reviewer_app.store.factory import make_store
 

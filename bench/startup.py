@@ -1,6 +1,6 @@
 """How fast the command starts: `reviewer-app --help` to exit, and `reviewer-app serve` to a healthy /healthz.
 
-Each run is a fresh subprocess (`python -m reviewer_app.cli ...`, what the installed `reviewer-app` script runs),
+Each run is a fresh subprocess (`python -m reviewer_app.cli.main ...`, what the installed `reviewer-app` script runs),
 so the figures include the interpreter and every import. `serve` runs as a configured App (an App id and key, a
 webhook secret, a model key; the review runner built) on a fresh SQLite file; its GitHub and Claude URLs point at a
 closed port, since start-up asks neither. Every process runs in a temporary directory with the measured code first
@@ -74,7 +74,7 @@ def environment(source: Path, tmp: Path, key: str) -> dict[str, str]:
 def time_help(env: dict[str, str], tmp: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "--help"], env=env, cwd=tmp, check=True, capture_output=True
+        [sys.executable, "-m", "reviewer_app.cli.main", "--help"], env=env, cwd=tmp, check=True, capture_output=True
     )
     return time.perf_counter() - started
 
@@ -85,7 +85,7 @@ def time_serve(env: dict[str, str], tmp: Path, run: int, deadline_seconds: float
     log = open(tmp / f"serve-{run}.log", "wb")  # noqa: SIM115 - closed below
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "reviewer_app.cli", "serve"], env=env, cwd=tmp, stdout=log, stderr=log
+        [sys.executable, "-m", "reviewer_app.cli.main", "serve"], env=env, cwd=tmp, stdout=log, stderr=log
     )
     try:
         deadline = started + deadline_seconds
@@ -112,12 +112,10 @@ def time_serve(env: dict[str, str], tmp: Path, run: int, deadline_seconds: float
 def heavy_imports(env: dict[str, str], tmp: Path, command: str) -> list[str]:
     """Which of HEAVY the process imports while it runs ``command`` (`--help`) or builds `serve`'s service."""
     if command == "--help":
-        code = (
-            "import sys\nfrom reviewer_app.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        )
+        code = "import sys\nfrom reviewer_app.cli.main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
     else:
         code = (
-            "import asyncio, sys\nfrom reviewer_app.config import load_config\nfrom reviewer_app.service import "
+            "import asyncio, sys\nfrom reviewer_app.settings.config import load_config\nfrom reviewer_app.service import "
             "build_service\nasync def go():\n    svc = await build_service(load_config(allow_setup=False))\n"
             "    await svc.stop()\nasyncio.run(go())\n"
         )

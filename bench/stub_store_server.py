@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import sys
 
-from reviewer_app import cli
+from reviewer_app.cli import main as cli
 from reviewer_app.store import sqlite
 from reviewer_app.store.base import AdmitResult
 

@@ -1,6 +1,6 @@
 """The admin commands as data over the job database: status, jobs list/show/retry/cancel, queue pause/resume.
 
-`admin_text.py` renders them for a terminal, `admin_cli.py` is their command line."""
+`admin_text.py` renders them for a terminal, `cli/admin_commands.py` is their command line."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 from reviewer_app.redaction import Redactor
 
 if TYPE_CHECKING:
-    from reviewer_app.config import Config
+    from reviewer_app.settings.config import Config
 
 CONTEXT_FIELDS = ("delivery", "event", "action", "job_id", "repo", "pr", "head_sha", "attempt")
 
@@ -136,7 +136,7 @@ def configured_secrets(cfg: Config, env: Mapping[str, str]) -> list[str]:
     """What the log must never show: every secret setting (the webhook secret, the API key, the private key, the
     tokens), each value of ANTHROPIC_CUSTOM_HEADERS, and the credentials the SDKs read from the environment."""
     from reviewer_app.core.providers import HeaderError, parse_headers
-    from reviewer_app.settings import SETTINGS
+    from reviewer_app.settings.table import SETTINGS
 
     found = [str(getattr(cfg, s.attr)) for s in SETTINGS if s.secret]
     try:

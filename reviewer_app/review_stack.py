@@ -10,7 +10,6 @@ from typing import cast
 
 import aiohttp
 
-from reviewer_app.config import Config
 from reviewer_app.core.admission import is_reply
 from reviewer_app.core.batching import BatchPolicy
 from reviewer_app.dispatch.context import JobContext, Runner
@@ -26,6 +25,7 @@ from reviewer_app.review.model_client import ModelClient, ModelEndpoint, make_cl
 from reviewer_app.review.pipeline import ReviewPipeline
 from reviewer_app.review.sdk import LazyClient
 from reviewer_app.review.settings import ReviewSettings
+from reviewer_app.settings.config import Config
 from reviewer_app.store.base import Store
 
 log = logging.getLogger(__name__)

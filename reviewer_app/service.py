@@ -13,7 +13,6 @@ import aiohttp
 from aiohttp import web
 
 from reviewer_app.admin import github_web_url
-from reviewer_app.config import Config, cookies_secure, why_no_reviews
 from reviewer_app.core.admission import Guard
 from reviewer_app.core.providers import ANTHROPIC
 from reviewer_app.core.retry import RetryPolicy
@@ -31,6 +30,7 @@ from reviewer_app.review.sdk import LazyClient
 from reviewer_app.review.signal_pass import SignalPass
 from reviewer_app.review_stack import ReviewStack, build_review_stack, model_client
 from reviewer_app.runners import noop_runner
+from reviewer_app.settings.config import Config, cookies_secure, why_no_reviews
 from reviewer_app.store.base import AdmitResult, Store, new_owner_id
 from reviewer_app.store.factory import make_store
 from reviewer_app.web.app import healthz, make_app

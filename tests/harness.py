@@ -11,9 +11,9 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from reviewer_app.config import load_config
 from reviewer_app.core.states import JobState
 from reviewer_app.service import Service, build_service
+from reviewer_app.settings.config import load_config
 from reviewer_app.store.base import Job
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github import FakeGitHub, Pull, added_file, running

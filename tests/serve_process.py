@@ -91,7 +91,7 @@ class ServeProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         extra = ("--port", str(self.port)) if self.command == "worker" and self.health else ()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reviewer_app.cli", self.command, *self.args, *extra],
+            [sys.executable, "-m", "reviewer_app.cli.main", self.command, *self.args, *extra],
             env=self.env,
             stdout=log,
             stderr=log,

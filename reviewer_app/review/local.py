@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from reviewer_app.config import Config
 from reviewer_app.core.errors import ArchiveTooLarge, PermanentError
 from reviewer_app.core.pull_url import PullRef
 from reviewer_app.github.client import GitHubClient
@@ -33,6 +32,7 @@ from reviewer_app.review.local_git import Commits
 from reviewer_app.review.one_pr import OnePullRequest, OneReview, review_one
 from reviewer_app.review.progress import Progress, reviewers
 from reviewer_app.review.settings import ReviewSettings
+from reviewer_app.settings.config import Config
 from reviewer_app.store.factory import make_store
 
 LOCAL_NUMBER = 1  # the job's "pull request" number: one review, never looked up anywhere

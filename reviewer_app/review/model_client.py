@@ -17,7 +17,7 @@ from reviewer_app.core.providers import ANTHROPIC, BEDROCK, PROVIDERS, Provider,
 from reviewer_app.review.sdk import anthropic  # imported at its first use
 
 if TYPE_CHECKING:
-    from reviewer_app.config import Config
+    from reviewer_app.settings.config import Config
 
     ModelClient = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
 else:

@@ -10,10 +10,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TextIO, TypeVar
 
-from reviewer_app.config import Config
 from reviewer_app.core.review_model import ModelAnswer
 from reviewer_app.review.claude import ClaudeReviewer, UsageMeter
 from reviewer_app.review.model_client import ModelClient
+from reviewer_app.settings.config import Config
 
 T = TypeVar("T")
 TICK_SECONDS = 1.0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from reviewer_app.codebase import CodebaseSettings
 from reviewer_app.codebase.settings import UnpackLimits
-from reviewer_app.config import Config
 from reviewer_app.core.experiments import Experiment, operator_experiment
 from reviewer_app.review.explore import ToolLimits
+from reviewer_app.settings.config import Config
 
 
 @dataclass(frozen=True)

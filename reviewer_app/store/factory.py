@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reviewer_app.config import Config, sqlite_path
+from reviewer_app.settings.config import Config, sqlite_path
 from reviewer_app.store.base import Store
 
 

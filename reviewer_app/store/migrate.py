@@ -15,9 +15,9 @@ from typing import Any
 import aiosqlite
 import asyncpg
 
-from reviewer_app.config import sqlite_path
 from reviewer_app.core.states import JobState
 from reviewer_app.redaction import redact_url
+from reviewer_app.settings.config import sqlite_path
 from reviewer_app.store.base import StoreUnavailable
 from reviewer_app.store.postgres import NOTIFY_WAKEUP, PostgresStore
 

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode, urlparse
 
 import yaml
 
-from reviewer_app.config import Config
+from reviewer_app.settings.config import Config
 
 # The packaged copy of the repository's app-manifest.yml (a symlink in the source tree, a file in a wheel).
 MANIFEST_FILE = Path(__file__).resolve().parent.parent / "app-manifest.yml"

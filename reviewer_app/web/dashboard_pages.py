@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from reviewer_app import __version__
@@ -14,9 +14,7 @@ from reviewer_app.core.job_records import WouldPublish
 from reviewer_app.core.queues import QueueRow, describe_loads
 from reviewer_app.core.states import JobState
 from reviewer_app.store.base import Attempt, Job, WorkerStatus
-
-if TYPE_CHECKING:
-    from reviewer_app.web.dashboard_spend import Spend
+from reviewer_app.web.dashboard_spend import SPEND_COLUMNS, Spend
 
 NAV = (
     ("/dashboard", "Queue"),
@@ -382,15 +380,6 @@ def held_back_section(would: WouldPublish | None) -> str:
             f"<pre>{e(c.get('body'))}</pre>"
         )
     return "".join(parts)
-
-
-# The spend table's token columns (each row also says how many of its tokens went through Message Batches).
-SPEND_COLUMNS = (
-    ("input", "input_tokens"),
-    ("output", "output_tokens"),
-    ("cache write", "cache_creation_tokens"),
-    ("cache read", "cache_read_tokens"),
-)
 
 
 def spend_page(*, days: int, spend: Spend) -> str:

@@ -8,7 +8,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reviewer_app.core.pricing import Price, cost, price_of
-from reviewer_app.web.dashboard_pages import SPEND_COLUMNS
+
+# The spend table's token columns (each row also says how many of its tokens went through Message Batches).
+SPEND_COLUMNS = (
+    ("input", "input_tokens"),
+    ("output", "output_tokens"),
+    ("cache write", "cache_creation_tokens"),
+    ("cache read", "cache_read_tokens"),
+)
+
 
 DAYS = 30
 CHART_SERIES = 8  # repositories drawn on their own; the rest are summed as "others"

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from reviewer_app.config import Config
+from reviewer_app.settings.config import Config
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from urllib.parse import urlparse
 import aiohttp
 from aiohttp import web
 
-from reviewer_app.config import Config, model_missing
-from reviewer_app.envfile import update_env_file, writable_problem
 from reviewer_app.github.client import ACCEPT, API_VERSION
 from reviewer_app.redaction import redact_url
+from reviewer_app.settings.config import Config, model_missing
+from reviewer_app.settings.envfile import update_env_file, writable_problem
 from reviewer_app.web.app_registration import (
     CALLBACK_PATH,
     WEBHOOK_PATH,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from reviewer_app.config import ConfigError, load_config
 from reviewer_app.logs import setup_logging
 from reviewer_app.redaction import Redactor, redact_url
+from reviewer_app.settings.config import ConfigError, load_config
 from reviewer_app.store.base import StoreUnavailable
 from reviewer_app.store.postgres import PostgresStore
 
@@ -47,7 +47,7 @@ def test_redact_url_masks_passwords_and_keeps_the_rest(text: str, shown: str) ->
 
 def _cli(tmp_path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", *argv],
+        [sys.executable, "-m", "reviewer_app.cli.main", *argv],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), **env},

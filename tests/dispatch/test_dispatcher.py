@@ -401,8 +401,8 @@ async def test_a_slot_frees_when_its_runner_finishes_not_when_the_outcome_is_wri
 
 
 async def test_the_service_stops_a_runner_after_the_configured_job_timeout(tmp_path) -> None:
-    from reviewer_app.config import load_config
     from reviewer_app.service import build_service
+    from reviewer_app.settings.config import load_config
 
     env = {
         "DATABASE_URL": f"sqlite:///{tmp_path}/t.db",

@@ -15,12 +15,12 @@ import pytest
 
 from reviewer_app.admin import Admin
 from reviewer_app.admin_text import render_status
-from reviewer_app.config import load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.dispatch.registry import Registration, app_version
 from reviewer_app.metrics import Metrics
 from reviewer_app.service import build_service
+from reviewer_app.settings.config import load_config
 from reviewer_app.store.base import Delivery
 from tests.helpers import SECRET, encode, eventually, pr_payload, sha, webhook_headers
 from tests.pg import create_schema, drop_schema, postgres_dsn
@@ -202,7 +202,7 @@ def test_a_killed_worker_process_is_shown_gone_with_its_job(database_url: str, t
 
         def status_json() -> dict:
             out = subprocess.run(
-                [sys.executable, "-m", "reviewer_app.cli", "status", "--json"],
+                [sys.executable, "-m", "reviewer_app.cli.main", "status", "--json"],
                 env=worker.env,
                 capture_output=True,
                 text=True,

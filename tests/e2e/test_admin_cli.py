@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.job_records import JobDetails
 from reviewer_app.core.states import JobState

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from reviewer_app.config import ConfigError, load_config
+from reviewer_app.settings.config import ConfigError, load_config
 from tests.fakes.keys import test_key_pair
 
 BASE = {"GITHUB_WEBHOOK_SECRET": "s"}
@@ -74,7 +74,7 @@ def test_webhook_secret_is_required_once_the_app_is_configured() -> None:
 )
 def test_serve_stops_with_one_line_and_a_non_zero_exit(tmp_path, env: dict[str, str], fragment: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "serve"],
+        [sys.executable, "-m", "reviewer_app.cli.main", "serve"],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
@@ -89,7 +89,7 @@ def test_serve_stops_with_one_line_and_a_non_zero_exit(tmp_path, env: dict[str, 
 def test_config_command_masks_secrets(tmp_path) -> None:
     env = {"PATH": "/usr/bin:/bin", "GITHUB_WEBHOOK_SECRET": "hunter2", "ANTHROPIC_API_KEY": "sk-ant-secret"}
     result = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "config"],
+        [sys.executable, "-m", "reviewer_app.cli.main", "config"],
         capture_output=True,
         text=True,
         env=env,
@@ -104,7 +104,7 @@ def test_config_command_masks_secrets(tmp_path) -> None:
 def test_every_setting_is_documented() -> None:
     from pathlib import Path
 
-    from reviewer_app.settings import SETTINGS
+    from reviewer_app.settings.table import SETTINGS
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     missing = [s.env for s in SETTINGS if f"`{s.env}`" not in doc]
@@ -116,7 +116,7 @@ def _config_lines(report) -> dict[str, str]:
 
 
 def test_config_marks_what_is_wrong_or_missing_and_prints_the_rest() -> None:
-    from reviewer_app.config_report import inspect_config
+    from reviewer_app.cli.config_report import inspect_config
 
     report = inspect_config({"GITHUB_APP_ID": "42", "REVIEWER_CONCURRENCY": "many", "PORT": "9000"})
     lines = _config_lines(report)
@@ -129,7 +129,7 @@ def test_config_marks_what_is_wrong_or_missing_and_prints_the_rest() -> None:
 
 
 def test_config_with_nothing_set_points_at_the_setup_page() -> None:
-    from reviewer_app.config_report import inspect_config
+    from reviewer_app.cli.config_report import inspect_config
 
     report = inspect_config({})
     lines = _config_lines(report)
@@ -139,7 +139,7 @@ def test_config_with_nothing_set_points_at_the_setup_page() -> None:
 
 
 def test_config_shows_the_private_key_where_it_was_set(tmp_path) -> None:
-    from reviewer_app.config_report import inspect_config
+    from reviewer_app.cli.config_report import inspect_config
 
     key = tmp_path / "app.pem"
     key.write_text(test_key_pair().private_pem)
@@ -155,7 +155,7 @@ def test_config_command_prints_an_incomplete_configuration_and_exits_2(tmp_path)
     """`reviewer-app config` printed nothing when the configuration was incomplete, which is when it is needed."""
     env = {"PATH": "/usr/bin:/bin", "GITHUB_APP_ID": "42", "REVIEWER_RETRY_BASE_SECONDS": "soon"}
     result = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "config"],
+        [sys.executable, "-m", "reviewer_app.cli.main", "config"],
         capture_output=True,
         text=True,
         env=env,
@@ -195,7 +195,7 @@ def test_an_unknown_provider_or_unreadable_gateway_headers_stop_the_start_in_one
 
 
 def test_what_reviews_wait_for_depends_on_the_provider() -> None:
-    from reviewer_app.config import missing_for_reviews
+    from reviewer_app.settings.config import missing_for_reviews
 
     app = {**BASE, "GITHUB_APP_ID": "1", "GITHUB_PRIVATE_KEY": test_key_pair().private_pem}
     assert [m.env for m in missing_for_reviews(load_config(app))] == ["ANTHROPIC_API_KEY"]
@@ -207,7 +207,7 @@ def test_what_reviews_wait_for_depends_on_the_provider() -> None:
 
 
 def test_config_masks_the_gateway_headers_and_shows_the_providers_settings() -> None:
-    from reviewer_app.config_report import inspect_config
+    from reviewer_app.cli.config_report import inspect_config
 
     report = inspect_config(
         {
@@ -225,7 +225,7 @@ def test_config_masks_the_gateway_headers_and_shows_the_providers_settings() -> 
 
 def _cli(tmp_path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", *argv],
+        [sys.executable, "-m", "reviewer_app.cli.main", *argv],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},

@@ -247,7 +247,7 @@ def test_state_lives_in_the_data_volume() -> None:
 
 
 def _grace() -> float:
-    from reviewer_app.config import Config
+    from reviewer_app.settings.config import Config
 
     return Config().shutdown_grace_seconds
 

@@ -35,7 +35,7 @@ def imported(path: Path) -> set[str]:
                 "reviewer_app.dispatch",
                 "reviewer_app.web",
                 "reviewer_app.service",
-                "reviewer_app.config",
+                "reviewer_app.settings.config",
             ),
         ),
         ("store", ("reviewer_app.github", "reviewer_app.review", "reviewer_app.web")),
@@ -51,7 +51,7 @@ def imported(path: Path) -> set[str]:
                 "reviewer_app.store",
                 "reviewer_app.github",
                 "reviewer_app.service",
-                "reviewer_app.config",
+                "reviewer_app.settings.config",
             ),
         ),
     ],
@@ -111,11 +111,11 @@ def test_no_other_room_reaches_into_a_stage() -> None:
     # Only the service wires the runners (with review_stack.py), and `reviewer-app review` its one review; the stages are the review room's.
     stages = {_review_module(name) for name in (*STAGES, *COMPOSITIONS)}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parent.name == "review" or path.name in (
+        if path.parent.name == "review" or str(path.relative_to(PACKAGE)) in (
             "service.py",
             "review_stack.py",
-            "one_pr_cli.py",
-            "local_cli.py",
+            "cli/review.py",
+            "cli/local.py",
         ):
             continue
         wrong = sorted(imported(path) & stages)
@@ -178,3 +178,16 @@ def test_the_tests_are_laid_out_like_the_code() -> None:
     assert sorted(p.name for p in tests.glob("test_*.py")) == []
     rooms = {p.name for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
     assert rooms == {"core", "store", "dispatch", "github", "review", "web", "e2e", "fakes", "codebase"}, rooms
+
+
+def test_the_commands_and_the_settings_have_rooms_of_their_own() -> None:
+    # The house shows its commands: every command-line module is in cli/, every settings module in settings/.
+    top = {p.name for p in PACKAGE.glob("*.py")}
+    strays = sorted(n for n in top if n.endswith("_cli.py") or n.startswith(("setting", "config")) or n == "cli.py")
+    assert not strays, f"command-line or settings modules outside cli/ and settings/: {strays}"
+    assert (PACKAGE / "cli" / "main.py").exists() and (PACKAGE / "settings" / "table.py").exists()
+
+
+def test_the_dashboards_pages_and_its_spend_page_import_one_way() -> None:
+    # The pages draw the spend the spend module sums; the spend module knows nothing of the pages.
+    assert "reviewer_app.web.dashboard_pages" not in imported(PACKAGE / "web" / "dashboard_spend.py")

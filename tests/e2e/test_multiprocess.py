@@ -399,7 +399,7 @@ def test_a_worker_with_nothing_to_run_exits_with_status_2(tmp_path: Path) -> Non
         "PATH": "/usr/bin:/bin",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "worker", "--port", str(free_port())],
+        [sys.executable, "-m", "reviewer_app.cli.main", "worker", "--port", str(free_port())],
         env=env,
         capture_output=True,
         text=True,

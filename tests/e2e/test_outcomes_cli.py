@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 from reviewer_app.store.sqlite import SqliteStore
 from tests.outcomes_seed import EXPERIMENT, REPOS, SeededOutcomes, seed_outcomes
 

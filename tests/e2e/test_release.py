@@ -34,7 +34,7 @@ def test_the_version_is_said_once_and_the_changelog_has_its_entry() -> None:
 
 def test_version_prints_the_installed_version(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "--version"], capture_output=True, text=True, cwd=tmp_path
+        [sys.executable, "-m", "reviewer_app.cli.main", "--version"], capture_output=True, text=True, cwd=tmp_path
     )
     assert (done.returncode, done.stdout) == (0, f"reviewer-app {__version__}\n")
 

@@ -86,7 +86,7 @@ def test_refuses_to_start_without_a_webhook_secret(tmp_path) -> None:
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "serve"],
+        [sys.executable, "-m", "reviewer_app.cli.main", "serve"],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{tmp_path}/x.db", "GITHUB_APP_ID": "42"},
@@ -116,7 +116,7 @@ def test_serve_and_worker_on_a_port_in_use_exit_at_once_with_one_line(tmp_path) 
         }
         for command in (["serve", "--host", "127.0.0.1", "--port", str(port)], ["worker", "--port", str(port)]):
             result = subprocess.run(
-                [sys.executable, "-m", "reviewer_app.cli", *command],
+                [sys.executable, "-m", "reviewer_app.cli.main", *command],
                 capture_output=True,
                 text=True,
                 env={**env, "HOST": "127.0.0.1"},
@@ -168,7 +168,7 @@ def test_without_the_model_key_readyz_says_so_and_the_log_names_only_what_is_mis
 
     # A worker without the key has nothing to run: it says what is missing and exits at once.
     result = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "worker"],
+        [sys.executable, "-m", "reviewer_app.cli.main", "worker"],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", **env, "REVIEWER_ENV_FILE": str(tmp_path / ".env")},

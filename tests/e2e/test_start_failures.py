@@ -25,7 +25,7 @@ DEADLINE = 30.0  # seconds; the process needs ~2 s idle, a loaded machine more. 
 def start(tmp_path: Path, *command: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The reviewer-app command as an operator starts it, in its own directory, with nothing but ``env``."""
     return subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", *command],
+        [sys.executable, "-m", "reviewer_app.cli.main", *command],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HOST": "127.0.0.1", **env},

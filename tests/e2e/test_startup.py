@@ -13,7 +13,7 @@ from tests.helpers import SECRET
 
 HELP = """
 import sys
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 try:
     main(["--help"])
 except SystemExit:
@@ -23,7 +23,7 @@ print("anthropic" in sys.modules)
 
 SERVE_START = """
 import asyncio, sys
-from reviewer_app.config import load_config
+from reviewer_app.settings.config import load_config
 from reviewer_app.service import build_service
 
 async def start() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.admission import JobSpec
 from reviewer_app.core.markers import make_marker, reviewed_by_bot
 from reviewer_app.core.states import JobState
@@ -20,6 +19,7 @@ from reviewer_app.github.recovery import (
     failed_deliveries,
     sweep_delivery_id,
 )
+from reviewer_app.settings.config import ConfigError, load_config
 from reviewer_app.store.base import Delivery, Enqueue, Ignore
 from tests.harness import REPO, SOURCE, Harness, harness
 from tests.helpers import SECRET, eventually, sha

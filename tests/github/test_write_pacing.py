@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from reviewer_app.config import load_config
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.pacing import WritePacer, WritePriority
+from reviewer_app.settings.config import load_config
 from tests.fakes.github import FakeGitHub, added_file, running
 from tests.helpers import eventually
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.batching import BatchPolicy, batch_reason, custom_id
 from reviewer_app.core.pricing import DEFAULT_PRICES, Price, cost, parse_prices, price_of
 from reviewer_app.review.repo_config import parse_repo_config
+from reviewer_app.settings.config import ConfigError, load_config
 from tests.fakes.anthropic import FakeAnthropic
 
 ON = BatchPolicy(enabled=True, after_seconds=600)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 from reviewer_app.store.base import Usage
 from reviewer_app.store.sqlite import SqliteStore
 from tests.store.test_batches_store import deferred_job

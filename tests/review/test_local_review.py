@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 from reviewer_app.review.prompt import SYSTEM_PROMPT
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github import FakeGitHub
@@ -274,7 +274,7 @@ def install_documented_hook(checkout: Checkout) -> None:
     hook = checkout.root / ".git" / "hooks" / "pre-push"
     doc = (Path(__file__).resolve().parents[2] / "docs" / "local-review.md").read_text()
     script = doc.split("```sh\n#!/bin/sh\n", 1)[1].split("```", 1)[0]
-    hook.write_text("#!/bin/sh\n" + script.replace("reviewer-app ", f"{sys.executable} -m reviewer_app.cli ", 1))
+    hook.write_text("#!/bin/sh\n" + script.replace("reviewer-app ", f"{sys.executable} -m reviewer_app.cli.main ", 1))
     hook.chmod(0o755)
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from reviewer_app.config import load_config
 from reviewer_app.core.errors import RateLimited, TransientError
 from reviewer_app.core.states import JobState
 from reviewer_app.review.batches import BatchPoller
 from reviewer_app.review.claude import ClaudeReviewer, min_cacheable_tokens
 from reviewer_app.review.claude_errors import DEFAULT_RATE_LIMIT_WAIT
 from reviewer_app.review.model_client import ModelEndpoint, ModelUnavailable, make_client
+from reviewer_app.settings.config import load_config
 from tests.fakes.keys import generate_key_pair
 from tests.fakes.platforms import FakeBedrock, FakeVertex, fake_for, in_client_environment
 from tests.store.test_batches_store import deferred_job

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from reviewer_app.admin import Admin
+from reviewer_app.cli.usage_report import render_usage
 from reviewer_app.core.markers import make_answer_marker
 from reviewer_app.core.states import JobState
-from reviewer_app.usage_report import render_usage
 from tests.fakes.github import Pull, iso
 from tests.fakes.github.routes.threads import add_review_reply
 from tests.github.test_fake_schema import REPO_ROUTE, disagreements

@@ -198,7 +198,7 @@ async def test_revoked_installation_ends_the_job_without_retrying_for_hours(tmp_
 
 
 async def test_cost_per_repository_is_answerable(tmp_path) -> None:
-    from reviewer_app.usage_report import render_usage
+    from reviewer_app.cli.usage_report import render_usage
 
     async with harness(tmp_path) as h:
         h.anthropic.script_tool_answer(

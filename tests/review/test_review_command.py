@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 from reviewer_app.core.markers import parse_markers
 from reviewer_app.review.prompt import SYSTEM_PROMPT
 from tests.fakes.anthropic import FakeAnthropic
@@ -291,7 +291,7 @@ def test_a_closed_pull_request_is_one_line_and_exit_1(world: World, capsys) -> N
 
 def test_the_command_as_a_subprocess(world: World) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "review", world.url],
+        [sys.executable, "-m", "reviewer_app.cli.main", "review", world.url],
         capture_output=True,
         text=True,
         env={**world.env(), "HOME": str(world.tmp_path)},

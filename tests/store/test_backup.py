@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.store.base import Delivery
 from reviewer_app.store.sqlite import SqliteStore
@@ -83,7 +83,7 @@ def test_a_backup_never_overwrites_and_never_creates_a_database(db: Path, tmp_pa
 def test_the_backup_command_runs_as_the_image_runs_it(db: Path, tmp_path: Path) -> None:
     """As `docker exec` runs it: the real command, no webhook secret, the database named by DATABASE_URL."""
     result = subprocess.run(
-        [sys.executable, "-m", "reviewer_app.cli", "backup", "--json", str(tmp_path / "copy.db")],
+        [sys.executable, "-m", "reviewer_app.cli.main", "backup", "--json", str(tmp_path / "copy.db")],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin", "DATABASE_URL": f"sqlite:///{db}", "REVIEWER_ENV_FILE": str(tmp_path / ".e")},

@@ -8,7 +8,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from reviewer_app.cli import main
+from reviewer_app.cli.main import main
 from reviewer_app.core.admission import Effect, Enqueue, Reply
 from reviewer_app.core.queues import ANSWERS, REVIEWS
 from reviewer_app.core.states import JobState

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.admission import Enqueue, Ignore, JobSpec
 from reviewer_app.core.states import JobState
 from reviewer_app.dispatch.cleaner import DAY, Cleaner
 from reviewer_app.service import build_service
+from reviewer_app.settings.config import ConfigError, load_config
 from reviewer_app.store.base import Delivery
 from tests.helpers import eventually, sha
 

@@ -9,10 +9,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from reviewer_app.config import ConfigError, load_config
 from reviewer_app.core.admission import Enqueue, JobSpec
 from reviewer_app.core.pricing import DEFAULT_PRICES, Price, cost, estimate, parse_prices, price_of
 from reviewer_app.service import build_service
+from reviewer_app.settings.config import ConfigError, load_config
 from reviewer_app.store.base import VERIFICATION, Delivery, Usage
 from reviewer_app.web.dashboard import COOKIE, PAST_DAYS_SECONDS, Dashboard
 from tests.dashboard_seed import EVIL_REPO, MODEL, _admit, queue_counts, seed
@@ -477,7 +477,7 @@ async def test_logout_ends_the_session_on_the_server_and_a_copied_cookie_with_it
 
 
 async def test_cookies_can_be_forced_secure_and_are_unless_the_app_is_on_loopback(store) -> None:
-    from reviewer_app.config import cookies_secure, load_config
+    from reviewer_app.settings.config import cookies_secure, load_config
 
     env = {"GITHUB_WEBHOOK_SECRET": "s"}
     assert cookies_secure(load_config(env)) is True  # 0.0.0.0: reached from elsewhere, through TLS

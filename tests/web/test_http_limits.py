@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from reviewer_app.config import load_config
+from reviewer_app.settings.config import load_config
 from reviewer_app.web.limits import start_site
 
 ENV = {"GITHUB_WEBHOOK_SECRET": "s", "REVIEWER_HTTP_KEEPALIVE_SECONDS": "1"}

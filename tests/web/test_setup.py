@@ -21,10 +21,10 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
-from reviewer_app.config import Config, ConfigError, load_config
-from reviewer_app.envfile import EnvFileError, apply_env_file, parse_env, read_env_file, update_env_file
 from reviewer_app.github.auth import AppCredentials
 from reviewer_app.service import build_service
+from reviewer_app.settings.config import Config, ConfigError, load_config
+from reviewer_app.settings.envfile import EnvFileError, apply_env_file, parse_env, read_env_file, update_env_file
 from reviewer_app.web import app as web_app
 from reviewer_app.web.app_registration import (
     MANIFEST_FILE,

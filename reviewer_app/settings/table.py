@@ -1,12 +1,12 @@
 """The table of every setting of reviewer-app: its environment variable, type, default, limits and help text.
 
-`reviewer_app/config.py` reads and validates them into a Config; docs/configuration.md documents each one."""
+`reviewer_app/settings/config.py` reads and validates them into a Config; docs/configuration.md documents each one."""
 
 from __future__ import annotations
 
-from reviewer_app.setting import Setting
-from reviewer_app.settings_codebase import CODEBASE_SETTINGS
-from reviewer_app.settings_model import MODEL_SETTINGS
+from reviewer_app.settings.codebase import CODEBASE_SETTINGS
+from reviewer_app.settings.model import MODEL_SETTINGS
+from reviewer_app.settings.setting import Setting
 
 SIGNAL_READS_HELP = "review comments of the app whose reactions (the team's thumbs up and down) one review, or one periodic signal pass, reads at most"  # noqa: E501
 SIGNAL_PASS_HELP = "seconds between passes that read the team's reactions on the app's comments of recently reviewed pull requests (GitHub sends no webhook for a reaction; 0: only when a pull request is reviewed again)"  # noqa: E501

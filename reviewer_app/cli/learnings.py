@@ -8,10 +8,10 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
-from reviewer_app.admin_cli import run_on_database
-from reviewer_app.cli_args import whole_number
-from reviewer_app.config import Config
+from reviewer_app.cli.admin_commands import run_on_database
+from reviewer_app.cli.args import whole_number
 from reviewer_app.core.learnings import KINDS, Learning, LearningLimitReached, make_draft, source_label
+from reviewer_app.settings.config import Config
 from reviewer_app.store.base import Store
 from reviewer_app.store.factory import make_store
 

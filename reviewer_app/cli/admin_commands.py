@@ -13,13 +13,13 @@ from typing import Any
 from reviewer_app import __version__
 from reviewer_app.admin import Admin, AdminError, github_web_url
 from reviewer_app.admin_text import render_job, render_list, render_status
-from reviewer_app.cli_args import number_above, whole_number
-from reviewer_app.config import Config
+from reviewer_app.cli.args import number_above, whole_number
+from reviewer_app.cli.usage_report import render_usage, usage_report
 from reviewer_app.core.states import JobState
 from reviewer_app.core.terminal import for_terminal
+from reviewer_app.settings.config import Config
 from reviewer_app.store.base import StoreUnavailable
 from reviewer_app.store.factory import make_store
-from reviewer_app.usage_report import render_usage, usage_report
 
 COMMANDS = ("status", "jobs", "queue", "usage")
 # What the admin commands add while no App is configured: the database is fine, nothing has come in yet.

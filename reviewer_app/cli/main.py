@@ -10,24 +10,24 @@ import os
 import sys
 from pathlib import Path
 
-from reviewer_app import admin_cli, backup, learnings_cli, one_pr_cli, outcomes_cli
-from reviewer_app.cli_args import whole_number
-from reviewer_app.config import Config, ConfigError, load_config, lookalike_settings
+from reviewer_app.cli import admin_commands, backup, learnings, outcomes, review
+from reviewer_app.cli.args import whole_number
 from reviewer_app.dispatch.registry import app_version
-from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.logs import configured_secrets, setup_logging
+from reviewer_app.settings.config import Config, ConfigError, load_config, lookalike_settings
+from reviewer_app.settings.envfile import EnvFileError, apply_env_file
 from reviewer_app.store import migrate as migrate_store
 from reviewer_app.store.base import StoreUnavailable
 
 # Commands that work on the database only: they receive no webhook, so they need no webhook secret.
-DATABASE_COMMANDS = (*admin_cli.COMMANDS, learnings_cli.COMMAND, outcomes_cli.COMMAND, "backup")
+DATABASE_COMMANDS = (*admin_commands.COMMANDS, learnings.COMMAND, outcomes.COMMAND, "backup")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reviewer-app", description="Review pull requests with Claude.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {app_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    one_pr_cli.add_command(sub)
+    review.add_command(sub)
     serve = sub.add_parser("serve", help="receive webhooks and run reviews")
     serve.add_argument("--host", help="bind address (env HOST, default 0.0.0.0)")
     serve.add_argument("--port", type=whole_number(0, 65535), help="port (env PORT, default 8080)")
@@ -41,9 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         "config", help="print the effective configuration, secrets masked, with what is wrong or missing marked"
     )
     config.add_argument("--json", action="store_true", help="print JSON for scripts")
-    admin_cli.add_commands(sub)
-    learnings_cli.add_command(sub)
-    outcomes_cli.add_command(sub)
+    admin_commands.add_commands(sub)
+    learnings.add_command(sub)
+    outcomes.add_command(sub)
     backup.add_command(sub)
     migrate_store.add_command(sub)
     parser.set_defaults(command_names=tuple(sub.choices))
@@ -56,14 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         names = ", ".join(args.command_names)
         parser.error(f"say which command to run: {names} (`reviewer-app --help` says what each does)")
-    missing = admin_cli.missing_subcommand(args) or learnings_cli.missing_subcommand(args)
+    missing = admin_commands.missing_subcommand(args) or learnings.missing_subcommand(args)
     if missing is not None:
         args.command_parser.error(missing)
     warn_lookalikes()
     if args.command == "migrate-store":  # both databases are named on the command line: no configuration needed
         return migrate_store.main(args)
     if args.command == "review":  # a token and the model key: none of the App's settings, no database of its own
-        return one_pr_cli.run(args)
+        return review.run(args)
     if args.command == "config":
         return print_config(as_json=args.json)
     try:
@@ -88,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         secrets=configured_secrets(cfg, os.environ),
         debug_loggers=cfg.debug_loggers,
     )
-    if args.command in admin_cli.COMMANDS:
-        return admin_cli.run(cfg, args)
-    if args.command == learnings_cli.COMMAND:
-        return learnings_cli.run(cfg, args)
-    if args.command == outcomes_cli.COMMAND:
-        return outcomes_cli.run(cfg, args)
+    if args.command in admin_commands.COMMANDS:
+        return admin_commands.run(cfg, args)
+    if args.command == learnings.COMMAND:
+        return learnings.run(cfg, args)
+    if args.command == outcomes.COMMAND:
+        return outcomes.run(cfg, args)
     if args.command == "backup":
         return backup.run(cfg, args)
     if args.command in ("serve", "worker"):
@@ -140,7 +140,7 @@ def database_hint(cfg: Config) -> str:
 def print_config(*, as_json: bool = False) -> int:
     """`reviewer-app config`: every setting it can read, with what is wrong or missing marked (``as_json``: as data,
     each setting's value, mark, and what stops `serve`); 2 when `serve` would refuse this configuration, 0 otherwise."""
-    from reviewer_app.config_report import inspect_config
+    from reviewer_app.cli.config_report import inspect_config
 
     env_problem = None
     try:

@@ -1,9 +1,9 @@
 """The settings of the model: where Claude is reached (docs/configuration.md, "Model providers"), which models, and
-how much of it one review may use. Part of the table in `reviewer_app/settings.py`."""
+how much of it one review may use. Part of the table in `reviewer_app/settings/table.py`."""
 
 from __future__ import annotations
 
-from reviewer_app.setting import Setting
+from reviewer_app.settings.setting import Setting
 
 MODEL_SETTINGS: tuple[Setting, ...] = (
     Setting("ANTHROPIC_API_KEY", "anthropic_api_key", str, "", "Claude API key", secret=True),

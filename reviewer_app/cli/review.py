@@ -3,7 +3,7 @@ and no database beyond a temporary one (review/one_pr.py runs the App's stages).
 would post it (Markdown, or ``--json`` with the structured findings) and posted only with ``--post``.
 
 The REST API: ``GITHUB_API_URL`` when set, else the URL's host tells it (https://api.github.com for github.com, a
-GitHub Enterprise Server's https://HOST/api/v3). The token goes only where it belongs (one_pr_token.py):
+GitHub Enterprise Server's https://HOST/api/v3). The token goes only where it belongs (review_token.py):
 ``GITHUB_TOKEN`` to github.com or GITHUB_API_URL's host, the GitHub CLI's token for the API's own host, or the
 variable ``--token-env NAME`` names; never in clear except to loopback. A wrong command line or a missing token or
 key is one line and exit 2; a review GitHub or the model could not give is one line and exit 1.
@@ -24,12 +24,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from reviewer_app import local_cli
-from reviewer_app.config import Config, ConfigError, load_config, model_missing
+from reviewer_app.cli import local
+from reviewer_app.cli.review_token import NoToken, find_token
 from reviewer_app.core.pull_url import NotAPullRequestURL, PullRef, parse_pull_url
 from reviewer_app.core.terminal import for_terminal
-from reviewer_app.envfile import EnvFileError, apply_env_file
-from reviewer_app.one_pr_token import NoToken, find_token
+from reviewer_app.settings.config import Config, ConfigError, load_config, model_missing
+from reviewer_app.settings.envfile import EnvFileError, apply_env_file
 
 if TYPE_CHECKING:
     from reviewer_app.review.one_pr import OneReview
@@ -48,7 +48,7 @@ def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("url", metavar="PULL_REQUEST_URL", nargs="?", help="https://HOST/OWNER/REPO/pull/NUMBER")
     p.add_argument("--json", action="store_true", help="print the structured findings and the review as JSON")
-    local_cli.add_arguments(p)
+    local.add_arguments(p)
     p.add_argument(
         "--post",
         action="store_true",
@@ -68,7 +68,7 @@ def fail(message: str, status: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.local is not None:
-        return local_cli.run(args)
+        return local.run(args)
     if args.url is None:
         return fail("say what to review: a PULL_REQUEST_URL, or --local for this checkout's commits", 2)
     env = os.environ
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if (missing := model_missing(cfg)) is not None:
         return fail(missing.what, 2)
     api_url = (env.get("GITHUB_API_URL") or ref.api_url).rstrip("/")
-    try:  # only where it may go (one_pr_token.py): a pasted link's host gets no token of another host's
+    try:  # only where it may go (review_token.py): a pasted link's host gets no token of another host's
         token = find_token(env, api_url, token_env=args.token_env)
     except NoToken as exc:
         return fail(str(exc), 2)
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         debug_loggers=cfg.debug_loggers,
     )
     try:
-        progress = local_cli.progress_for(args)
+        progress = local.progress_for(args)
         result = asyncio.run(_review(cfg, ref, token, api_url, post=args.post, progress=progress))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
@@ -107,16 +107,16 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - every failure is one line for a person (LOG_LEVEL=ERROR: its trace)
         logging.getLogger(__name__).error("the review failed", exc_info=exc)
         return fail(_why(exc), 1)
-    fmt = local_cli.output_format(args, sys.stdout)
-    report = local_cli.report_of(result, f"{ref.repo}#{ref.number} at {result.head_sha[:12]}")
+    fmt = local.output_format(args, sys.stdout)
+    report = local.report_of(result, f"{ref.repo}#{ref.number} at {result.head_sha[:12]}")
     if fmt == "json":  # the findings, and the review as GitHub gets it
         print(json.dumps(as_json(ref, result, cfg), indent=2))
     else:
-        local_cli.emit(fmt, report, as_markdown(result), cfg, repository_uri=f"{ref.scheme}://{ref.host}/{ref.repo}")
+        local.emit(fmt, report, as_markdown(result), cfg, repository_uri=f"{ref.scheme}://{ref.host}/{ref.repo}")
     if result.not_posted is not None:
         return fail(f"reviewed, but not posted: {_why(result.not_posted)}", 1)
     print(f"{PROG}: {for_terminal(_what_happened(ref, result, cfg))}", file=sys.stderr)
-    return local_cli.FINDINGS_FOUND if local_cli.failing(report, args.fail_on) else 0
+    return local.FINDINGS_FOUND if local.failing(report, args.fail_on) else 0
 
 
 async def _review(cfg: Config, ref: PullRef, token: str, api_url: str, *, post: bool, progress: Progress) -> OneReview:

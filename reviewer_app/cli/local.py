@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from reviewer_app.config import Config, ConfigError, load_config, model_missing
 from reviewer_app.core.review_model import SEVERITIES
 from reviewer_app.core.terminal import for_terminal
-from reviewer_app.envfile import EnvFileError, apply_env_file
 from reviewer_app.review.formats import FORMATS, Report, as_sarif, as_text, spend, wants_colour
 from reviewer_app.review.progress import Progress
+from reviewer_app.settings.config import Config, ConfigError, load_config, model_missing
+from reviewer_app.settings.envfile import EnvFileError, apply_env_file
 
 if TYPE_CHECKING:
     from reviewer_app.review.local import LocalReview
@@ -93,8 +93,8 @@ def fail(message: str, status: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """`review --local [BASE]`."""
-    from reviewer_app.one_pr_cli import APP_ONLY
-    from reviewer_app.one_pr_cli import _why as why
+    from reviewer_app.cli.review import APP_ONLY
+    from reviewer_app.cli.review import _why as why
     from reviewer_app.review.local_git import GitError, open_commits
 
     if args.url is not None:

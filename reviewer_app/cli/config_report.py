@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from reviewer_app.config import (
+from reviewer_app.redaction import redact_url
+from reviewer_app.settings.config import (
     Config,
     ConfigError,
     missing_for_reviews,
@@ -15,8 +16,7 @@ from reviewer_app.config import (
     unknown_settings,
     with_private_key,
 )
-from reviewer_app.redaction import redact_url
-from reviewer_app.settings import SETTINGS
+from reviewer_app.settings.table import SETTINGS
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from reviewer_app.core.experiments import operator_experiment
 from reviewer_app.core.pricing import Price, PriceError, parse_prices
 from reviewer_app.core.providers import ANTHROPIC, PROVIDERS, VERTEX, HeaderError, Provider, parse_headers
 from reviewer_app.redaction import redact_url
-from reviewer_app.settings import KNOWN_ENV, SETTINGS, Setting
+from reviewer_app.settings.table import KNOWN_ENV, SETTINGS, Setting
 
 
 class ConfigError(ValueError):

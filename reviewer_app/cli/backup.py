@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reviewer_app.config import Config
+from reviewer_app.settings.config import Config
 
 
 class BackupError(Exception):

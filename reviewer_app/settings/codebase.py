@@ -1,9 +1,9 @@
 """The settings of the codebase context (reviewer_app/codebase/): the repository at the head, cached, indexed and
-searched; part of the table in `reviewer_app/settings.py`."""
+searched; part of the table in `reviewer_app/settings/table.py`."""
 
 from __future__ import annotations
 
-from reviewer_app.setting import Setting
+from reviewer_app.settings.setting import Setting
 
 CODEBASE_SETTINGS: tuple[Setting, ...] = (
     Setting(

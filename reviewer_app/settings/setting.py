@@ -1,5 +1,5 @@
 """One setting of reviewer-app: its environment variable, type, default, limits and help text (the table is
-`reviewer_app/settings.py`)."""
+`reviewer_app/settings/table.py`)."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 from reviewer_app.admin import github_web_url
-from reviewer_app.admin_cli import run_on_database
-from reviewer_app.cli_args import number_above
-from reviewer_app.config import Config
+from reviewer_app.cli.admin_commands import run_on_database
+from reviewer_app.cli.args import number_above
 from reviewer_app.outcomes_report import read_outcomes, render_outcomes
+from reviewer_app.settings.config import Config
 from reviewer_app.store.factory import make_store
 
 COMMAND = "outcomes"
