@@ -164,13 +164,17 @@ async def test_a_worker_that_lost_its_lease_leaves_the_check_run_alone(tmp_path)
 async def test_a_run_created_with_a_lost_answer_is_closed_when_its_job_ends_before_it_was_recorded(tmp_path) -> None:
     # Found by the model-based test: GitHub created the run but the answer was lost, so the job has no run id; the
     # job then ended (PR closed) before the next pass found the run. It must not stay queued forever.
+    # The lookup by external id (after the one before the creation) fails until the PR is closed, so no pass in between (a wake-up that landed during
+    # the first pass runs a second at once) finds the run before the job ends: the interleaving is forced.
     async with harness(tmp_path, REVIEWER_CHECK_SYNC_SECONDS="3600") as h:
         await h.store.set_setting("queue_paused", "1")
+        h.github.inject("GET", r"/commits/[0-9a-f]+/check-runs$", "error", times=None, after=1)  # after the first
         h.github.inject("POST", r"/check-runs$", "lost_response", mode="drop")
         pull, job_id = await h.open_pr()
         await eventually(lambda: _now(len(h.check_runs(pull.head_sha)) == 1))
         assert (await h.job(job_id)).check_run_id is None
         h.github.close_pull(REPO, 1)
+        h.github.clear_faults()
         await h.deliver("pull_request", h.pr_payload(pull, "closed"))
         await h.wait_check_synced(job_id)
         [run] = h.check_runs(pull.head_sha)
