@@ -22,6 +22,7 @@ from aiohttp import web
 REVIEW_TOOL = "submit_review"
 VERIFY_TOOL = "submit_verdicts"
 JUDGE_TOOL = "submit_matches"
+CALLS = "calls"  # an answer {"calls": [{"name": ..., "input": {...}}]} is a turn of tool calls, not a submission
 KINDS = {REVIEW_TOOL: "review", VERIFY_TOOL: "verify", JUDGE_TOOL: "judge"}
 EMPTY = {
     REVIEW_TOOL: {"summary": "(no recorded answer)", "comments": []},
@@ -39,9 +40,21 @@ def _strip(value: Any) -> Any:
     return value
 
 
+def _no_ids(value: Any) -> Any:
+    """``value`` without tool-call ids (the API's are random, a replay's fixed; the order pairs calls and results)."""
+    if isinstance(value, dict):
+        drop = {"tool_use_id"} | ({"id"} if value.get("type") == "tool_use" else set())
+        return {k: _no_ids(v) for k, v in value.items() if k not in drop}
+    if isinstance(value, list):
+        return [_no_ids(v) for v in value]
+    return value
+
+
 def request_hash(body: dict[str, Any]) -> str:
-    """The request's key: its model, system prompt, tools, tool choice and messages, without cache marks."""
+    """The request's key: its model, system prompt, tools, tool choice and messages, without cache marks (and without
+    tool-call ids)."""
     keep = {k: _strip(body.get(k)) for k in ("model", "system", "tools", "tool_choice", "messages")}
+    keep["messages"] = _no_ids(keep["messages"])
     return hashlib.sha256(json.dumps(keep, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
@@ -57,6 +70,27 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+
+
+def transcript(body: dict[str, Any]) -> str:
+    """The request's messages as a person reads them: each text, each tool call the model made and each tool result."""
+    out: list[str] = []
+    for message in body.get("messages") or []:
+        role, content = message.get("role", "user"), message.get("content")
+        if isinstance(content, str):
+            out.append(content if role == "user" else f"[{role}]\n{content}")
+            continue
+        for block in content or []:
+            kind = block.get("type")
+            if kind == "text":
+                out.append(block.get("text", "") if role == "user" else f"[{role}]\n{block.get('text', '')}")
+            elif kind == "tool_use":
+                out.append(f"[you called {block.get('name')}] {json.dumps(block.get('input'), ensure_ascii=False)}")
+            elif kind == "tool_result":
+                inner = block.get("content")
+                text = inner if isinstance(inner, str) else text_of(inner)
+                out.append(f"[tool result{' (error)' if block.get('is_error') else ''}]\n{text}")
+    return "\n\n".join(out)
 
 
 def estimated_usage(body: dict[str, Any], answer: Any) -> dict[str, int]:
@@ -78,6 +112,8 @@ class ModelSide:
     recordings: Path
     live: Any = None  # an anthropic.AsyncAnthropic when ANTHROPIC_API_KEY is set
     record_missing: bool = False
+    pending: Path | None = None  # where unanswered requests go (default: <recordings>/pending)
+    label: str = ""  # who a stand-in is (written into its recordings with --by)
     case: str = ""  # the case being reviewed, written into pending requests and new recordings
     config: str = ""  # the configuration it is reviewed under (bench/review_quality.py CONFIGS), likewise
     answered: list[dict[str, Any]] = field(default_factory=list)  # this case's recordings used, in order
@@ -90,6 +126,10 @@ class ModelSide:
     def path(self, key: str) -> Path:
         return self.recordings / f"{key}.json"
 
+    @property
+    def pending_dir(self) -> Path:
+        return self.pending if self.pending is not None else self.recordings / "pending"
+
     async def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """The Messages API's answer to ``body``."""
         key = request_hash(body)
@@ -101,10 +141,10 @@ class ModelSide:
             self.missing.append(key)
             if self.record_missing:
                 self._dump(key, body, tool)
-            return _message(body, tool, EMPTY.get(tool, {}), {"input_tokens": 1, "output_tokens": 1})
+            return _message(body, tool, EMPTY.get(tool, {}), {"input_tokens": 1, "output_tokens": 1}, key)
         self.answered.append(recording)
         self.used.add(key)
-        return _message(body, tool, recording["answer"], recording["usage"])
+        return _message(body, tool, recording["answer"], recording["usage"], key)
 
     def _read(self, key: str) -> dict[str, Any] | None:
         path = self.path(key)
@@ -112,8 +152,12 @@ class ModelSide:
 
     async def _ask_live(self, key: str, body: dict[str, Any], tool: str) -> dict[str, Any]:
         response = await self.live.messages.create(**body)
-        call = next((b for b in response.content if b.type == "tool_use"), None)
-        answer = call.input if call is not None else text_of([b.model_dump() for b in response.content])
+        calls = [b for b in response.content if b.type == "tool_use"]
+        call = next((b for b in calls if b.name == tool), None)
+        if call is not None or not calls:
+            answer = call.input if call is not None else text_of([b.model_dump() for b in response.content])
+        else:  # a turn of the repository tools: the calls, answered by the app's tools on the next request
+            answer = {CALLS: [{"name": b.name, "input": b.input} for b in calls]}
         usage = response.usage.model_dump()
         recording = self._recording(key, body, tool, answer, {k: usage.get(k) or 0 for k in _USAGE}, by="api")
         self.path(key).write_text(json.dumps(recording, indent=1, ensure_ascii=False) + "\n")
@@ -131,10 +175,11 @@ class ModelSide:
             "answer": answer,
             "usage": usage,
             "by": by,
+            **({"stand_in": self.label} if by == "stand-in" and self.label else {}),
         }
 
     def _dump(self, key: str, body: dict[str, Any], tool: str) -> None:
-        pending = self.recordings / "pending"
+        pending = self.pending_dir
         pending.mkdir(parents=True, exist_ok=True)
         system = body.get("system")
         request = {
@@ -145,7 +190,8 @@ class ModelSide:
             "model": body.get("model"),
             "tool": tool,
             "system": system if isinstance(system, str) else text_of(system),
-            "user": "\n".join(text_of(m.get("content")) for m in body.get("messages") or []),
+            "user": transcript(body),
+            "tools": [{k: t.get(k) for k in ("name", "description", "input_schema")} for t in body.get("tools") or []],
             "body": _strip(body),
         }
         (pending / f"{key}.json").write_text(json.dumps(request, indent=1, ensure_ascii=False) + "\n")
@@ -156,13 +202,13 @@ class ModelSide:
 
     def save_answer(self, key: str, answer: Any) -> Path:
         """A stand-in's answer to the pending request ``key``, saved as its recording (usage estimated)."""
-        pending = json.loads((self.recordings / "pending" / f"{key}.json").read_text())
+        pending = json.loads((self.pending_dir / f"{key}.json").read_text())
         self.case, self.config = pending["case"], pending.get("config", "")
         usage = estimated_usage(pending["body"], answer)
         recording = self._recording(key, pending["body"], pending["tool"], answer, usage, by="stand-in")
         path = self.path(key)
         path.write_text(json.dumps(recording, indent=1, ensure_ascii=False) + "\n")
-        (self.recordings / "pending" / f"{key}.json").unlink()
+        (self.pending_dir / f"{key}.json").unlink()
         return path
 
     def make_app(self) -> web.Application:
@@ -187,10 +233,16 @@ class ModelSide:
 _USAGE = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def _message(body: dict[str, Any], tool: str, answer: Any, usage: dict[str, int]) -> dict[str, Any]:
+def _message(body: dict[str, Any], tool: str, answer: Any, usage: dict[str, int], key: str = "") -> dict[str, Any]:
     content: list[dict[str, Any]]
     if isinstance(answer, str):
         content, stop = [{"type": "text", "text": answer}], "end_turn"
+    elif isinstance(answer, dict) and set(answer) == {CALLS}:  # a tool turn: ids fixed by the request, for replay
+        content = [
+            {"type": "tool_use", "id": f"toolu_{key[:16]}_{i}", "name": c["name"], "input": c.get("input") or {}}
+            for i, c in enumerate(answer[CALLS])
+        ]
+        stop = "tool_use"
     else:
         content, stop = [{"type": "tool_use", "id": "toolu_recorded", "name": tool, "input": answer}], "tool_use"
     return {

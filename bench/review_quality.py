@@ -482,6 +482,7 @@ async def run(
     model: ModelSide | None = None,
     configs: Sequence[str] = DEFAULT_CONFIGS[:1],
     corpus: Path = CORPUS,
+    judging: bool = True,
 ) -> list[CaseRun]:
     model = model or ModelSide(recordings, live=live, record_missing=record_missing)
     runs: list[CaseRun] = []
@@ -492,7 +493,7 @@ async def run(
                 (Path(tmp) / str(index)).mkdir()
                 result = await review(case, model, url, Path(tmp) / str(index), config=config, corpus=corpus)
                 result.candidates = candidates_of(result.answer)
-                if not model.missing:
+                if judging and not model.missing:
                     await judge(result, model)
                 result.missing = len(model.missing)
                 for recording in model.answered:
@@ -630,6 +631,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exclude", default="", help="comma-separated case ids to leave out")
     parser.add_argument("--record-missing", action="store_true", help="dump unanswered requests to pending/")
     parser.add_argument("--save-answer", nargs=2, metavar=("HASH", "FILE"), help="record a stand-in's answer")
+    parser.add_argument("--save-answers", type=Path, metavar="DIR", help="record every <hash>.json answer in DIR")
+    parser.add_argument("--by", default="", help="with --save-answer(s): who the stand-in is, kept in the recording")
+    parser.add_argument("--pending", type=Path, help="where --record-missing writes (default: recordings/pending)")
+    parser.add_argument(
+        "--no-judge",
+        action="store_true",
+        help="review and verify only: no judge request (it shows the known issues), no scores; for a blind stand-in",
+    )
     parser.add_argument("--prune", action="store_true", help="delete recordings a whole-corpus run did not use")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
@@ -638,10 +647,16 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated configurations to compare (of: {', '.join(CONFIGS)})",
     )
     args = parser.parse_args(argv)
+    saver = ModelSide(args.recordings, pending=args.pending, label=args.by)
     if args.save_answer:
         key, file = args.save_answer
         answer = json.loads(Path(file).read_text() if file != "-" else sys.stdin.read())
-        print(ModelSide(args.recordings).save_answer(key, answer))
+        print(saver.save_answer(key, answer))
+        return 0
+    if args.save_answers:
+        for file in sorted(args.save_answers.glob("*.json")):
+            if (saver.pending_dir / file.name).exists():
+                print(saver.save_answer(file.stem, json.loads(file.read_text())))
         return 0
     logging.disable(logging.WARNING)
     cases = load_cases(args.corpus, [c for c in args.cases.split(",") if c])
@@ -656,8 +671,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         raise SystemExit(f"no such configuration: {', '.join(unknown)} (known: {', '.join(CONFIGS)})")
-    model = ModelSide(args.recordings, live=live, record_missing=args.record_missing)
-    runs = asyncio.run(run(cases, model=model, configs=configs, corpus=args.corpus))
+    model = ModelSide(args.recordings, live=live, record_missing=args.record_missing, pending=args.pending)
+    runs = asyncio.run(run(cases, model=model, configs=configs, corpus=args.corpus, judging=not args.no_judge))
+    if args.no_judge:  # no scores: what each review still waits for, nothing about the known issues
+        for r in runs:
+            print(
+                f"{r.config:22} {r.case['id']:32} {r.state:10} findings {len(r.candidates):2}  unanswered {r.missing}"
+            )
+        return 0
     result = report([r for r in runs if r.config == configs[0]])
     result["configuration"] = configs[0]
     result["comparison"] = compare(runs, configs)

@@ -243,7 +243,8 @@ class RepositoryTools:
         """A search of the snapshot, off the event loop; its answer cut to the room left."""
         codebase = self.codebase
         assert codebase is not None
-        what = str(args.get("pattern") if name == SEARCH_CODE else args.get("name") or "")
+        given = args.get("pattern") if name == SEARCH_CODE else args.get("name")
+        what = given if isinstance(given, str) else ""  # a missing argument is refused, never searched for as "None"
         if not what or len(what) > 300:
             return "refused: give a pattern or name of 1 to 300 characters", True
         if name == SEARCH_CODE:

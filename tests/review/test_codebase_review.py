@@ -128,3 +128,15 @@ async def test_a_catastrophic_regex_is_answered_at_once(tmp_path) -> None:
         [answer] = results(h.anthropic.message_requests[1])
         assert "no match for the regular expression '(a+)+$'" in answer["content"]
         assert json.dumps(answer)  # a plain answer, not an error from a hung worker
+
+
+async def test_a_search_without_its_pattern_is_refused_not_run_for_the_word_none(tmp_path) -> None:
+    async with harness(tmp_path) as h:
+        h.anthropic.script_tool_answer({"query": "parse_config"}, name="search_code")  # the wrong argument's name
+        h.anthropic.script_tool_answer({"symbol": "parse_config"}, name="find_definition")
+        _, job_id = await open_change(h, "repository_tools: true\n")
+        await h.wait_state(job_id, JobState.SUCCEEDED)
+        [search] = results(h.anthropic.message_requests[1])
+        [definition] = results(h.anthropic.message_requests[2])
+        for answer in (search, definition):
+            assert answer["is_error"] is True and answer["content"].startswith("refused: give a pattern or name")

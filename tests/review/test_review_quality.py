@@ -138,3 +138,33 @@ async def test_two_corpus_cases_replay_from_the_committed_recordings() -> None:
         3,
         3,
     )
+
+
+async def test_a_blind_stand_in_answers_a_tool_turn_and_is_never_shown_the_judge(tmp_path: Path) -> None:
+    """With the repository tools the stand-in may answer a review request with calls (``{"calls": [...]}``); the app
+    runs them and the next request, with the calls and their results in its transcript, is dumped in turn. With
+    ``judging=False`` no judge request (it shows the known issues) is ever made."""
+    pending_dir = tmp_path / "mine"
+    turn = {"calls": [{"name": "find_definition", "input": {"name": "total"}}]}
+    kinds, transcripts = [], []
+    for _ in range(4):
+        model = ModelSide(tmp_path, record_missing=True, pending=pending_dir)
+        await run([CASE], model=model, configs=["codebase + tools"], corpus=tmp_path, judging=False)
+        pending = json_files(pending_dir)
+        if not pending:
+            break
+        for request in pending:
+            kinds.append(request["kind"])
+            transcripts.append(request["user"])
+            if request["kind"] == "review":
+                answer = REVIEW if "[you called find_definition]" in request["user"] else turn
+            else:
+                answer = VERDICTS
+            ModelSide(tmp_path, pending=pending_dir, label="blind helper").save_answer(request["hash"], answer)
+    assert kinds == ["review", "review", "verify"]
+    assert "stats.py:1" in transcripts[1] and '[you called find_definition] {"name": "total"}' in transcripts[1]
+    recordings = json_files(tmp_path)
+    assert {r["stand_in"] for r in recordings} == {"blind helper"}
+    [replayed] = await run([CASE], recordings=tmp_path, configs=["codebase + tools"], corpus=tmp_path, judging=False)
+    assert replayed.missing == 0 and replayed.state == "succeeded" and replayed.published == 1
+    assert not (tmp_path / "pending").exists()
