@@ -44,8 +44,8 @@ def _compile(pattern: str, regex: bool):  # type: ignore[no-untyped-def]
     options = _re2.Options()
     options.max_mem = 8 << 20
     options.log_errors = False
-    try:
-        return _re2.compile(pattern, options)
+    try:  # ^ and $ match at each line's ends: the whole file is searched first, then its lines
+        return _re2.compile("(?m)" + pattern, options)
     except _re2.error as exc:
         raise BadPattern(
             f"not a valid RE2 regular expression ({exc}); lookarounds and backreferences are not supported"

@@ -160,3 +160,10 @@ def test_related_code_within_its_budget_counts_what_it_left_out(snapshot: Snapsh
     assert [s.why for s in snippets] == ["caller of verify, in handle"]
     assert left_out == 2
     assert snapshot.related("auth/token.py", 4, 7, budget_tokens=0) == ([], 3)
+
+
+def test_anchors_match_at_the_start_of_any_line_not_only_the_files(tmp_path: Path) -> None:
+    snap = make_snapshot(tmp_path, {"consts.go": 'package http\n\nconst (\n\tPOST    = "POST"\n)\n'})
+    assert snap.search_code(r"^\s*POST\s*=", regex=True).startswith("1 matching lines")
+    assert "consts.go:4:" in snap.search_code(r"^\s*POST\s*=", regex=True)
+    assert snap.search_code(r"^const \($", regex=True).startswith("1 matching lines")

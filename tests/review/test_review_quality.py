@@ -126,10 +126,12 @@ async def test_two_corpus_cases_replay_from_the_committed_recordings() -> None:
     runs = await run(load_cases(CORPUS, REAL))
     assert [r.complete for r in runs] == [True, True] and check(runs) == []
     httpx, serde = runs  # the corpus's order: by case id
-    # httpx: three findings, all confirmed; only the double-hashed HA1 is the known issue.
-    assert (len(httpx.candidates), httpx.published, len(httpx.matches)) == (3, 3, 1)
+    # httpx (a blind stand-in's answers): five findings, two withheld as low confidence; only the double-hashed HA1
+    # (the one confirmed above 90) is the known issue.
+    assert (len(httpx.candidates), httpx.published, len(httpx.matches)) == (5, 3, 1)
+    assert sorted(why or "" for _, why in httpx.candidates) == ["", "", "", "low confidence", "low confidence"]
     assert len(shown(httpx.candidates, evidence=True, verify=True, cap=False, min_confidence=91)) == 1
-    # serde: both unwraps of invalid UTF-8 found; the verifier was unsure but above the threshold, so both are shown.
+    # serde: both unwraps of invalid UTF-8 found and shown (confidence 55, above the threshold).
     assert (len(serde.candidates), serde.published, sorted(serde.matches.values())) == (2, 2, [0, 1])
     production = report(runs)["variants"]["all three (production)"]["overall"]
     assert (production["findings"], production["matching"], production["found"], production["known_issues"]) == (
