@@ -31,30 +31,23 @@ EMPTY = {
 }
 
 
-def _strip(value: Any) -> Any:
-    """``value`` without cache marks (where they go depends on token counts, not on what is asked)."""
+def _strip(value: Any, *, ids: bool = False) -> Any:
+    """``value`` without cache marks (where they go depends on token counts, not on what is asked), and with ``ids``
+    without tool-call ids (the API's are random, a replay's fixed; the order pairs calls and results)."""
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k != "cache_control"}
+        drop = {"cache_control"}
+        if ids:
+            drop |= {"tool_use_id"} | ({"id"} if value.get("type") == "tool_use" else set())
+        return {k: _strip(v, ids=ids) for k, v in value.items() if k not in drop}
     if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
-
-def _no_ids(value: Any) -> Any:
-    """``value`` without tool-call ids (the API's are random, a replay's fixed; the order pairs calls and results)."""
-    if isinstance(value, dict):
-        drop = {"tool_use_id"} | ({"id"} if value.get("type") == "tool_use" else set())
-        return {k: _no_ids(v) for k, v in value.items() if k not in drop}
-    if isinstance(value, list):
-        return [_no_ids(v) for v in value]
+        return [_strip(v, ids=ids) for v in value]
     return value
 
 
 def request_hash(body: dict[str, Any]) -> str:
     """The request's key: its model, system prompt, tools, tool choice and messages, without cache marks (and without
     tool-call ids)."""
-    keep = {k: _strip(body.get(k)) for k in ("model", "system", "tools", "tool_choice", "messages")}
-    keep["messages"] = _no_ids(keep["messages"])
+    keep = {k: _strip(body.get(k), ids=True) for k in ("model", "system", "tools", "tool_choice", "messages")}
     return hashlib.sha256(json.dumps(keep, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
@@ -154,10 +147,12 @@ class ModelSide:
         response = await self.live.messages.create(**body)
         calls = [b for b in response.content if b.type == "tool_use"]
         call = next((b for b in calls if b.name == tool), None)
-        if call is not None or not calls:
-            answer = call.input if call is not None else text_of([b.model_dump() for b in response.content])
-        else:  # a turn of the repository tools: the calls, answered by the app's tools on the next request
+        if call is not None:
+            answer = call.input
+        elif calls:  # a turn of the repository tools: the calls, answered by the app's tools on the next request
             answer = {CALLS: [{"name": b.name, "input": b.input} for b in calls]}
+        else:
+            answer = text_of([b.model_dump() for b in response.content])
         usage = response.usage.model_dump()
         recording = self._recording(key, body, tool, answer, {k: usage.get(k) or 0 for k in _USAGE}, by="api")
         self.path(key).write_text(json.dumps(recording, indent=1, ensure_ascii=False) + "\n")
@@ -233,7 +228,7 @@ class ModelSide:
 _USAGE = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def _message(body: dict[str, Any], tool: str, answer: Any, usage: dict[str, int], key: str = "") -> dict[str, Any]:
+def _message(body: dict[str, Any], tool: str, answer: Any, usage: dict[str, int], key: str) -> dict[str, Any]:
     content: list[dict[str, Any]]
     if isinstance(answer, str):
         content, stop = [{"type": "text", "text": answer}], "end_turn"
