@@ -23,12 +23,13 @@ BATCH = 500  # files parsed per transaction
 PARALLEL_FROM = 300  # files to parse: from this many on, worker processes share the parsing (one per core)
 CHUNK = 100  # files per task of a worker process
 
+SCHEMA_VERSION = 2  # 2: references carry their receiver
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS contents (blob TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (blob TEXT PRIMARY KEY, tags INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS tags (
     blob TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, line INTEGER NOT NULL, "end" INTEGER NOT NULL,
-    scope TEXT NOT NULL
+    scope TEXT NOT NULL, receiver TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tags_by_name ON tags (name);
 CREATE INDEX IF NOT EXISTS tags_by_blob ON tags (blob);
@@ -51,6 +52,10 @@ class TagStore:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")  # a cache: a crash loses nothing that cannot be rebuilt
+        if self._db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            # An older index: its tags are parsed again from the files it holds (the files themselves are kept).
+            self._db.executescript("DROP TABLE IF EXISTS tags; DROP TABLE IF EXISTS blobs;")
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
@@ -99,8 +104,8 @@ class TagStore:
             for blob, tags in indexed.items():
                 if self._db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (blob, len(tags))).rowcount:
                     self._db.executemany(
-                        "INSERT INTO tags VALUES (?, ?, ?, ?, ?, ?)",
-                        [(blob, t.name, t.kind, t.line, t.end, t.scope) for t in tags],
+                        "INSERT INTO tags VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [(blob, t.name, t.kind, t.line, t.end, t.scope, t.receiver) for t in tags],
                     )
             self._db.execute("COMMIT")
         except BaseException:
@@ -110,12 +115,15 @@ class TagStore:
     def by_name(self, name: str, *, definitions: bool) -> list[tuple[str, Tag]]:
         where = "kind NOT IN ('call', 'base')" if definitions else "kind IN ('call', 'base')"
         rows = self._db.execute(
-            f'SELECT blob, name, kind, line, "end", scope FROM tags WHERE name = ? AND {where} LIMIT 20000', (name,)
+            f'SELECT blob, name, kind, line, "end", scope, receiver FROM tags WHERE name = ? AND {where} LIMIT 20000',
+            (name,),
         )
-        return [(r[0], Tag(r[1], r[2], r[3], r[4], r[5])) for r in rows]
+        return [(r[0], Tag(*r[1:])) for r in rows]
 
     def of_blob(self, blob: str) -> list[Tag]:
-        rows = self._db.execute('SELECT name, kind, line, "end", scope FROM tags WHERE blob = ? ORDER BY line', (blob,))
+        rows = self._db.execute(
+            'SELECT name, kind, line, "end", scope, receiver FROM tags WHERE blob = ? ORDER BY line', (blob,)
+        )
         return [Tag(*r) for r in rows]
 
     def definition_counts(self, names: Iterable[str]) -> dict[str, int]:
@@ -213,17 +221,19 @@ def _parse_in_workers(store: TagStore, items: list[tuple[str, str]], workers: in
             store.add({blob: [Tag(*t) for t in tags] for blob, tags in result})
 
 
-def parse_files(task: tuple[str, list[tuple[str, str]]]) -> list[tuple[str, list[tuple[str, str, int, int, str]]]]:
+def parse_files(
+    task: tuple[str, list[tuple[str, str]]],
+) -> list[tuple[str, list[tuple[str, str, int, int, str, str]]]]:
     """A worker process's task: the tags of each ``(blob, path)``, its bytes read from the store, as plain tuples."""
     database, items = task
     db = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
-    out: list[tuple[str, list[tuple[str, str, int, int, str]]]] = []
+    out: list[tuple[str, list[tuple[str, str, int, int, str, str]]]] = []
     try:
         for blob, path in items:
             row = db.execute("SELECT data FROM contents WHERE blob = ?", (blob,)).fetchone()
             text = bytes(row[0]).decode("utf-8", errors="replace") if row else None
             tags = (file_tags(path, text) or []) if text is not None else []
-            out.append((blob, [(t.name, t.kind, t.line, t.end, t.scope) for t in tags]))
+            out.append((blob, [(t.name, t.kind, t.line, t.end, t.scope, t.receiver) for t in tags]))
     finally:
         db.close()
     return out

@@ -1,6 +1,6 @@
 """A file's tags (pure): the functions, methods, classes, interfaces and types it defines, and the calls and base types
-it refers to, each with its line and the name of the definition it sits in; read with tree-sitter queries for every
-grammar codebase/scopes.py knows."""
+it refers to, each with its line, the name of the definition it sits in and, for a reference, what it is called on
+(``re`` in ``re.compile(...)``); read with tree-sitter queries for every grammar codebase/scopes.py knows."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from reviewer_app.codebase.scopes import grammar_name, language_for, parse
 log = logging.getLogger(__name__)
 
 MAX_NAME = 200
+MAX_RECEIVER = 120
+# The nodes whose child is a member's name, and the field that holds what the member is looked up on.
+_MEMBER_OBJECT = {"attribute": "object", "member_expression": "object", "selector_expression": "operand"}
 
 # One pattern a line: a pattern a grammar's version does not know is dropped on its own (logged), not the whole query.
 # ``@def.<kind>`` captures a definition's name, ``@ref.call`` a called name, ``@ref.base`` a base type's name.
@@ -64,7 +67,9 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(method_elem name: (field_identifier) @def.method)",
         "(call_expression function: (identifier) @ref.call)",
         "(call_expression function: (selector_expression field: (field_identifier) @ref.call))",
-        "(struct_type (field_declaration_list (field_declaration type: (type_identifier) @ref.base)))",
+        "(struct_type (field_declaration_list (field_declaration !name type: (type_identifier) @ref.base)))",
+        "(struct_type (field_declaration_list (field_declaration !name type: (pointer_type (type_identifier) @ref.base))))",
+        "(interface_type (type_elem (type_identifier) @ref.base))",
     ),
 }
 _PATTERNS["tsx"] = _PATTERNS["typescript"]
@@ -101,13 +106,16 @@ _CLASSES = frozenset(
 @dataclass(frozen=True)
 class Tag:
     """A definition (``kind`` function, method, class, interface, type) spanning ``line``..``end``, or a reference
-    (``kind`` call or base) on ``line``. ``scope``: the definition it sits in (a method's class, a call's caller)."""
+    (``kind`` call or base) on ``line``. ``scope``: the definition it sits in (a method's class, a call's caller).
+    ``receiver``: what a reference is looked up on, as written (``self``, ``re``, ``os.environ``; ``?`` when it is
+    longer than a name path), ``""`` for a bare name (``verify(...)``, ``new Store()``)."""
 
     name: str
     kind: str
     line: int
     end: int
     scope: str = ""
+    receiver: str = ""
 
     @property
     def is_definition(self) -> bool:
@@ -164,7 +172,7 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
                 owner = _owner(span)
                 tags.append(Tag(name, "method" if kind == "function" and owner else kind, first, last, owner))
             else:
-                tags.append(Tag(name, kind, line, line, _enclosing_name(node)))
+                tags.append(Tag(name, kind, line, line, _enclosing_name(node), _receiver(node)))
     tags.sort(key=lambda t: (t.line, t.name))
     return tags
 
@@ -172,6 +180,20 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
 def _text(node: Any) -> str:
     raw = node.text
     return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else ""
+
+
+def _receiver(name: Any) -> str:
+    """What a member reference is looked up on: ``a.b`` of ``a.b.name``, as written when it is a path of names
+    (``self``, ``this``, ``super()`` too), else ``?``; ``""`` for a bare name."""
+    parent = name.parent
+    field = _MEMBER_OBJECT.get(parent.type) if parent is not None else None
+    target = parent.child_by_field_name(field) if field else None
+    if target is None or target.id == name.id:
+        return ""
+    text = " ".join(_text(target).split())
+    if len(text) <= MAX_RECEIVER and all(part.isidentifier() or part == "super()" for part in text.split(".")):
+        return text
+    return "?"
 
 
 def _rows(node: Any) -> tuple[int, int]:
