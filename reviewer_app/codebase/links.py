@@ -12,7 +12,9 @@ a call of a method ``string``, and ``err.Error()`` in a file that never names ``
 - a name looked up on anything else (``self.load``, ``store.load``, ``os.environ.clear``) means a method of a class the
   referring file names, or of a class whose base or subclass it names (``MemoryStore.load`` for a file that names
   ``Store``);
-- a special method (``__init__``) only through its class's own name: ``super().__init__`` does not say whose.
+- a special method (``__init__``) only through its class's own name: ``super().__init__`` does not say whose;
+- a method every built-in value has (``items``, ``get``, ``write``, ``then``; Go's ``String`` and ``Error``) only
+  on ``self`` or on a receiver whose name says the class (``headers.items()`` for ``Headers``, not ``proxies``).
 
 Receivers are read as written; nothing is typed. The rules keep what an import makes plausible and drop what only a
 shared name links."""
@@ -191,6 +193,31 @@ class Defined:
     nested: bool = False
 
 
+# Methods every value of a built-in type has (dicts, lists, strings, files, promises, emitters; Go's Stringer and
+# error): ``proxies.items()`` is a dict's, not ``Headers.items``, unless the receiver's own name says otherwise.
+_COMMON = frozenset(
+    """items keys values get update clear copy pop popitem setdefault append extend insert remove index count sort
+    reverse add discard join split rsplit strip lstrip rstrip replace startswith endswith format encode decode lower
+    upper find read write close flush seek tell readline readlines push shift unshift slice splice map filter reduce
+    forEach some every includes indexOf concat entries set has delete then catch finally on once emit off
+    removeListener end destroy pipe toString trim startsWith endsWith match test call apply bind String Error""".split()
+)
+
+
+def _normal(name: str) -> str:
+    return name.replace("_", "").replace("$", "").lower()
+
+
+def _receiver_is(receiver: str, classes: tuple[str, ...]) -> bool:
+    """Whether a receiver's own name says it holds one of ``classes`` (``self._headers`` for ``Headers``,
+    ``req_headers`` too, ``pos`` for ``Position``)."""
+    last = _normal(receiver.rsplit(".", 1)[-1])
+    return any(
+        c and (last == c or last.endswith(c) or (len(last) >= 3 and c.startswith(last)))
+        for c in (_normal(name) for name in classes)
+    )
+
+
 def _dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
@@ -219,4 +246,11 @@ def links(ref: Tag, where: FileView, target: Defined) -> bool:
         # ``pkg.Func`` through a name the file binds some other way (``from . import utils``, a Go package of the
         # same name): a function of a module by that name.
         return receiver.rsplit(".", 1)[-1] in target.modules and where.names(receiver.rsplit(".", 1)[-1])
-    return any(where.names(c) for c in (target.tag.scope, *target.bases, *target.derived))
+    classes = (target.tag.scope, *target.bases, *target.derived)
+    if (
+        ref.name in _COMMON
+        and receiver not in ("self", "this", "cls", "super()")
+        and not _receiver_is(receiver, classes)
+    ):
+        return False
+    return any(where.names(c) for c in classes)

@@ -3,13 +3,14 @@ function, method or class (the call site in its enclosing scope), the definition
 base types and interfaces a changed class implements, and the classes that implement a changed class or override a
 changed method. A reference and a definition are linked only when the reference's file can mean that definition
 (links.py: what it imports and names), not by a shared name alone. Ranked nearest first, code before tests,
-deduplicated; what does not fit is counted."""
+deduplicated; what does not fit is counted. Code in files the pull request did not change comes first: the model
+is shown the changed files already."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from reviewer_app.codebase import Snippet
 from reviewer_app.codebase.index import Located
@@ -20,6 +21,8 @@ from reviewer_app.core.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from reviewer_app.codebase.snapshot import Snapshot
+
+_T = TypeVar("_T", Tag, Located)
 
 MAX_DEFINITIONS = 3  # a name defined in more files than this is too common to say which one is meant
 MAX_REFERENCES = 40  # call sites looked at per changed name
@@ -34,7 +37,12 @@ CONSTRUCTORS = frozenset({"__init__", "__new__", "constructor"})
 @dataclass(frozen=True)
 class _Candidate:
     snippet: Snippet
-    rank: tuple[int, bool, int, str, int]
+    rank: tuple[bool, int, bool, int, str, int]
+
+
+def _code(items: list[_T]) -> list[_T]:
+    """Without module-level constants: the related code is about what runs (a constant is found by lookups)."""
+    return [i for i in items if (i.kind if isinstance(i, Tag) else i.tag.kind) != "constant"]
 
 
 def _qualified(tag: Tag) -> str:
@@ -70,7 +78,7 @@ def _call_site(snapshot: Snapshot, ref: Located, why: str, distance: int, origin
     body = "\n".join(lines[first - 1 : last])
     return _Candidate(
         Snippet(ref.path, first, last, body, why, distance),
-        (distance, is_test(ref.path), _near(origin, ref.path), ref.path, first),
+        (_changed(snapshot, ref.path), distance, is_test(ref.path), _near(origin, ref.path), ref.path, first),
     )
 
 
@@ -85,8 +93,14 @@ def _definition(snapshot: Snapshot, hit: Located, why: str, distance: int, origi
     body = "\n".join(lines[first - 1 : last])
     return _Candidate(
         Snippet(hit.path, first, last, body, why, distance),
-        (distance, is_test(hit.path), _near(origin, hit.path), hit.path, first),
+        (_changed(snapshot, hit.path), distance, is_test(hit.path), _near(origin, hit.path), hit.path, first),
     )
+
+
+def _changed(snapshot: Snapshot, path: str) -> bool:
+    """Whether the pull request changed ``path``: the model is shown its changes already, so its code comes last."""
+    found = snapshot.files.get(path)
+    return found is not None and found.changed is not None
 
 
 def is_test(path: str) -> bool:
@@ -120,7 +134,7 @@ class _Linker:
         key = (path, tag)
         if key not in self._defined:
             view = self.view(path)
-            tags = self.snapshot.index.tags(path)
+            tags = _code(self.snapshot.index.tags(path))
             bases: frozenset[str] = frozenset()
             derived: frozenset[str] = frozenset()
             if tag.kind == "method" and tag.scope:
@@ -164,7 +178,7 @@ class _Linker:
 
     def defines(self, path: str, name: str) -> bool:
         if path not in self._names:
-            self._names[path] = frozenset(t.name for t in self.snapshot.index.tags(path) if t.is_definition)
+            self._names[path] = frozenset(t.name for t in _code(self.snapshot.index.tags(path)) if t.is_definition)
         return name in self._names[path]
 
 
@@ -172,7 +186,7 @@ def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Can
     """Every snippet related to lines ``start``..``end`` of ``path``, unranked and possibly overlapping."""
     index = snapshot.index
     linker = _Linker(snapshot)
-    tags = index.tags(path)
+    tags = _code(index.tags(path))
     changed = [t for t in tags if t.is_definition and t.line <= end and t.end >= start]
     # The innermost definitions the change touches: a method changed inside a class is about the method.
     inner = [t for t in changed if not any(o is not t and t.line <= o.line and o.end <= t.end for o in changed)]
@@ -189,7 +203,7 @@ def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Can
     def linked(refs: list[Located], name: str) -> list[Located]:
         """The definitions of ``name`` in other files that any of ``refs`` can mean (those a package re-exports first,
         when several can); none when too many can."""
-        hits = [h for h in other_files(index.definitions(name)) if any(linker.links(r, h) for r in refs)]
+        hits = [h for h in other_files(_code(index.definitions(name))) if any(linker.links(r, h) for r in refs)]
         if len(hits) > 1:
             hits = [h for h in hits if linker.exported(h)] or hits
         return [] if len(hits) > MAX_DEFINITIONS else hits
@@ -204,7 +218,7 @@ def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Can
                 continue
             d = owner[0]
         target = Located(path, d)
-        others = other_files(index.definitions(d.name))[: MAX_DEFINITIONS * 3]
+        others = other_files(_code(index.definitions(d.name)))[: MAX_DEFINITIONS * 3]
         refs = [r for r in other_files(index.references(d.name)) if r.tag.kind == "call" and linker.links(r, target)]
         refs.sort(key=lambda r: is_test(r.path))
         tests = 0
@@ -250,10 +264,12 @@ def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Can
         subs = [r for r in other_files(index.references(owner)) if r.tag.kind == "base" and linker.links(r, owner_at)]
         for sub in subs[:MAX_REFERENCES]:
             if d.kind == "method":
-                hits = [h for h in index.definitions(d.name) if h.path == sub.path and h.tag.scope == sub.tag.scope]
+                hits = [
+                    h for h in _code(index.definitions(d.name)) if h.path == sub.path and h.tag.scope == sub.tag.scope
+                ]
                 what = f"overrides {_qualified(d)}"
             else:
-                hits = [h for h in index.definitions(sub.tag.scope) if h.path == sub.path]
+                hits = [h for h in _code(index.definitions(sub.tag.scope)) if h.path == sub.path]
                 what = f"implements {owner}"
             for hit in hits:
                 c = _definition(snapshot, hit, f"{_qualified(hit.tag)} {what}", 2, path)

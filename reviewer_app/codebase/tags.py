@@ -26,6 +26,7 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(class_definition name: (identifier) @def.class)",
         "(call function: (identifier) @ref.call)",
         "(call function: (attribute attribute: (identifier) @ref.call))",
+        "(module (expression_statement (assignment left: (identifier) @def.constant)))",
         "(class_definition superclasses: (argument_list (identifier) @ref.base))",
         "(class_definition superclasses: (argument_list (attribute attribute: (identifier) @ref.base)))",
     ),
@@ -35,6 +36,8 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(method_definition name: (property_identifier) @def.method)",
         "(class_declaration name: (identifier) @def.class)",
         "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
+        "(program (lexical_declaration (variable_declarator name: (identifier) @def.constant)))",
+        "(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @def.constant))))",
         "(call_expression function: (identifier) @ref.call)",
         "(call_expression function: (member_expression property: (property_identifier) @ref.call))",
         "(new_expression constructor: (identifier) @ref.call)",
@@ -53,6 +56,8 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(type_alias_declaration name: (type_identifier) @def.type)",
         "(enum_declaration name: (identifier) @def.type)",
         "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
+        "(program (lexical_declaration (variable_declarator name: (identifier) @def.constant)))",
+        "(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @def.constant))))",
         "(call_expression function: (identifier) @ref.call)",
         "(call_expression function: (member_expression property: (property_identifier) @ref.call))",
         "(new_expression constructor: (identifier) @ref.call)",
@@ -65,6 +70,8 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(method_declaration name: (field_identifier) @def.method)",
         "(type_spec name: (type_identifier) @def.type)",
         "(method_elem name: (field_identifier) @def.method)",
+        "(source_file (const_declaration (const_spec name: (identifier) @def.constant)))",
+        "(source_file (var_declaration (var_spec name: (identifier) @def.constant)))",
         "(call_expression function: (identifier) @ref.call)",
         "(call_expression function: (selector_expression field: (field_identifier) @ref.call))",
         "(struct_type (field_declaration_list (field_declaration !name type: (type_identifier) @ref.base)))",
@@ -105,7 +112,8 @@ _CLASSES = frozenset(
 
 @dataclass(frozen=True)
 class Tag:
-    """A definition (``kind`` function, method, class, interface, type) spanning ``line``..``end``, or a reference
+    """A definition (``kind`` function, method, class, interface, type, or constant: a module-level name bound to a
+    value) spanning ``line``..``end``, or a reference
     (``kind`` call or base) on ``line``. ``scope``: the definition it sits in (a method's class, a call's caller).
     ``receiver``: what a reference is looked up on, as written (``self``, ``re``, ``os.environ``; ``?`` when it is
     longer than a name path), ``""`` for a bare name (``verify(...)``, ``new Store()``)."""
@@ -166,6 +174,12 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
                 continue
             seen.add(key)
             line = node.start_point.row + 1
+            if kind == "constant":
+                if _is_function_value(node):
+                    continue  # ``const f = () => ...``: read as a function
+                first, last = _rows(_statement(node))
+                tags.append(Tag(name, kind, first, last))
+                continue
             if capture.startswith("def."):
                 span = _definition(node)
                 first, last = _rows(span)
@@ -175,6 +189,26 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
                 tags.append(Tag(name, kind, line, line, _enclosing_name(node), _receiver(node)))
     tags.sort(key=lambda t: (t.line, t.name))
     return tags
+
+
+_STATEMENTS = frozenset(
+    {"expression_statement", "lexical_declaration", "export_statement", "const_declaration", "var_declaration"}
+)
+
+
+def _is_function_value(name: Any) -> bool:
+    value = name.parent.child_by_field_name("value") if name.parent is not None else None
+    return value is not None and value.type in ("arrow_function", "function_expression")
+
+
+def _statement(name: Any) -> Any:
+    """The whole top-level statement a constant's name sits in (``export const X = ...``, ``X = {...}``)."""
+    node, top = name, name
+    while node.parent is not None and node.parent.type not in ("module", "program", "source_file"):
+        node = node.parent
+        if node.type in _STATEMENTS:
+            top = node
+    return top
 
 
 def _text(node: Any) -> str:

@@ -16,9 +16,10 @@ log = logging.getLogger(__name__)
 RELATED_TOKENS = 6_000  # cross-file code in one verification request, all findings together
 MIN_FINDING_TOKENS = 400  # below this a finding's share is not worth a lookup of related code
 MAX_FINDING_TOKENS = 1_500  # one finding's share, however few findings there are
-LOOKUP_LINES = 60  # of a file or a definition, shown for a lookup
+LOOKUP_LINES = 200  # of a file or a definition, shown for a lookup (within MAX_LOOKUP_CHARS): a whole helper, not
+# its first screen (60 lines left the decisive part of a long function or module unshown)
 LOOKUP_DEFINITIONS = 2  # definitions of a symbol whose code is shown
-MAX_LOOKUP_CHARS = 6_000
+MAX_LOOKUP_CHARS = 9_000
 # "path:line" or "path:start-end" at a line's start (the codebase's find_definition answer).
 _LOCATION = re.compile(r"^\s*(?:[-*]\s*)?([^\s:]+):(\d+)(?:-(\d+))?", re.MULTILINE)
 

@@ -55,13 +55,13 @@ def test_a_method_call_on_a_value_needs_its_class_a_base_or_a_subclass_named_in_
     # A struct's named fields are not its bases: ``name string`` does not make every file that says "string" name it.
     assert method.bases == frozenset()
     through_subclass = (
-        "import { PromisableRequest } from './core';\n\nfunction f(r: PromisableRequest) { r.write(1); }\n"
+        "import { PromisableRequest } from './core';\n\nfunction f(r: PromisableRequest) { r.finalize(1); }\n"
     )
-    write = target("source/core/index.ts", "export class Request {\n  write(x) {}\n}\n", "write")
+    finalize = target("source/core/index.ts", "export class Request {\n  finalize(x) {}\n}\n", "finalize")
     view = FileView.of("source/as-promise/index.ts", through_subclass)
-    assert not links(ref("source/as-promise/index.ts", through_subclass, "write"), view, write)
-    derived = Defined(write.path, write.tag, write.modules, derived=frozenset({"PromisableRequest"}))
-    assert links(ref("source/as-promise/index.ts", through_subclass, "write"), view, derived)
+    assert not links(ref("source/as-promise/index.ts", through_subclass, "finalize"), view, finalize)
+    derived = Defined(finalize.path, finalize.tag, finalize.modules, derived=frozenset({"PromisableRequest"}))
+    assert links(ref("source/as-promise/index.ts", through_subclass, "finalize"), view, derived)
 
 
 def test_super_init_is_linked_to_no_class() -> None:
@@ -131,6 +131,24 @@ def test_a_changed_constructor_shows_where_its_class_is_built_and_a_test_change_
     assert snapshot.related("tests/test_store.py", 4, 5, budget_tokens=5000) == ([], 0)
 
 
+def test_code_the_pull_request_did_not_change_comes_before_code_it_changed(tmp_path: Path) -> None:
+    from reviewer_app.codebase import ChangedText
+    from reviewer_app.codebase.snapshot import overlay
+
+    files = {
+        "lib/api.py": "def fetch(url):\n    return url\n",
+        "lib/a_changed.py": "from .api import fetch\n\n\ndef one():\n    return fetch('a')\n",
+        "lib/z_kept.py": "from .api import fetch\n\n\ndef two():\n    return fetch('z')\n",
+    }
+    snapshot = make_snapshot(tmp_path, files)
+    # make_snapshot holds every file as changed; mark only a_changed.py (and api.py) as changed by the pull request.
+    tree = overlay({}, {p: ChangedText(p, t) for p, t in files.items()})
+    snapshot.files["lib/z_kept.py"] = type(tree["lib/z_kept.py"])(tree["lib/z_kept.py"].blob, 40, True, None)
+    snapshot._texts["lib/z_kept.py"] = files["lib/z_kept.py"]
+    whys = [s.path for s in snapshot.related("lib/api.py", 1, 2, budget_tokens=5000)[0]]
+    assert whys == ["lib/z_kept.py", "lib/a_changed.py"]
+
+
 def test_an_index_from_before_receivers_is_parsed_again_and_keeps_its_files(tmp_path: Path) -> None:
     import sqlite3
 
@@ -156,3 +174,20 @@ def test_an_index_from_before_receivers_is_parsed_again_and_keeps_its_files(tmp_
         assert store.of_blob("b1") == [Tag("compile", "call", 1, 1, "", "re")]
     finally:
         store.close()
+
+
+def test_a_method_every_builtin_value_has_needs_a_receiver_that_names_the_class() -> None:
+    headers = target("httpx/_models.py", "class Headers:\n    def items(self):\n        return []\n", "items")
+    source = (
+        "from ._models import Headers\n\n\n"
+        "def f(proxies, request):\n    a = proxies.items()\n    return request.headers.items()\n"
+    )
+    view = FileView.of("httpx/_client.py", source)
+    calls = [t for t in file_tags("httpx/_client.py", source) or [] if t.name == "items"]
+    assert [(t.receiver, links(t, view, headers)) for t in calls] == [("proxies", False), ("request.headers", True)]
+    stringer = 'package toml\n\ntype Position struct{ Line int }\n\nfunc (p Position) String() string { return "" }\n'
+    position = target("lex.go", stringer, "String")
+    uses = "package toml\n\n// Position\nfunc f(p *parser, key Key) {\n\t_ = key.String()\n\t_ = p.pos.String()\n}\n"
+    view = FileView.of("parse.go", uses)
+    calls = [t for t in file_tags("parse.go", uses) or [] if t.name == "String"]
+    assert [(t.receiver, links(t, view, position)) for t in calls] == [("key", False), ("p.pos", True)]

@@ -139,3 +139,19 @@ def test_verdict_need_survives_the_checkpoint() -> None:
     answer = VerifyAnswer({0: Verdict("uncertain", 40, "r", need="parse_token"), 1: Verdict("confirmed", 90, "r")})
     assert VerifyAnswer.from_dict(answer.to_dict()) == answer
     assert answer.to_dict()["verdicts"][1] == [1, "confirmed", 90, "r"]  # a row without a need is as before
+
+
+def test_a_lookup_finds_a_module_constant_and_shows_a_long_function_to_its_end(tmp_path) -> None:
+    from tests.codebase.test_search import make_snapshot
+
+    body = "\n".join(f"    step_{i} = {i}" for i in range(150))
+    files = {
+        "source/core/index.ts": "export const methodsWithoutBodyStream = new Set([\n\t'OPTIONS',\n\t'DELETE',\n]);\n",
+        "lib/long.py": f"def long_helper():\n{body}\n    return 'the decisive last line'\n",
+    }
+    snapshot = make_snapshot(tmp_path, files)
+    constant = look_up(snapshot, "methodsWithoutBodyStream")
+    assert "source/core/index.ts:1-4: constant methodsWithoutBodyStream" in constant
+    assert "'DELETE'," in constant
+    assert "the decisive last line" in look_up(snapshot, "long_helper")
+    assert "the decisive last line" in look_up(snapshot, "lib/long.py")
