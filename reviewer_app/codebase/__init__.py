@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from reviewer_app.core.diff import FileDiff
+
 
 @dataclass(frozen=True)
 class Snippet:
@@ -36,11 +38,13 @@ class ArchiveSource(Protocol):
 @dataclass(frozen=True)
 class ChangedText:
     """A changed file of the pull request as the review read it at the head: ``text`` None when removed (or not
-    text), ``previous_path`` for a rename."""
+    text), ``previous_path`` for a rename. A file the review did not read has ``text`` None and its ``diff``: the
+    head is the base's text with the diff applied, or the file is left out (never shown as the base had it)."""
 
     path: str
     text: str | None
     previous_path: str | None = None
+    diff: FileDiff | None = None
 
 
 class Codebase(Protocol):

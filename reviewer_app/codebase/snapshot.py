@@ -34,6 +34,7 @@ from reviewer_app.codebase.cache import (
 from reviewer_app.codebase.index import CodeIndex, TagStore, bring_up_to_date
 from reviewer_app.codebase.settings import CodebaseSettings
 from reviewer_app.codebase.unpack import ArchiveRefused, Entry, Unpacked, blob_sha, unpack
+from reviewer_app.core.diff import apply
 from reviewer_app.core.errors import ArchiveTooLarge, JobError
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,7 @@ async def open_snapshot(
         async with _fetch_lock(repo):
             meta, manifest = await _base_tree(source, settings, folder, installation_id, repo, base_sha)
         fetched = time.monotonic()
+        changed = await asyncio.to_thread(_heads, folder, manifest, changed)
         files = overlay(manifest, changed)
         snapshot = await asyncio.to_thread(_indexed, repo, head_sha, folder, meta, files, settings)
         snapshot.timings = {"base_tree": fetched - started, "index": time.monotonic() - fetched}
@@ -195,6 +197,26 @@ async def open_snapshot(
         time.monotonic() - started,
     )
     return snapshot
+
+
+def _heads(folder: Path, manifest: Mapping[str, Entry], changed: Mapping[str, ChangedText]) -> dict[str, ChangedText]:
+    """``changed``, each file the review did not read given its head text: the base's text (from the store) with its
+    diff applied; left out when that cannot be had (a base file not in the archive, a diff that does not apply)."""
+    out = dict(changed)
+    pending = {p: c for p, c in changed.items() if c.text is None and c.diff is not None}
+    if not pending:
+        return out
+    store = TagStore(folder / STORE)
+    try:
+        for path, change in pending.items():
+            entry = manifest.get(change.previous_path or path)
+            data = store.content(entry.blob) if entry is not None and entry.text else None
+            base = data.decode("utf-8", errors="surrogateescape") if data is not None else None
+            head = apply(change.diff, base) if base is not None and change.diff is not None else None
+            out[path] = ChangedText(path, head, change.previous_path)
+    finally:
+        store.close()
+    return out
 
 
 def _indexed(

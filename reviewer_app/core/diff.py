@@ -133,3 +133,28 @@ def parse_patch(
 
 def _diff_line(line: Line) -> DiffLine:
     return DiffLine(_KINDS[line.line_type], line.source_line_no, line.target_line_no, line.value.rstrip("\r\n"))
+
+
+def apply(diff: FileDiff, base_text: str) -> str | None:
+    """The file at the head, from its text at the base and its hunks; None when a hunk's context or removed lines are
+    not the base's (the patch is not of this text). Line ends of added lines are plain newlines."""
+    base = base_text.split("\n")
+    out: list[str] = []
+    at = 0
+    for hunk in diff.hunks:
+        start = hunk.old_start if hunk.old_length == 0 else hunk.old_start - 1  # an insertion follows old_start
+        if start < at or start > len(base):
+            return None
+        out.extend(base[at:start])
+        at = start
+        for line in hunk.lines:
+            if line.kind == "added":
+                out.append(line.text)
+                continue
+            if at >= len(base) or base[at].rstrip("\r") != line.text:
+                return None
+            if line.kind == "context":
+                out.append(base[at])
+            at += 1
+    out.extend(base[at:])
+    return "\n".join(out)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reviewer_app.core.errors import PermanentError
+from reviewer_app.core.file_text import as_read
 from reviewer_app.core.repo_paths import UnsafePath, url_path
 from reviewer_app.github.api_transport import GitHubTransport, split_repo
 from reviewer_app.github.graphql import BLOBS_PER_QUERY, BlobAnswer, blob_answers, blobs_query, blobs_variables
@@ -24,7 +25,8 @@ class ContentCalls(GitHubTransport):
     """A file's text, many files' texts at once (GraphQL), a path's contents entry, a collaborator's permission."""
 
     async def get_file_content(self, installation_id: int, repo: str, path: str, ref: str) -> str | None:
-        """The text of ``path`` at ``ref``; None if there is no such file (or it is a directory or too big).
+        """The text of ``path`` at ``ref``; None if there is no such file (or it is a directory or too big); a text
+        holding a NUL byte (core/file_text.py's NOT_TEXT) when the file is not text.
 
         Read at a branch (the repository's config on the base branch), the read is conditional: the same file is read
         by every review of the repository, and an unchanged one costs no rate limit. A commit's files never change
@@ -47,7 +49,7 @@ class ContentCalls(GitHubTransport):
         if not isinstance(body, dict) or body.get("type") != "file" or body.get("encoding") != "base64":
             return None
         try:
-            return base64.b64decode(body.get("content", "")).decode("utf-8", errors="replace")
+            return as_read(base64.b64decode(body.get("content", "")))  # a file that is not UTF-8: NOT_TEXT
         except (binascii.Error, ValueError) as exc:
             raise PermanentError(f"GitHub sent {what} in a form we cannot decode") from exc
 

@@ -28,7 +28,8 @@ def added_text(diff: FileDiff) -> str | None:
 
 def changed_texts(changed: Sequence[ChangedFile], files: Mapping[str, PromptFile]) -> dict[str, ChangedText]:
     """What the pull request did to each file, as far as the review read it: removed files gone, renamed ones moved,
-    the head text of those read (a file not read keeps the base's text: only files the model is not shown)."""
+    the head text of those read, and the diff of those not read (the codebase applies it to the base's text); any
+    other changed file is left out of the tree (never served as the base had it)."""
     out: dict[str, ChangedText] = {}
     for c in changed:
         previous = c.previous_path if c.status == "renamed" else None
@@ -41,9 +42,10 @@ def changed_texts(changed: Sequence[ChangedFile], files: Mapping[str, PromptFile
             text = "\n".join(shown.head_lines)
         elif shown is not None and c.status == "added":
             text = added_text(shown.diff)
-        if text is None and previous is None:
-            continue
-        out[c.path] = ChangedText(c.path, text, previous)
+        diff = shown.diff if shown is not None and text is None and (shown.diff.hunks or previous) else None
+        # A file with neither (not shown, or no text change sent) is left out of the tree rather than shown as the
+        # base had it: the model's tools read it from GitHub at the head.
+        out[c.path] = ChangedText(c.path, text, previous, diff)
     return out
 
 

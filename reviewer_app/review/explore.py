@@ -17,6 +17,7 @@ from typing import Any
 
 from reviewer_app.codebase import Codebase
 from reviewer_app.core.errors import JobError, RateLimited
+from reviewer_app.core.file_text import decode
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.review.prompt import REVIEW_TOOL_NAME, escape_frame_tags
 
@@ -285,9 +286,10 @@ class RepositoryTools:
             data = base64.b64decode(entry.get("content") or "")
         except (binascii.Error, ValueError):
             return "(not readable: undecodable content)"
-        if b"\x00" in data:
+        text = decode(data)
+        if text is None:
             return "(binary file)"
-        lines = data.decode("utf-8", errors="replace").split("\n")
+        lines = text.split("\n")
         first = start if isinstance(start, int) and start >= 1 else 1
         last = end if isinstance(end, int) and end >= first else len(lines)
         # GitHub serves a symlink to a file of the repository as that file, under the file's own path.

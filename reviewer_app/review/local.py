@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from reviewer_app.core.errors import ArchiveTooLarge, PermanentError
+from reviewer_app.core.file_text import as_read, decode
 from reviewer_app.core.pull_url import PullRef
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.graphql import BlobAnswer
@@ -81,7 +82,7 @@ class LocalGitHub:
 
     async def get_file_content(self, installation_id: int, repo: str, path: str, ref: str) -> str | None:
         data = await asyncio.to_thread(self._file, ref, path)
-        return None if data is None else data.decode("utf-8", errors="replace")
+        return None if data is None else as_read(data)
 
     async def read_blobs(
         self, installation_id: int, repo: str, files: Sequence[tuple[str, str]]
@@ -91,10 +92,10 @@ class LocalGitHub:
             data = await asyncio.to_thread(self._file, ref, path)
             if data is None:
                 answers[(ref, path)] = BlobAnswer(missing=True)
-            elif b"\x00" in data:
+            elif (text := decode(data)) is None:
                 answers[(ref, path)] = BlobAnswer(binary=True)
             else:
-                answers[(ref, path)] = BlobAnswer(text=data.decode("utf-8", errors="replace"))
+                answers[(ref, path)] = BlobAnswer(text=text)
         return answers
 
     async def get_contents(

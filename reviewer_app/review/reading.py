@@ -110,7 +110,7 @@ class ContentReader:
             text = await self.github.get_file_content(installation_id, repo, path, ref)
             if text is not None:
                 self._keep_read(repo, path, ref, text)
-        if text is not None and ("\x00" in text or "\ufffd" in text):
+        if text is not None and "\x00" in text:  # not text (core/file_text.py), or GraphQL's binary mark
             raise NotText(path)
         return text
 

@@ -112,6 +112,34 @@ async def test_a_rename_moves_the_file(env: Env) -> None:
     assert codebase.list_directory("lib") == ["store.py"]
 
 
+async def test_a_changed_file_the_review_did_not_read_is_the_base_with_its_diff_applied_never_the_base(
+    env: Env,
+) -> None:
+    from reviewer_app.core.diff import parse_patch
+
+    patch = (
+        "@@ -1,3 +1,3 @@\n class Store:\n     def load(self, key):\n-        return key\n+        return key.strip()\n"
+    )
+    stale = "@@ -1,1 +1,1 @@\n-class Nothing:\n+class Else:\n"  # not a patch of the base's text
+    codebase = await open_codebase(
+        env.client,
+        env.settings,
+        installation_id=INSTALLATION,
+        repo=REPO,
+        base_ref="main",
+        base_sha=env.base,
+        head_sha="h" * 40,
+        changed={
+            "store.py": ChangedText("store.py", None, diff=parse_patch("store.py", patch)),
+            "service.py": ChangedText("service.py", None, diff=parse_patch("service.py", stale)),
+        },
+    )
+    assert codebase is not None
+    assert codebase.read_file("store.py", 3, 3) == "store.py: lines 3-3 of 3\n     3 |         return key.strip()"
+    # A diff that does not apply: the file is left out (the tools read it from GitHub), not served as the base had it.
+    assert codebase.read_file("service.py") is None
+
+
 async def test_a_new_head_of_the_same_base_asks_github_nothing_and_parses_only_what_changed(env: Env) -> None:
     first = await env.open()
     assert isinstance(first, Snapshot) and first.parsed == 2  # store.py and service.py

@@ -113,6 +113,18 @@ async def test_what_graphql_does_not_serve_whole_is_read_through_the_contents_ro
     assert contents_reads(env.fake) == 1
 
 
+async def test_a_written_replacement_character_is_text_and_bytes_that_are_not_utf8_are_not(env: Env) -> None:
+    quoted = 'assert format_filename("/x/\\ufffd.txt") == "\ufffd.txt"\n'  # click's own test: U+FFFD, as UTF-8
+    env.fake.set_file(REPO, "tests/test_utils.py", quoted, ref=env.head)
+    env.fake.set_file(REPO, "legacy.txt", b"caf\xe9\n".decode("utf-8", "surrogateescape"), ref=env.head)  # Latin-1
+    await env.reader.prefetch(INSTALLATION, REPO, [("tests/test_utils.py", env.head, None)])
+    assert await env.reader.read(INSTALLATION, REPO, "tests/test_utils.py", env.head) == quoted  # over GraphQL
+    fresh = ContentReader(env.client)
+    assert await fresh.read(INSTALLATION, REPO, "tests/test_utils.py", env.head) == quoted  # over REST
+    with pytest.raises(NotText):
+        await fresh.read(INSTALLATION, REPO, "legacy.txt", env.head)
+
+
 async def test_a_failed_graphql_read_falls_back_to_one_request_per_file(env: Env) -> None:
     env.fake.set_file(REPO, "a.py", "a\n", ref=env.head)
     env.fake.inject("POST", r"^/graphql$", "error", times=None, status=502)

@@ -21,7 +21,7 @@ def random_sha() -> str:
 
 
 def blob_sha(text: str) -> str:
-    data = text.encode()
+    data = text.encode("utf-8", "surrogateescape")  # a test's bytes that are not UTF-8 travel as escapes
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 

@@ -26,14 +26,14 @@ CONTENT_LIMIT = 1024 * 1024  # "Between 1-100 MB: ... the content field will be 
 
 
 def _file(repo: Repo, ref: str, path: str, text: str) -> Json:
-    data = text.encode()
+    data = text.encode("utf-8", "surrogateescape")  # set_file(..., b.decode("utf-8", "surrogateescape")): any bytes
     # GitHub wraps base64 lines, like this; past 1 MB it sends no content at all ("encoding": "none").
     large = len(data) > CONTENT_LIMIT
     encoded = "" if large else base64.encodebytes(data).decode()
     return {
         "type": "file",
         "encoding": "none" if large else "base64",
-        "size": len(text.encode()),
+        "size": len(data),
         "name": path.rsplit("/", 1)[-1],
         "path": path,
         "content": encoded,
