@@ -10,7 +10,7 @@ import functools
 import io
 import secrets
 import tarfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,7 +48,7 @@ class Env:
         head: str = "h" * 40,
         base: str | None = None,
         repo: str = REPO,
-        changed: dict[str, str | None] | None = None,
+        changed: Mapping[str, str | ChangedText | None] | None = None,
     ) -> Codebase | None:
         files = changed or {}
         return await open_codebase(
@@ -59,7 +59,7 @@ class Env:
             base_ref="main",
             base_sha=base or self.base,
             head_sha=head,
-            changed={p: ChangedText(p, t) for p, t in files.items()},
+            changed={p: t if isinstance(t, ChangedText) else ChangedText(p, t) for p, t in files.items()},
         )
 
     def tarball_requests(self) -> list[int]:
@@ -97,16 +97,7 @@ async def test_the_first_review_fetches_one_archive_and_overlays_the_changed_fil
 
 
 async def test_a_rename_moves_the_file(env: Env) -> None:
-    codebase = await open_codebase(
-        env.client,
-        env.settings,
-        installation_id=INSTALLATION,
-        repo=REPO,
-        base_ref="main",
-        base_sha=env.base,
-        head_sha="h" * 40,
-        changed={"lib/store.py": ChangedText("lib/store.py", STORE, previous_path="store.py")},
-    )
+    codebase = await env.open(changed={"lib/store.py": ChangedText("lib/store.py", STORE, previous_path="store.py")})
     assert codebase is not None
     assert codebase.read_file("store.py") is None and "class Store" in (codebase.read_file("lib/store.py") or "")
     assert codebase.list_directory("lib") == ["store.py"]
@@ -121,18 +112,11 @@ async def test_a_changed_file_the_review_did_not_read_is_the_base_with_its_diff_
         "@@ -1,3 +1,3 @@\n class Store:\n     def load(self, key):\n-        return key\n+        return key.strip()\n"
     )
     stale = "@@ -1,1 +1,1 @@\n-class Nothing:\n+class Else:\n"  # not a patch of the base's text
-    codebase = await open_codebase(
-        env.client,
-        env.settings,
-        installation_id=INSTALLATION,
-        repo=REPO,
-        base_ref="main",
-        base_sha=env.base,
-        head_sha="h" * 40,
+    codebase = await env.open(
         changed={
             "store.py": ChangedText("store.py", None, diff=parse_patch("store.py", patch)),
             "service.py": ChangedText("service.py", None, diff=parse_patch("service.py", stale)),
-        },
+        }
     )
     assert codebase is not None
     assert codebase.read_file("store.py", 3, 3) == "store.py: lines 3-3 of 3\n     3 |         return key.strip()"
