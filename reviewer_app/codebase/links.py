@@ -4,8 +4,9 @@ a call of a method ``string``, and ``err.Error()`` in a file that never names ``
 ``Error``. The rules, for every language the index reads:
 
 - a bare name (``verify(...)``, ``new Store()``, ``class A(Base)``) means a function, class or type, never a method
-  nor a closure; in Go one of the same package (the same folder), elsewhere one the referring file imports by that
-  name from a module its file or folder may be (``from .token import verify``, ``import {verify} from './token'``);
+  nor a closure; in Go one of the same package (the same folder), in Java and Rust one of the same folder or one the
+  file imports (``import a.b.C;``, ``use crate::b::C;``), elsewhere one the referring file imports by that name from
+  a module its file or folder may be (``from .token import verify``, ``import {verify} from './token'``);
 - a name looked up on an imported module (``re.compile``, ``exec.Command``, ``utils.parse``) means a function of that
   module: one defined in a file whose name or folder (or Go package) is the module's; a method only when the module
   name is its class's (a class imported by name, ``Rule.compile``);
@@ -39,11 +40,13 @@ _JS_FROM = re.compile(
 _JS_REQUIRE_MEMBER = re.compile(
     r"\b(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*require\s*\(\s*['\"]([^'\"]+)['\"]\s*\)\s*\.\s*([A-Za-z_$][\w$]*)"
 )
+_JAVA_IMPORT = re.compile(r"^[ \t]*import[ \t]+(?:static[ \t]+)?([\w.]+)\.(\w+|\*)[ \t]*;", re.M)
+_RUST_USE = re.compile(r"^[ \t]*(?:pub(?:\([^)]*\))?[ \t]+)?use[ \t]+([^;]+);", re.M)
 _GO_IMPORT_BLOCK = re.compile(r"^import\s*\((.*?)^\)", re.M | re.S)
 _GO_IMPORT_SPEC = re.compile(r'^[ \t]*(?:import[ \t]+)?(?:([A-Za-z_]\w*|\.)[ \t]+)?"([^"]+)"', re.M)
 _GO_PACKAGE = re.compile(r"^package[ \t]+(\w+)", re.M)
 _GO_VERSION = re.compile(r"^v\d+$")
-_SUFFIXES = (".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".go")
+_SUFFIXES = (".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".go", ".java", ".rs")
 _PACKAGE_FILES = frozenset({"__init__", "index", "mod", "main"})
 
 
@@ -53,6 +56,10 @@ def language(path: str) -> str:
         return "python"
     if suffix == "go":
         return "go"
+    if suffix == "java":
+        return "java"
+    if suffix == "rs":
+        return "rust"
     return "javascript"
 
 
@@ -133,6 +140,15 @@ def imported_names(path: str, text: str) -> dict[str, frozenset[str]]:
                 words = part.split()
                 if words:
                     out.setdefault(words[-1], set()).update(segments)
+    elif kind == "java":
+        for m in _JAVA_IMPORT.finditer(text):
+            out.setdefault(m.group(2), set()).update(_segments(m.group(1)))
+    elif kind == "rust":
+        for m in _RUST_USE.finditer(text):
+            words = re.findall(r"[A-Za-z_]\w*", m.group(1))
+            segments = {w for w in words if w not in ("crate", "self", "super", "as")}
+            for word in words:
+                out.setdefault(word, set()).update(segments)
     elif kind == "javascript":
         for m in _JS_FROM.finditer(text):
             default, braces, source = (
@@ -234,8 +250,11 @@ def links(ref: Tag, where: FileView, target: Defined) -> bool:
     if not receiver:
         if method:
             return False
-        if language(where.path) == "go":
+        kind = language(where.path)
+        if kind == "go":
             return _folder(where.path) == _folder(target.path)
+        if kind in ("java", "rust") and _folder(where.path) == _folder(target.path):
+            return True  # a Java package, a Rust module's folder: no import needed
         return where.imports(ref.name, target.modules)
     head = receiver.split(".", 1)[0]
     if receiver == head and head in where.modules:

@@ -26,6 +26,8 @@ _GRAMMARS: dict[str, tuple[str, str]] = {
     ".mts": ("tree_sitter_typescript", "language_typescript"),
     ".tsx": ("tree_sitter_typescript", "language_tsx"),
     ".go": ("tree_sitter_go", "language"),
+    ".java": ("tree_sitter_java", "language"),
+    ".rs": ("tree_sitter_rust", "language"),
 }
 _SCOPES = frozenset(
     {
@@ -43,6 +45,14 @@ _SCOPES = frozenset(
         "internal_module",  # JavaScript, TypeScript (namespace)
         "method_declaration",
         "type_declaration",  # Go
+        "constructor_declaration",
+        "record_declaration",  # Java (and the class, interface, enum and method declarations above)
+        "function_item",
+        "impl_item",
+        "trait_item",
+        "struct_item",
+        "enum_item",
+        "mod_item",  # Rust
     }
 )
 _ROOTS = frozenset({"module", "program", "source_file"})
@@ -97,7 +107,8 @@ def parser_for(suffix: str) -> Any | None:
 
 
 def grammar_name(path: str) -> str | None:
-    """The grammar a path is parsed with ("python", "javascript", "typescript", "tsx", "go"), or None."""
+    """The grammar a path is parsed with ("python", "javascript", "typescript", "tsx", "go", "java", "rust"), or
+    None."""
     grammar = _GRAMMARS.get(PurePosixPath(path).suffix.lower())
     if grammar is None:
         return None

@@ -145,11 +145,12 @@ def find_definition(snapshot: Snapshot, name: str, *, limit: int = 10) -> str:
     name = name.strip()
     if not name or len(name) > MAX_PATTERN:
         return "refused: name a function, method, class or type"
+    name = name.replace("::", ".").replace("#", ".")  # Rust's ``Type::method``, Javadoc's ``Type#method``
     bare = name.rsplit(".", 1)[-1]  # "Store.load" is looked up as "load" in class Store
     owner = name.rsplit(".", 1)[0] if "." in name else None
     hits = [h for h in snapshot.index.definitions(bare) if owner is None or h.tag.scope == owner]
     if not hits:
-        return f"no definition of {name!r} found in the indexed files (Python, JavaScript, TypeScript, Go)"
+        return f"no definition of {name!r} found in the indexed files (Python, JavaScript, TypeScript, Go, Java, Rust)"
     limit = max(1, min(limit, MAX_LIMIT))
     rows = [
         f"{h.path}:{h.tag.line}-{h.tag.end}: {h.tag.kind} {(h.tag.scope + '.') if h.tag.scope else ''}{h.tag.name}: "

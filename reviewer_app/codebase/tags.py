@@ -16,7 +16,14 @@ log = logging.getLogger(__name__)
 MAX_NAME = 200
 MAX_RECEIVER = 120
 # The nodes whose child is a member's name, and the field that holds what the member is looked up on.
-_MEMBER_OBJECT = {"attribute": "object", "member_expression": "object", "selector_expression": "operand"}
+_MEMBER_OBJECT = {
+    "attribute": "object",
+    "member_expression": "object",
+    "selector_expression": "operand",
+    "method_invocation": "object",  # Java
+    "field_expression": "value",
+    "scoped_identifier": "path",  # Rust: x.f(), Type::f()
+}
 
 # One pattern a line: a pattern a grammar's version does not know is dropped on its own (logged), not the whole query.
 # ``@def.<kind>`` captures a definition's name, ``@ref.call`` a called name, ``@ref.base`` a base type's name.
@@ -78,6 +85,31 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(struct_type (field_declaration_list (field_declaration !name type: (pointer_type (type_identifier) @ref.base))))",
         "(interface_type (type_elem (type_identifier) @ref.base))",
     ),
+    "java": (
+        "(method_declaration name: (identifier) @def.method)",
+        "(class_declaration name: (identifier) @def.class)",
+        "(record_declaration name: (identifier) @def.class)",
+        "(interface_declaration name: (identifier) @def.interface)",
+        "(enum_declaration name: (identifier) @def.type)",
+        "(method_invocation name: (identifier) @ref.call)",
+        "(object_creation_expression type: (type_identifier) @ref.call)",
+        "(superclass (type_identifier) @ref.base)",
+        "(super_interfaces (type_list (type_identifier) @ref.base))",
+        "(extends_interfaces (type_list (type_identifier) @ref.base))",
+    ),
+    "rust": (
+        "(function_item name: (identifier) @def.function)",
+        "(function_signature_item name: (identifier) @def.method)",
+        "(struct_item name: (type_identifier) @def.type)",
+        "(enum_item name: (type_identifier) @def.type)",
+        "(trait_item name: (type_identifier) @def.interface)",
+        "(type_item name: (type_identifier) @def.type)",
+        "(source_file (const_item name: (identifier) @def.constant))",
+        "(source_file (static_item name: (identifier) @def.constant))",
+        "(call_expression function: (identifier) @ref.call)",
+        "(call_expression function: (field_expression field: (field_identifier) @ref.call))",
+        "(call_expression function: (scoped_identifier name: (identifier) @ref.call))",
+    ),
 }
 _PATTERNS["tsx"] = _PATTERNS["typescript"]
 
@@ -100,13 +132,30 @@ _DEFINITIONS = frozenset(
         "method_declaration",
         "type_spec",
         "method_elem",
+        "record_declaration",
+        "function_item",
+        "function_signature_item",
+        "struct_item",
+        "enum_item",
+        "trait_item",
+        "type_item",
     }
 )
 _WRAPPERS = frozenset(
     {"decorated_definition", "export_statement", "lexical_declaration", "variable_declaration", "type_declaration"}
 )
 _CLASSES = frozenset(
-    {"class_definition", "class_declaration", "abstract_class_declaration", "interface_declaration", "type_spec"}
+    {
+        "class_definition",
+        "class_declaration",
+        "abstract_class_declaration",
+        "interface_declaration",
+        "type_spec",
+        "enum_declaration",
+        "record_declaration",
+        "trait_item",
+        "impl_item",  # Rust: a method's owner is the type its impl block is for
+    }
 )
 
 
@@ -192,7 +241,15 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
 
 
 _STATEMENTS = frozenset(
-    {"expression_statement", "lexical_declaration", "export_statement", "const_declaration", "var_declaration"}
+    {
+        "expression_statement",
+        "lexical_declaration",
+        "export_statement",
+        "const_declaration",
+        "var_declaration",
+        "const_item",
+        "static_item",
+    }
 )
 
 
@@ -248,6 +305,9 @@ def _definition(name: Any) -> Any:
 
 
 def _name_of(node: Any) -> str:
+    if node.type == "impl_item":  # ``impl Trait for Type<T>``: the type, without its generic arguments
+        named = node.child_by_field_name("type")
+        return _text(named).split("<", 1)[0].rsplit("::", 1)[-1] if named is not None else ""
     target = node
     if target.type in _WRAPPERS:
         inner = [c for c in target.named_children if c.type in _DEFINITIONS]
@@ -259,10 +319,9 @@ def _name_of(node: Any) -> str:
 def _owner(span: Any) -> str:
     """The class (or interface, or type) a definition sits in, by name (a Go method's receiver type); '' at top
     level."""
-    if span.type == "method_declaration":
-        receiver = span.child_by_field_name("receiver")
-        kinds = ("type_identifier",)
-        names = [n for n in _walk(receiver) if n.type in kinds] if receiver is not None else []
+    receiver = span.child_by_field_name("receiver") if span.type == "method_declaration" else None
+    if receiver is not None:  # Go: ``func (c *Command) Name()``
+        names = [n for n in _walk(receiver) if n.type == "type_identifier"]
         return _text(names[0]) if names else ""
     node = span.parent
     while node is not None:

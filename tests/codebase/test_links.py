@@ -191,3 +191,41 @@ def test_a_method_every_builtin_value_has_needs_a_receiver_that_names_the_class(
     view = FileView.of("parse.go", uses)
     calls = [t for t in file_tags("parse.go", uses) or [] if t.name == "String"]
     assert [(t.receiver, links(t, view, position)) for t in calls] == [("key", False), ("p.pos", True)]
+
+
+JAVA = """package com.google.gson.stream;
+
+public class JsonReader implements Closeable {
+  public String nextString() throws IOException {
+    int p = peeked;
+    return "x";
+  }
+}
+"""
+RUST = """use crate::error::Error;
+
+pub struct SliceRead<'a> {
+    slice: &'a [u8],
+}
+
+impl<'a> Read<'a> for SliceRead<'a> {
+    fn ignore_str(&mut self) -> Result<()> {
+        self.skip();
+        Ok(())
+    }
+}
+"""
+
+
+def test_java_and_rust_are_indexed_and_their_scopes_found_by_their_grammar(tmp_path: Path) -> None:
+    from reviewer_app.codebase.scopes import enclosing_scope, has_grammar
+
+    snapshot = make_snapshot(tmp_path, {"gson/stream/JsonReader.java": JAVA, "src/read.rs": RUST})
+    java = snapshot.find_definition("JsonReader#nextString")
+    assert "gson/stream/JsonReader.java:4-7: method JsonReader.nextString: public String nextString()" in java
+    rust = snapshot.find_definition("SliceRead::ignore_str")
+    assert "src/read.rs:8-11: method SliceRead.ignore_str: fn ignore_str(&mut self) -> Result<()> {" in rust
+    assert "src/read.rs:3-5: type SliceRead" in snapshot.find_definition("SliceRead")
+    assert has_grammar("a.java") and has_grammar("a.rs")
+    assert enclosing_scope("JsonReader.java", JAVA, 5) == (4, 7)  # the method, not an indentation guess
+    assert enclosing_scope("read.rs", RUST, 9) == (8, 11)
