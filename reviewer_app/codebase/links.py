@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
+from reviewer_app.codebase.scopes import grammar_name
 from reviewer_app.codebase.tags import Tag
 
 _PY_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+?)[ \t]*(?:#.*)?$", re.M)
@@ -46,21 +48,13 @@ _GO_IMPORT_BLOCK = re.compile(r"^import\s*\((.*?)^\)", re.M | re.S)
 _GO_IMPORT_SPEC = re.compile(r'^[ \t]*(?:import[ \t]+)?(?:([A-Za-z_]\w*|\.)[ \t]+)?"([^"]+)"', re.M)
 _GO_PACKAGE = re.compile(r"^package[ \t]+(\w+)", re.M)
 _GO_VERSION = re.compile(r"^v\d+$")
-_SUFFIXES = (".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".go", ".java", ".rs")
 _PACKAGE_FILES = frozenset({"__init__", "index", "mod", "main"})
 
 
 def language(path: str) -> str:
-    suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
-    if suffix in ("py", "pyi"):
-        return "python"
-    if suffix == "go":
-        return "go"
-    if suffix == "java":
-        return "java"
-    if suffix == "rs":
-        return "rust"
-    return "javascript"
+    """The import rules a file follows: its grammar's (scopes.py), TypeScript's being JavaScript's."""
+    grammar = grammar_name(path)
+    return "javascript" if grammar in (None, "typescript", "tsx") else grammar
 
 
 def _folder(path: str) -> str:
@@ -70,11 +64,7 @@ def _folder(path: str) -> str:
 def module_names(path: str, text: str) -> frozenset[str]:
     """The names a file of the tree answers to when imported: its file name without suffix, and its folder's name
     (a package: ``click/core.py`` is imported as ``core`` or reached through ``click``); a Go file's package clause."""
-    name = path.rsplit("/", 1)[-1]
-    for suffix in _SUFFIXES:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
+    name = PurePosixPath(path).stem if grammar_name(path) else path.rsplit("/", 1)[-1]
     names = {name} if name not in _PACKAGE_FILES else set()
     folder = _folder(path).rsplit("/", 1)[-1]
     if folder:

@@ -116,13 +116,29 @@ def is_test(path: str) -> bool:
 
 
 class _Linker:
-    """The link rules (links.py) over one snapshot, each file read and each definition's module and bases found once."""
+    """The link rules (links.py) over one snapshot: each file read, and its tags and each class's subclasses looked up
+    in the index, once."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self._views: dict[str, FileView | None] = {}
         self._defined: dict[tuple[str, Tag], Defined] = {}
+        self._tags: dict[str, list[Tag]] = {}
+        self._derived: dict[str, frozenset[str]] = {}
         self._names: dict[str, frozenset[str]] = {}
+
+    def tags(self, path: str) -> list[Tag]:
+        """The file's tags, constants left out."""
+        if path not in self._tags:
+            self._tags[path] = _code(self.snapshot.index.tags(path))
+        return self._tags[path]
+
+    def derived(self, owner: str) -> frozenset[str]:
+        """The classes that name ``owner`` as a base, anywhere."""
+        if owner not in self._derived:
+            refs = self.snapshot.index.references(owner)[:MAX_REFERENCES]
+            self._derived[owner] = frozenset(r.tag.scope for r in refs if r.tag.kind == "base")
+        return self._derived[owner]
 
     def view(self, path: str) -> FileView | None:
         if path not in self._views:
@@ -134,16 +150,12 @@ class _Linker:
         key = (path, tag)
         if key not in self._defined:
             view = self.view(path)
-            tags = _code(self.snapshot.index.tags(path))
+            tags = self.tags(path)
             bases: frozenset[str] = frozenset()
             derived: frozenset[str] = frozenset()
             if tag.kind == "method" and tag.scope:
                 bases = frozenset(t.name for t in tags if t.kind == "base" and t.scope == tag.scope)
-                derived = frozenset(
-                    r.tag.scope
-                    for r in self.snapshot.index.references(tag.scope)[:MAX_REFERENCES]
-                    if r.tag.kind == "base"
-                )
+                derived = self.derived(tag.scope)
             nested = tag.kind != "method" and any(
                 t.is_definition
                 and t is not tag
@@ -172,21 +184,22 @@ class _Linker:
         """links.py's rules; and a file that defines the name itself is taken to mean its own (``lx.next()`` in the
         lexer's file is the lexer's ``next``, not the parser's)."""
         view = self.view(ref.path)
-        if view is None or self.defines(ref.path, ref.tag.name):
+        if view is None or ref.tag.name in self.names(ref.path):
             return False
         return links(ref.tag, view, self.defined(target.path, target.tag))
 
-    def defines(self, path: str, name: str) -> bool:
+    def names(self, path: str) -> frozenset[str]:
+        """What the file defines, by name."""
         if path not in self._names:
-            self._names[path] = frozenset(t.name for t in _code(self.snapshot.index.tags(path)) if t.is_definition)
-        return name in self._names[path]
+            self._names[path] = frozenset(t.name for t in self.tags(path) if t.is_definition)
+        return self._names[path]
 
 
 def candidates(snapshot: Snapshot, path: str, start: int, end: int) -> list[_Candidate]:
     """Every snippet related to lines ``start``..``end`` of ``path``, unranked and possibly overlapping."""
     index = snapshot.index
     linker = _Linker(snapshot)
-    tags = _code(index.tags(path))
+    tags = linker.tags(path)
     changed = [t for t in tags if t.is_definition and t.line <= end and t.end >= start]
     # The innermost definitions the change touches: a method changed inside a class is about the method.
     inner = [t for t in changed if not any(o is not t and t.line <= o.line and o.end <= t.end for o in changed)]

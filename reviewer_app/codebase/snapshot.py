@@ -179,9 +179,7 @@ async def open_snapshot(
         async with _fetch_lock(repo):
             meta, manifest = await _base_tree(source, settings, folder, installation_id, repo, base_sha)
         fetched = time.monotonic()
-        changed = await asyncio.to_thread(_heads, folder, manifest, changed)
-        files = overlay(manifest, changed)
-        snapshot = await asyncio.to_thread(_indexed, repo, head_sha, folder, meta, files, settings)
+        snapshot = await asyncio.to_thread(_indexed, repo, head_sha, folder, meta, manifest, changed, settings)
         snapshot.timings = {"base_tree": fetched - started, "index": time.monotonic() - fetched}
     except (JobError, ArchiveRefused, Refused, OSError, sqlite3.Error) as exc:
         reason = exc.reason if isinstance(exc, JobError) else f"{type(exc).__name__}: {exc}"
@@ -192,37 +190,42 @@ async def open_snapshot(
         repo,
         head_sha[:12],
         meta.base_sha[:12],
-        len(files),
+        len(snapshot.files),
         snapshot.parsed,
         time.monotonic() - started,
     )
     return snapshot
 
 
-def _heads(folder: Path, manifest: Mapping[str, Entry], changed: Mapping[str, ChangedText]) -> dict[str, ChangedText]:
+def _heads(
+    store: TagStore, manifest: Mapping[str, Entry], changed: Mapping[str, ChangedText]
+) -> dict[str, ChangedText]:
     """``changed``, each file the review did not read given its head text: the base's text (from the store) with its
     diff applied; left out when that cannot be had (a base file not in the archive, a diff that does not apply)."""
     out = dict(changed)
-    pending = {p: c for p, c in changed.items() if c.text is None and c.diff is not None}
-    if not pending:
-        return out
-    store = TagStore(folder / STORE)
-    try:
-        for path, change in pending.items():
-            entry = manifest.get(change.previous_path or path)
-            data = store.content(entry.blob) if entry is not None and entry.text else None
-            base = data.decode("utf-8", errors="surrogateescape") if data is not None else None
-            head = apply(change.diff, base) if base is not None and change.diff is not None else None
-            out[path] = ChangedText(path, head, change.previous_path)
-    finally:
-        store.close()
+    for path, change in changed.items():
+        if change.text is not None or change.diff is None:
+            continue
+        entry = manifest.get(change.previous_path or path)
+        data = store.content(entry.blob) if entry is not None and entry.text else None
+        base = data.decode("utf-8", errors="surrogateescape") if data is not None else None
+        out[path] = ChangedText(path, apply(change.diff, base) if base is not None else None, change.previous_path)
     return out
 
 
 def _indexed(
-    repo: str, head_sha: str, folder: Path, meta: Meta, files: dict[str, FileAt], settings: CodebaseSettings
+    repo: str,
+    head_sha: str,
+    folder: Path,
+    meta: Meta,
+    manifest: Mapping[str, Entry],
+    changed: Mapping[str, ChangedText],
+    settings: CodebaseSettings,
 ) -> Snapshot:
+    """The snapshot at the head: the changed files overlaid on the base tree (one store for their base texts and the
+    index), its index brought up to date."""
     store = TagStore(folder / STORE)
+    files = overlay(manifest, _heads(store, manifest, changed))
     snapshot = Snapshot(repo, head_sha, store, files, CodeIndex(store, {}), settings)
     index, parsed = bring_up_to_date(
         store,

@@ -13,6 +13,7 @@ import cachetools
 
 from reviewer_app.core.diff import FileDiff, PatchParseError, parse_patch
 from reviewer_app.core.errors import JobError, RateLimited
+from reviewer_app.core.file_text import NOT_TEXT
 from reviewer_app.github.client import GitHubClient
 from reviewer_app.github.graphql import BLOBS_PER_QUERY
 
@@ -20,7 +21,6 @@ log = logging.getLogger(__name__)
 
 CACHE_BYTES = 32 * 1024 * 1024
 DIFF_CONTEXT_LINES = 3  # what GitHub's patches carry
-BINARY = "\x00"  # kept for a file GraphQL said is binary: read() refuses any text holding a NUL byte
 
 
 class NotText(ValueError):
@@ -60,7 +60,7 @@ class ContentReader:
     def _keep_read(self, repo: str, path: str, ref: str, text: str | None) -> None:
         """What GitHub sent for ``path`` at ``ref``, kept under that and under the SHA of its blob."""
         self._keep((repo, ref, path), text)
-        if text is not None and text != BINARY:
+        if text is not None and text != NOT_TEXT:
             self._keep((repo, "blob", git_blob_sha(text)), text)
 
     async def prefetch(self, installation_id: int, repo: str, files: Sequence[tuple[str, str, str | None]]) -> None:
@@ -88,7 +88,7 @@ class ContentReader:
             return
         self.fetches += -(-len(wanted) // BLOBS_PER_QUERY)
         for (ref, path), answer in answers.items():
-            text = BINARY if answer.binary else answer.text
+            text = NOT_TEXT if answer.binary else answer.text
             if text is None and not answer.missing:
                 continue  # not served whole: read() asks the contents API
             self._keep_read(repo, path, ref, text)
@@ -110,7 +110,7 @@ class ContentReader:
             text = await self.github.get_file_content(installation_id, repo, path, ref)
             if text is not None:
                 self._keep_read(repo, path, ref, text)
-        if text is not None and "\x00" in text:  # not text (core/file_text.py), or GraphQL's binary mark
+        if text is not None and NOT_TEXT in text:  # not text (core/file_text.py), or GraphQL's binary mark
             raise NotText(path)
         return text
 
