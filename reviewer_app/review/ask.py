@@ -33,8 +33,6 @@ from reviewer_app.review.gather import Part, Question, Sources
 from reviewer_app.review.reading import ContentReader
 from reviewer_app.review.verify import (
     MAX_FINDINGS,
-    VERIFY_SYSTEM_PROMPT,
-    VERIFY_TOOL,
     VERIFY_TOOL_NAME,
     VerifyRequest,
     parse_verdicts,
@@ -198,7 +196,14 @@ class Ask:
 
         def request_of(findings: Sequence[ModelComment], **extra: Any) -> VerifyRequest:
             return verify_request(
-                sources.title, sources.description, findings, texts, sources.diffs, learnings=do_not_flag, **extra
+                sources.title,
+                sources.description,
+                findings,
+                texts,
+                sources.diffs,
+                learnings=do_not_flag,
+                can_look_up=question.codebase is not None,
+                **extra,
             )
 
         request = request_of(kept, related=related)
@@ -211,7 +216,11 @@ class Ask:
                 [request.findings[i] for i in asked],
                 related={j: related[i] for j, i in enumerate(asked) if i in related},
                 lookups={
-                    j: (needs[i], await asyncio.to_thread(look_up, codebase, needs[i])) for j, i in enumerate(asked)
+                    j: (
+                        needs[i],
+                        await asyncio.to_thread(look_up, codebase, needs[i], _pointers(verified, request.findings, i)),
+                    )
+                    for j, i in enumerate(asked)
                 },
             )
             again = await self._verified(ctx, follow, route, still_wanted)
@@ -270,15 +279,16 @@ class Ask:
         verifier = self.verifier
         assert verifier is not None
         count = len(request.findings)
+        system, tool = request.system_and_tool
 
         async def params() -> dict[str, Any]:
-            return verifier.tool_params(VERIFY_SYSTEM_PROMPT, request.user, VERIFY_TOOL)
+            return verifier.tool_params(system, request.user, tool)
 
         def read(message: Message) -> VerifyAnswer:
             verdicts = parse_tool_answer(
                 message,
                 VERIFY_TOOL_NAME,
-                lambda data: parse_verdicts(data, count, request.learnings, needs=not request.final),
+                lambda data: parse_verdicts(data, count, request.learnings, needs=request.needs_allowed),
             )
             return VerifyAnswer(verdicts, str(message.model))
 
@@ -297,11 +307,12 @@ class Ask:
         meter = UsageMeter()
         count = len(request.findings)
         try:
+            system, tool = request.system_and_tool
             verdicts, model = await verifier.ask_tool(
-                VERIFY_SYSTEM_PROMPT,
+                system,
                 request.user,
-                VERIFY_TOOL,
-                lambda data: parse_verdicts(data, count, request.learnings, needs=not request.final),
+                tool,
+                lambda data: parse_verdicts(data, count, request.learnings, needs=request.needs_allowed),
                 meter=meter,
             )
         except MalformedAnswers as exc:
@@ -388,3 +399,10 @@ async def _save(ctx: JobContext, progress: ModelProgress) -> None:
     details = replace(ctx.job.details, model_progress=progress)
     await ctx.checkpoint(details=details)
     ctx.job = replace(ctx.job, details=details)
+
+
+def _pointers(verified: VerifyAnswer, findings: Sequence[ModelComment], index: int) -> tuple[str, ...]:
+    """What says which definition a finding's lookup is about, most telling first: the verifier's reason for asking,
+    then the finding's own words and quote."""
+    finding = findings[index]
+    return verified.verdicts[index].reason, " ".join(x for x in (finding.body, finding.failure, finding.quote) if x)

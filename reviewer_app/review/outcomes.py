@@ -15,7 +15,12 @@ from reviewer_app.dispatch.context import JobContext
 from reviewer_app.review.memory import Recall
 from reviewer_app.review.prompt import REVIEW_TOOL, SYSTEM_PROMPT
 from reviewer_app.review.repo_config import RepoConfig
-from reviewer_app.review.verify import VERIFY_SYSTEM_PROMPT, VERIFY_TOOL
+from reviewer_app.review.verify import (
+    VERIFY_SYSTEM_PROMPT,
+    VERIFY_SYSTEM_PROMPT_NO_LOOKUP,
+    VERIFY_TOOL,
+    VERIFY_TOOL_NO_LOOKUP,
+)
 from reviewer_app.store.base import FateEvent, ReviewRun, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -35,7 +40,8 @@ RECORDED_SETTINGS = (
 def prompt_version() -> str:
     """A short hash of the prompt templates and tool schemas (the review's and the verifier's): a change to any of
     them is a new version on the outcomes page."""
-    text = json.dumps([SYSTEM_PROMPT, REVIEW_TOOL, VERIFY_SYSTEM_PROMPT, VERIFY_TOOL], sort_keys=True, default=str)
+    parts = [SYSTEM_PROMPT, REVIEW_TOOL, VERIFY_SYSTEM_PROMPT, VERIFY_TOOL, VERIFY_SYSTEM_PROMPT_NO_LOOKUP]
+    text = json.dumps([*parts, VERIFY_TOOL_NO_LOOKUP], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -119,6 +119,24 @@ VERIFY_TOOL: dict[str, Any] = {
     },
 }
 
+# Without the repository at hand nothing could answer a "need": the verifier is not offered one (it judges from what
+# it is shown, and "uncertain" stays what it means).
+_NEED_RULE = VERIFY_SYSTEM_PROMPT[VERIFY_SYSTEM_PROMPT.index('- "need":') : VERIFY_SYSTEM_PROMPT.index('- "learning":')]
+VERIFY_SYSTEM_PROMPT_NO_LOOKUP = VERIFY_SYSTEM_PROMPT.replace(_NEED_RULE, "")
+_ITEM = VERIFY_TOOL["input_schema"]["properties"]["verdicts"]["items"]
+VERIFY_TOOL_NO_LOOKUP: dict[str, Any] = {
+    **VERIFY_TOOL,
+    "input_schema": {
+        **VERIFY_TOOL["input_schema"],
+        "properties": {
+            "verdicts": {
+                "type": "array",
+                "items": {**_ITEM, "properties": {k: v for k, v in _ITEM["properties"].items() if k != "need"}},
+            }
+        },
+    },
+}
+
 
 @dataclass(frozen=True)
 class Excerpt:
@@ -140,6 +158,18 @@ class VerifyRequest:
     findings: tuple[ModelComment, ...]
     learnings: frozenset[int] = frozenset()  # the ids of the do-not-flag learnings it was shown
     final: bool = False  # the follow-up of findings that asked for code: no verdict may ask again
+    can_look_up: bool = True  # the repository is at hand: a verdict may ask for code ("need")
+
+    @property
+    def system_and_tool(self) -> tuple[str, dict[str, Any]]:
+        """The system prompt and the tool this request is put with: without the repository, neither offers a need."""
+        if self.can_look_up:
+            return VERIFY_SYSTEM_PROMPT, VERIFY_TOOL
+        return VERIFY_SYSTEM_PROMPT_NO_LOOKUP, VERIFY_TOOL_NO_LOOKUP
+
+    @property
+    def needs_allowed(self) -> bool:
+        return self.can_look_up and not self.final
 
 
 def verify_request(
@@ -152,12 +182,13 @@ def verify_request(
     learnings: Sequence[Learning] = (),
     related: Mapping[int, Sequence[Snippet]] | None = None,
     lookups: Mapping[int, tuple[str, str]] | None = None,
+    can_look_up: bool = True,
 ) -> VerifyRequest:
     """The verification request for ``comments`` (the first MAX_FINDINGS), each with the code around it and the
     ``related`` code of other files (by index of ``comments``), and the team's active do-not-flag ``learnings`` (each
     a line with its id) whose glob matches a file it judges: the only ones it may name. ``lookups`` (by index: the
     need and its answer) make it the follow-up request of findings that asked for code: each is shown what it asked
-    for, and may not ask again."""
+    for, and may not ask again. Without ``can_look_up`` (no repository at hand) no verdict is offered a need."""
     asked = tuple(comments[:MAX_FINDINGS])
     judged = {c.path for c in asked}
     shown = [
@@ -199,7 +230,7 @@ def verify_request(
     # the description or the learnings, which may change while the request waits on its batch.
     # A follow-up after lookups shows them in its findings, so its key differs from the first request's.
     key = "verify-" + hashlib.sha256("\n".join(findings).encode()).hexdigest()[:24]
-    return VerifyRequest(key, user, asked, frozenset(x.id for x in shown), final=bool(lookups))
+    return VerifyRequest(key, user, asked, frozenset(x.id for x in shown), final=bool(lookups), can_look_up=can_look_up)
 
 
 def excerpts(comment: ModelComment, text: FileText | None, diff: FileDiff | None) -> list[Excerpt]:

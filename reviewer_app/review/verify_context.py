@@ -19,9 +19,12 @@ MAX_FINDING_TOKENS = 1_500  # one finding's share, however few findings there ar
 LOOKUP_LINES = 200  # of a file or a definition, shown for a lookup (within MAX_LOOKUP_CHARS): a whole helper, not
 # its first screen (60 lines left the decisive part of a long function or module unshown)
 LOOKUP_DEFINITIONS = 2  # definitions of a symbol whose code is shown
+LOOKUP_CANDIDATES = 10  # definitions listed, of which the LOOKUP_DEFINITIONS the finding points at are shown
 MAX_LOOKUP_CHARS = 9_000
-# "path:line" or "path:start-end" at a line's start (the codebase's find_definition answer).
-_LOCATION = re.compile(r"^\s*(?:[-*]\s*)?([^\s:]+):(\d+)(?:-(\d+))?", re.MULTILINE)
+# "path:line" or "path:start-end" at a line's start (the codebase's find_definition answer), then, when the answer
+# names it, the kind and the qualified name ("method IoRead.ignore_str").
+_LOCATION = re.compile(r"^\s*(?:[-*]\s*)?([^\s:]+):(\d+)(?:-(\d+))?(?::\s+\w+\s+([\w.$]+))?", re.MULTILINE)
+_WORD = re.compile(r"[A-Za-z_$][\w$]*")
 
 
 def finding_context(
@@ -55,10 +58,11 @@ def finding_context(
     return out
 
 
-def look_up(codebase: Codebase, need: str) -> str:
+def look_up(codebase: Codebase, need: str, pointers: Sequence[str] = ()) -> str:
     """The answer to a verifier's "need": a repository path's first lines, or a symbol's definitions (``Class.method``
-    narrows to the class) with the code of the first LOOKUP_DEFINITIONS; bounded text that says when nothing was
-    found."""
+    narrows to the class) with the code of LOOKUP_DEFINITIONS of them, those the finding points at first (see
+    ``_pointed``); bounded text that says when nothing was found. ``pointers`` are the texts that say which one is
+    meant, most telling first: the verifier's reason, then the finding itself."""
     need = need.strip().strip("`").strip()
     try:
         if "/" in need or re.search(r"\.\w{1,5}$", need):
@@ -66,9 +70,9 @@ def look_up(codebase: Codebase, need: str) -> str:
             if text is not None:
                 return _bounded(text)
         name = re.split(r"[\s(]", need, maxsplit=1)[0]
-        found = codebase.find_definition(name, limit=5)
+        found = codebase.find_definition(name, limit=LOOKUP_CANDIDATES)
         parts = [found]
-        for location in list(_LOCATION.finditer(found))[:LOOKUP_DEFINITIONS]:
+        for location in _pointed(list(_LOCATION.finditer(found)), pointers)[:LOOKUP_DEFINITIONS]:
             path, start = location.group(1), int(location.group(2))
             end = min(int(location.group(3) or start + LOOKUP_LINES - 1), start + LOOKUP_LINES - 1)
             body = codebase.read_file(path, start, end)
@@ -78,6 +82,24 @@ def look_up(codebase: Codebase, need: str) -> str:
     except Exception as exc:  # the verdict is given without it
         log.warning("codebase lookup of %r failed: %s", need, exc)
         return "(the lookup failed: judge from what is shown)"
+
+
+def _pointed(locations: list[re.Match[str]], pointers: Sequence[str]) -> list[re.Match[str]]:
+    """The definitions in the order the finding points at them: one whose owner (the class, type or trait before the
+    name) a pointer names first, the earlier pointer first; then those with a body before one-line declarations (an
+    interface's or trait's method: its signature is listed already); then as listed. Several classes often define the
+    same method (serde's readers each have ``ignore_str``): the finding says which one it is about."""
+    named = [set(_WORD.findall(text)) for text in pointers]
+
+    def key(item: tuple[int, re.Match[str]]) -> tuple[int, int, int]:
+        index, location = item
+        qualified = location.group(4) or ""
+        owner = qualified.rsplit(".", 1)[0] if "." in qualified else None
+        rank = next((k for k, words in enumerate(named) if owner and owner in words), len(named))
+        declaration = location.group(3) is not None and location.group(3) == location.group(2)
+        return rank, int(declaration), index
+
+    return [location for _, location in sorted(enumerate(locations), key=key)]
 
 
 def _bounded(text: str) -> str:

@@ -131,15 +131,16 @@ async def test_two_corpus_cases_replay_from_the_committed_recordings() -> None:
     assert (len(httpx.candidates), httpx.published, len(httpx.matches)) == (5, 3, 1)
     assert sorted(why or "" for _, why in httpx.candidates) == ["", "", "", "low confidence", "low confidence"]
     assert len(shown(httpx.candidates, evidence=True, verify=True, cap=False, min_confidence=91)) == 1
-    # serde: both unwraps of invalid UTF-8 found, and both withheld: this verifier asked to see `ignore_str`, which
-    # the diff alone cannot show, and left them uncertain (the configurations with the codebase looked it up).
-    assert (len(serde.candidates), serde.published, sorted(serde.matches.values())) == (2, 0, [0, 1])
-    assert sorted(why or "" for _, why in serde.candidates) == ["low confidence", "low confidence"]
+    # serde: both unwraps of invalid UTF-8 found and published. Without the repository the verifier is offered no
+    # lookup, so it judged from the diff (an earlier verifier, offered one that nothing could answer, left both
+    # uncertain and withheld them).
+    assert (len(serde.candidates), serde.published, sorted(serde.matches.values())) == (2, 2, [0, 1])
+    assert [(c.verdict, why) for c, why in serde.candidates] == [("confirmed", None), ("confirmed", None)]
     production = report(runs)["variants"]["all three (production)"]["overall"]
     assert (production["findings"], production["matching"], production["found"], production["known_issues"]) == (
+        5,
         3,
-        1,
-        1,
+        3,
         3,
     )
 

@@ -111,3 +111,19 @@ async def test_a_second_need_is_not_answered(tmp_path) -> None:
         job = await h.wait_state(job_id, JobState.SUCCEEDED)
         assert len(h.anthropic.verify_requests) == 2  # one lookup per finding, then its verdict stands
         assert job.answer is not None and [w.reason for w in job.answer.withheld] == ["low confidence"]
+
+
+async def test_without_the_repository_the_verifier_is_offered_no_lookup_and_a_need_is_ignored(tmp_path) -> None:
+    async with harness(tmp_path, REVIEWER_VERIFY="1") as h:
+        h.github.set_file(REPO, ".github/reviewer.yml", "codebase: false\n")
+        h.anthropic.script_tool_answer({"summary": "A crash.", "comments": [FINDING]})
+        h.anthropic.script_verify_answer(
+            [{"id": "F1", "verdict": "uncertain", "confidence": 30, "reason": "Unseen.", "need": "load_user"}]
+        )
+        _, job_id = await open_change(h)
+        job = await h.wait_state(job_id, JobState.SUCCEEDED)
+        [verify] = h.anthropic.verify_requests  # nothing could answer a need: no second request
+        system = verify.system if isinstance(verify.system, str) else " ".join(b["text"] for b in verify.system)
+        assert '"need"' not in system and "need" not in str(verify.body["tools"])
+        assert "uncertain" in system  # the rest of the instructions are the usual ones
+        assert job.answer is not None and [w.reason for w in job.answer.withheld] == ["low confidence"]

@@ -155,3 +155,23 @@ def test_a_lookup_finds_a_module_constant_and_shows_a_long_function_to_its_end(t
     assert "'DELETE'," in constant
     assert "the decisive last line" in look_up(snapshot, "long_helper")
     assert "the decisive last line" in look_up(snapshot, "lib/long.py")
+
+
+def test_a_lookup_shows_first_the_definition_of_the_class_the_finding_names(tmp_path) -> None:
+    from tests.codebase.test_search import make_snapshot
+
+    reader = (
+        "pub trait Read {\n    fn ignore_str(&mut self) -> Result<()>;\n}\n\n"
+        "impl Read for IoRead {\n    fn ignore_str(&mut self) -> Result<()> {\n        io_body()\n    }\n}\n\n"
+        "impl Read for SliceRead {\n    fn ignore_str(&mut self) -> Result<()> {\n        slice_body()\n    }\n}\n\n"
+        "impl Read for StrRead {\n    fn ignore_str(&mut self) -> Result<()> {\n        str_body()\n    }\n}\n"
+    )
+    snapshot = make_snapshot(tmp_path, {"src/read.rs": reader})
+    reason = "Whether the unwrap panics depends on SliceRead's ignore_str, which is not shown."
+    slice_first = look_up(snapshot, "ignore_str", (reason, "str::from_utf8(raw).unwrap() in IoRead and SliceRead"))
+    assert "4 definitions of 'ignore_str'" in slice_first  # every definition is listed, with its signature
+    assert slice_first.index("slice_body()") < slice_first.index("io_body()")  # the one it names, then the next
+    assert "str_body()" not in slice_first
+    # Named by nothing: those with a body before the trait's one-line declaration, in the index's order.
+    plain = look_up(snapshot, "ignore_str")
+    assert "io_body()" in plain and "slice_body()" in plain and "str_body()" not in plain
