@@ -57,6 +57,13 @@ class LazyClient:
         return getattr(self.get(), name)
 
     async def close(self) -> None:
+        """Close the client, one still being built included: its thread is waited for, so nothing it does (the SDK
+        logs as it sets up) outlives the owner."""
+        if self._client is None and self._building is not None:
+            try:
+                self._client = await asyncio.shield(self._building)
+            except Exception:  # building failed: there is nothing to close
+                return
         if self._client is not None:
             await self._client.close()
 
