@@ -19,6 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.anthropic import prompt_cache_split
+
 REVIEW_TOOL = "submit_review"
 VERIFY_TOOL = "submit_verdicts"
 JUDGE_TOOL = "submit_matches"
@@ -112,9 +114,11 @@ class ModelSide:
     answered: list[dict[str, Any]] = field(default_factory=list)  # this case's recordings used, in order
     missing: list[str] = field(default_factory=list)  # hashes of requests without a recording (this case)
     used: set[str] = field(default_factory=set)  # every recording used in this run
+    cached: set[str] = field(default_factory=set)  # the prompt prefixes this review's requests wrote to the cache
 
     def start_case(self, case: str, config: str = "") -> None:
         self.case, self.config, self.answered, self.missing = case, config, [], []
+        self.cached = set()
 
     def path(self, key: str) -> Path:
         return self.recordings / f"{key}.json"
@@ -135,9 +139,29 @@ class ModelSide:
             if self.record_missing:
                 self._dump(key, body, tool)
             return _message(body, tool, EMPTY.get(tool, {}), {"input_tokens": 1, "output_tokens": 1}, key)
+        if recording.get("by") == "stand-in":
+            recording = {**recording, "usage": self._cached_usage(body, recording["usage"])}
         self.answered.append(recording)
         self.used.add(key)
         return _message(body, tool, recording["answer"], recording["usage"], key)
+
+    def _cached_usage(self, body: dict[str, Any], usage: dict[str, int]) -> dict[str, int]:
+        """A stand-in's estimated input tokens split as the API's prompt cache would have split them within this review
+        (the app marks its system prompt, shared blocks and each tool turn's history for caching; a stand-in's
+        recording counts every request's whole prompt as new input): the same total, in the shares the fake API's
+        cache model (tests/fakes/anthropic.py) gives the request's cache marks."""
+        total, created, read = prompt_cache_split(body, self.cached)
+        estimated = int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0)
+        estimated += int(usage.get("cache_read_input_tokens") or 0)
+        if not total or not estimated:
+            return usage
+        read_tokens, created_tokens = round(estimated * read / total), round(estimated * created / total)
+        return {
+            **usage,
+            "input_tokens": estimated - read_tokens - created_tokens,
+            "cache_creation_input_tokens": created_tokens,
+            "cache_read_input_tokens": read_tokens,
+        }
 
     def _read(self, key: str) -> dict[str, Any] | None:
         path = self.path(key)

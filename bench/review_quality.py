@@ -431,6 +431,9 @@ def sweep(runs: Sequence[CaseRun]) -> dict[str, dict[str, Any]]:
     return out
 
 
+CACHED = ("cache_creation_input_tokens", "cache_read_input_tokens")
+
+
 def price(model: str, usage: dict[str, int]) -> float:
     priced = cost(
         DEFAULT_PRICES,
@@ -454,15 +457,23 @@ def costs(runs: Sequence[CaseRun]) -> dict[str, Any]:
     def mean(kind: str, key: str) -> float:
         return sum(r.usage.get(kind, {}).get(key, 0) for r in reviewed) / n
 
+    def prompt(kind: str) -> float:  # every input token, however the prompt cache split them
+        return sum(mean(kind, key) for key in ("input_tokens", *CACHED))
+
     review_usd = sum(price(REVIEW_MODEL, r.usage.get("review", {})) for r in reviewed) / n
     verify_usd = sum(price(VERIFY_MODEL, r.usage.get("verify", {})) for r in reviewed) / n
     return {
         "reviews": n,
         "verified_reviews": sum(1 for r in reviewed if r.usage.get("verify")),
-        "review_input_tokens": round(mean("review", "input_tokens")),
+        "review_input_tokens": round(prompt("review")),
         "review_output_tokens": round(mean("review", "output_tokens")),
-        "verify_input_tokens": round(mean("verify", "input_tokens")),
+        "verify_input_tokens": round(prompt("verify")),
         "verify_output_tokens": round(mean("verify", "output_tokens")),
+        "cache_read_share": round(
+            sum(mean(k, "cache_read_input_tokens") for k in ("review", "verify"))
+            / max(1.0, prompt("review") + prompt("verify")),
+            3,
+        ),
         "usd_per_review_verification_off": round(review_usd, 4),
         "usd_per_review_verification_on": round(review_usd + verify_usd, 4),
         "verification_share": round(verify_usd / (review_usd + verify_usd), 3) if review_usd + verify_usd else 0.0,
@@ -570,7 +581,7 @@ def render_comparison(result: dict[str, Any]) -> str:
     lines = [
         f"configurations compared over the {len(result['cases'])} cases complete in each (published findings):",
         f"{'configuration':22} {'language':12} {'shown':>5} {'match':>5} {'issues':>6} {'found':>5} {'P':>5} {'R':>5} "
-        f"{'F1':>5} {'tokens in/out per review':>26} {'US$/review':>10}",
+        f"{'F1':>5} {'tokens in/out per review':>26} {'US$/review':>10} {'cached':>6}",
     ]
     for config, row in result["configs"].items():
         c = row["cost"] or {}
@@ -579,12 +590,13 @@ def render_comparison(result: dict[str, Any]) -> str:
             f"{c.get('review_output_tokens', 0) + c.get('verify_output_tokens', 0):,}"
         )
         usd = f"{c.get('usd_per_review_verification_on', 0.0):.4f}"
+        cached = f"{c.get('cache_read_share', 0.0):.0%}"
         for lang, s in row["scores"].items():
             last = lang == "overall"
             lines.append(
                 f"{config:22} {lang:12} {s['findings']:5} {s['matching']:5} {s['known_issues']:6} {s['found']:5} "
                 f"{s['precision']:5.0%} {s['recall']:5.0%} {s['f1']:5.2f} {tokens if last else '':>26} "
-                f"{usd if last else '':>10}"
+                f"{usd if last else '':>10} {cached if last else '':>6}"
             )
     return "\n".join(lines)
 
@@ -616,7 +628,8 @@ def render(result: dict[str, Any]) -> str:
             f"  review:       {c['review_input_tokens']:,} input + {c['review_output_tokens']:,} output tokens",
             f"  verification: {c['verify_input_tokens']:,} input + {c['verify_output_tokens']:,} output tokens",
             f"  US$ {c['usd_per_review_verification_off']:.4f} without verification, "
-            f"{c['usd_per_review_verification_on']:.4f} with ({c['verification_share']:.0%} of it verification)",
+            f"{c['usd_per_review_verification_on']:.4f} with ({c['verification_share']:.0%} of it verification; "
+            f"{c['cache_read_share']:.0%} of the input tokens read from the prompt cache)",
         ]
     if result["consistency"]:
         lines += ["", "INCONSISTENT:", *result["consistency"]]

@@ -278,7 +278,7 @@ class ClaudeReviewer:
         definitions = [REVIEW_TOOL, *(tools.definitions if tools is not None else [])]
         choice = {"type": "any"} if tools is not None else {"type": "tool", "name": REVIEW_TOOL_NAME}
         system = await self._system_blocks(definitions)
-        content = await self._user_content(system, definitions, blocks, shared_blocks)
+        content = await self._user_content(system, definitions, blocks, shared_blocks, follow_up=tools is not None)
         return system, definitions, choice, [{"role": "user", "content": content}]
 
     async def _system_blocks(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -293,12 +293,22 @@ class ClaudeReviewer:
         return [block]
 
     async def _user_content(
-        self, system: list[dict[str, Any]], tools: list[dict[str, Any]], blocks: list[str], shared_blocks: int
+        self,
+        system: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        blocks: list[str],
+        shared_blocks: int,
+        *,
+        follow_up: bool,
     ) -> list[dict[str, Any]]:
-        """The user turn's text blocks with cache marks after the shared blocks and at the end, where they pay."""
+        """The user turn's text blocks with cache marks where they pay: after the blocks shared with the review's other
+        requests (its other parts and passes), and at the end only when a ``follow_up`` request will start with the
+        whole turn (the next turn of a tool conversation). A write costs 1.25 times the input price and a read 0.1
+        times, so a mark that only a retry would read (a malformed or lost answer) costs more than it saves unless
+        more than about one review in four is retried: a one-request review pays the whole prompt once, unmarked."""
         content: list[dict[str, Any]] = [{"type": "text", "text": text} for text in blocks if text]
         minimum = min_cacheable_tokens(self.model)
-        marks = [len(content) - 1] if content else []
+        marks = [len(content) - 1] if content and follow_up else []
         if 0 < shared_blocks < len(content):
             marks.insert(0, shared_blocks - 1)
         for index in marks:

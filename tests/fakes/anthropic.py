@@ -657,16 +657,7 @@ class FakeAnthropic:
         breakpoint. A breakpoint whose prefix is shorter than the model's minimum caches nothing. The longest
         prefix already cached is read; the prompt from there to the last cacheable breakpoint is written.
         """
-        blocks = _blocks(body)
-        total = _tokens(_prompt_text(blocks))
-        minimum = min_cacheable_tokens(str(body.get("model") or ""))
-        breakpoints = [i for i, block in enumerate(blocks) if isinstance(block, dict) and "cache_control" in block]
-        prefixes = [(_tokens(_prompt_text(blocks[: i + 1])), _digest(blocks[: i + 1])) for i in breakpoints]
-        cacheable = [(tokens, digest) for tokens, digest in prefixes if tokens >= minimum]
-        read = max((tokens for tokens, digest in cacheable if digest in self._cached_prefixes), default=0)
-        longest = max((tokens for tokens, _ in cacheable), default=0)
-        created = longest - read
-        self._cached_prefixes.update(digest for _, digest in cacheable)
+        total, created, read = prompt_cache_split(body, self._cached_prefixes)
         return {
             "input_tokens": max(total - created - read, 1),
             "output_tokens": max(_tokens(json.dumps(content)), 1),
@@ -788,6 +779,25 @@ def _validate_tool_pairs(messages: list[dict[str, Any]]) -> str | None:
         if not ids <= answered:
             return f"messages.{i + 1}: tool_use ids were found without tool_result blocks immediately after"
     return None
+
+
+def prompt_cache_split(body: dict[str, Any], cached: set[str]) -> tuple[int, int, int]:
+    """A Messages request's prompt tokens (characters / 4) as the API's prompt cache splits them: (all of them, those
+    written to the cache, those read from it), given the digests of the prefixes ``cached`` so far (updated).
+
+    The prompt is the sequence tools, system blocks, message blocks; each block marked with cache_control is a
+    breakpoint. A breakpoint whose prefix is shorter than the model's minimum caches nothing. The longest prefix
+    already cached is read; the prompt from there to the last cacheable breakpoint is written."""
+    blocks = _blocks(body)
+    total = _tokens(_prompt_text(blocks))
+    minimum = min_cacheable_tokens(str(body.get("model") or ""))
+    breakpoints = [i for i, block in enumerate(blocks) if isinstance(block, dict) and "cache_control" in block]
+    prefixes = [(_tokens(_prompt_text(blocks[: i + 1])), _digest(blocks[: i + 1])) for i in breakpoints]
+    cacheable = [(tokens, digest) for tokens, digest in prefixes if tokens >= minimum]
+    read = max((tokens for tokens, digest in cacheable if digest in cached), default=0)
+    longest = max((tokens for tokens, _ in cacheable), default=0)
+    cached.update(digest for _, digest in cacheable)
+    return total, longest - read, read
 
 
 def min_cacheable_tokens(model: str) -> int:

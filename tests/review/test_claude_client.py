@@ -45,10 +45,6 @@ GOOD = {
 }
 
 
-def marked(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
-
-
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeAnthropic]:
     fake = FakeAnthropic(api_key=KEY)
@@ -79,8 +75,8 @@ async def test_request_has_cached_system_prompt_tool_and_forced_choice(
     assert req.system == [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
     assert req.tools == [REVIEW_TOOL]
     assert req.tool_choice == {"type": "tool", "name": REVIEW_TOOL["name"]}
-    # The whole prompt is above the model's minimum: the user turn carries a breakpoint too.
-    assert req.messages == [{"role": "user", "content": [marked("please review")]}]
+    # No request follows that starts with the whole user turn (no tools): it carries no breakpoint.
+    assert req.messages == [{"role": "user", "content": [{"type": "text", "text": "please review"}]}]
     assert req.body["model"] == MODEL and req.body["max_tokens"] == 1234
 
 
@@ -125,8 +121,9 @@ async def test_second_review_reads_the_cached_prefix(fake: FakeAnthropic, client
     first = await r.review("a")
     second = await r.review("b")
     assert first.cache_creation_input_tokens > 0 and first.cache_read_input_tokens == 0
-    # Tools and system prompt are read; the new user turn is written.
-    assert 1024 <= second.cache_read_input_tokens < first.cache_creation_input_tokens
+    # Tools and system prompt are read; the new user turn is neither written nor read.
+    assert 1024 <= second.cache_read_input_tokens == first.cache_creation_input_tokens
+    assert second.cache_creation_input_tokens == 0
     assert r.calls_made == 2
 
 
@@ -189,7 +186,7 @@ async def test_malformed_once_then_good_answers_with_two_calls_and_feedback(
     assert len(fake.message_requests) == 2 and r.calls_made == 2
     assert (answer.input_tokens, answer.output_tokens) == (25, 7)
     retry = fake.message_requests[1].messages
-    assert retry[0] == {"role": "user", "content": [marked("x")]}
+    assert retry[0] == {"role": "user", "content": [{"type": "text", "text": "x"}]}
     assert retry[1]["role"] == "assistant" and retry[1]["content"][0]["type"] == "tool_use"
     [result] = retry[2]["content"]
     assert result["type"] == "tool_result" and result["is_error"] is True
@@ -218,7 +215,8 @@ async def test_text_only_every_time_is_permanent(fake: FakeAnthropic, client: an
     with pytest.raises(PermanentError):
         await reviewer(client, malformed_retries=2).review("x")
     assert len(fake.message_requests) == 3
-    assert all(r.messages == [{"role": "user", "content": [marked("x")]}] for r in fake.message_requests)
+    plain = [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
+    assert all(r.messages == plain for r in fake.message_requests)
 
 
 # --- errors -------------------------------------------------------------------------------------------------

@@ -173,3 +173,38 @@ async def test_a_blind_stand_in_answers_a_tool_turn_and_is_never_shown_the_judge
     [replayed] = await run([CASE], recordings=tmp_path, configs=["codebase + tools"], corpus=tmp_path, judging=False)
     assert replayed.missing == 0 and replayed.state == "succeeded" and replayed.published == 1
     assert not (tmp_path / "pending").exists()
+
+
+async def test_a_stand_ins_tool_turns_are_costed_as_the_prompt_cache_would_split_them(tmp_path: Path) -> None:
+    """A stand-in's recording counts a request's whole prompt as input; replayed, a tool conversation's later turn
+    reads the earlier turns' marked prefix from the cache (as the app's marks make the API do), and a new review starts
+    with an empty cache."""
+    system = [{"type": "text", "text": "instructions " * 1200, "cache_control": {"type": "ephemeral"}}]
+    first = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": system}
+    first["messages"] = [{"role": "user", "content": [{"type": "text", "text": "the diff " * 400}]}]
+    turn = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "x", "cache_control": {"type": "ephemeral"}}
+            ],
+        },
+    ]
+    second = {**first, "messages": [*first["messages"], *turn]}
+    side = ModelSide(tmp_path)
+    for body in (first, second):
+        (tmp_path / f"{request_hash(body)}.json").write_text(
+            json.dumps({"answer": "text", "usage": {"input_tokens": 5000, "output_tokens": 10}, "by": "stand-in"})
+        )
+    side.start_case("a", "codebase + tools")
+    await side.answer(first)
+    await side.answer(second)
+    one, two = (r["usage"] for r in side.answered)
+    assert one["cache_read_input_tokens"] == 0 and one["cache_creation_input_tokens"] > 2000  # the system prompt
+    assert two["cache_read_input_tokens"] > 0.75 * 5000  # the first turn's prompt, read back on the next
+    for usage in (one, two):  # the estimate's total is kept, only split
+        assert sum(usage[k] for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")) == 5000
+    side.start_case("b", "codebase + tools")
+    await side.answer(second)
+    assert side.answered[0]["usage"]["cache_read_input_tokens"] == 0  # another review: a cold cache
