@@ -119,7 +119,11 @@ CONFIGS: dict[str, str] = {
     "codebase + tools": "codebase: true\nrepository_tools: true\n",
     "diff only (3 passes)": "codebase: false\npasses: 3\n",
     "codebase (3 passes)": "codebase: true\npasses: 3\n",
+    "codebase for the verifier": "codebase: true\n",
 }
+# Server settings a configuration needs besides its .github/reviewer.yml: "codebase for the verifier" puts no related
+# code in the review's prompt (the review request is the diff's), and the verifier still reads the repository.
+CONFIG_ENV: dict[str, dict[str, str]] = {"codebase for the verifier": {"REVIEWER_CODEBASE_CONTEXT_TOKENS": "0"}}
 DEFAULT_CONFIGS = ("diff only", "codebase")
 MAX_TREE_FILE_BYTES = 1024 * 1024
 
@@ -243,6 +247,7 @@ async def review(
         "REVIEWER_MAX_ATTEMPTS": "1",
         "REVIEWER_MODEL_TIMEOUT_SECONDS": "600",
         "REVIEWER_CODEBASE_DIR": str(work / "codebase"),
+        **CONFIG_ENV.get(config, {}),
     }
     async with harness(work, **env) as h:
         repo = case["repo"]
