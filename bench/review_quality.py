@@ -40,7 +40,7 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ if str(ROOT) not in sys.path:
 from aiohttp import web  # noqa: E402
 
 from bench.quality_model import JUDGE_TOOL, ModelSide  # noqa: E402
+from bench.quality_stats import paired_difference  # noqa: E402
 from reviewer_app.core.job_records import StoredAnswer  # noqa: E402
 from reviewer_app.core.precision import (  # noqa: E402
     DEFAULT_MAX_COMMENTS,
@@ -579,6 +580,21 @@ def compare(runs: Sequence[CaseRun], configs: Sequence[str]) -> dict[str, Any]:
             by.setdefault("overall", Score()).add(s)
         rows = {k: v.row() for k, v in sorted(by.items(), key=lambda kv: (kv[0] == "overall", kv[0]))}
         out["configs"][config] = {"scores": rows, "cost": costs(chosen)}
+    # Each configuration against the first, paired by case: how sure the difference is (bench/quality_stats.py).
+    counts = {config: _counts(runs, config, complete) for config in configs}
+    out["against_first"] = {
+        config: asdict(paired_difference(counts[configs[0]], counts[config])) for config in configs[1:]
+    }
+    return out
+
+
+def _counts(runs: Sequence[CaseRun], config: str, cases: set[str]) -> dict[str, tuple[int, int, int, int]]:
+    """Per case: shown, matching, known issues, found (the production variant)."""
+    out = {}
+    for r in runs:
+        if r.config == config and r.case["id"] in cases:
+            s = score(r, shown(r.candidates, evidence=True, verify=True, cap=True))
+            out[r.case["id"]] = (s.findings, s.hits, s.issues, s.found)
     return out
 
 
@@ -603,6 +619,13 @@ def render_comparison(result: dict[str, Any]) -> str:
                 f"{s['precision']:5.0%} {s['recall']:5.0%} {s['f1']:5.2f} {tokens if last else '':>26} "
                 f"{usd if last else '':>10} {cached if last else '':>6}"
             )
+    first = next(iter(result["configs"]), "")
+    for config, d in result.get("against_first", {}).items():
+        lines.append(
+            f"{config} against {first}, paired by case (95 % bootstrap interval): precision {d['precision']:+.1f} "
+            f"points ({d['precision_low']:+.1f} to {d['precision_high']:+.1f}), recall {d['recall']:+.1f} "
+            f"({d['recall_low']:+.1f} to {d['recall_high']:+.1f})"
+        )
     return "\n".join(lines)
 
 

@@ -1,0 +1,29 @@
+"""bench/quality_stats.py: the paired bootstrap that says how sure a difference between two configurations is."""
+
+from __future__ import annotations
+
+from bench.quality_stats import paired_difference
+
+BASE = {f"case-{i}": (2, 1, 2, 1) for i in range(30)}  # per case: shown, matching, known issues, found
+
+
+def test_the_same_answers_differ_by_nothing_and_the_interval_is_zero() -> None:
+    d = paired_difference(BASE, dict(BASE))
+    assert (d.precision, d.precision_low, d.precision_high) == (0.0, 0.0, 0.0)
+    assert (d.recall, d.recall_low, d.recall_high) == (0.0, 0.0, 0.0)
+
+
+def test_finding_more_in_every_case_is_a_sure_gain_and_one_case_is_not() -> None:
+    everywhere = {case: (2, 2, 2, 2) for case in BASE}
+    d = paired_difference(BASE, everywhere)
+    assert d.recall == 50.0 and d.recall_low > 0 and d.precision_low > 0
+    one = {**BASE, "case-0": (2, 2, 2, 2)}  # one more known issue found, in one case of thirty
+    d = paired_difference(BASE, one)
+    assert 0 < d.recall < 2 and d.recall_low <= 0 <= d.recall_high
+
+
+def test_only_cases_both_configurations_ran_count_and_a_replay_prints_the_same_interval() -> None:
+    other = {**{case: (3, 1, 2, 2) for case in BASE}, "only-here": (9, 9, 9, 9)}
+    first, again = paired_difference(BASE, other), paired_difference(BASE, other)
+    assert first == again
+    assert round(first.recall, 1) == 50.0 and round(first.precision, 1) == round(100 / 3 - 50, 1)
