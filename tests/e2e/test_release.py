@@ -57,7 +57,7 @@ def test_the_readmes_figures_say_how_they_were_obtained_and_include_the_verifica
     costs = ops.split("## What a review costs\n", 1)[1].split("\n## ", 1)[0]
     assert "**These are estimates, and this is how they were made.**" in costs
     # The README's median and 90th percentile are the table's totals, rounded to half cents.
-    assert "| median | 4,682 + 1,834 |" in costs and "**$0.036**" in costs and "3½ cents" in quickstart
-    assert "**$0.064**" in costs and "6½ cents" in quickstart
+    assert "| median | 4,681 + 2,109 |" in costs and "**$0.034**" in costs and "3½ cents" in quickstart
+    assert "**$0.062**" in costs and "6 cents at the 90th percentile" in quickstart
     quality = readme.split("**Fewer findings, each one checked.**", 1)[1].split("\n- **", 1)[0]
     assert "stand-in" in quality and "verification pass counted in" in quality
