@@ -64,8 +64,9 @@ class Codebase(Protocol):
         how many matches were not shown."""
         ...
 
-    def find_definition(self, name: str, *, limit: int = 10) -> str:
-        """Where ``name`` (a function, method, class, type) is defined, each with its signature; bounded text."""
+    def find_definition(self, name: str, *, limit: int = 10, bodies: int = 0) -> str:
+        """Where ``name`` (a function, method, class, type) is defined, each with its signature, and the code of the
+        first ``bodies`` definitions that have a body; bounded text."""
         ...
 
     def find_references(self, name: str, *, limit: int = 50) -> str:

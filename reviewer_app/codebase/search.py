@@ -140,8 +140,13 @@ def _signature(snapshot: Snapshot, hit: Located) -> str:
     return _clip(lines[hit.tag.line - 1].strip()) if hit.tag.line <= len(lines) else ""
 
 
-def find_definition(snapshot: Snapshot, name: str, *, limit: int = 10) -> str:
-    """Each definition of ``name``: where, what kind, its line range and first line."""
+DEFINITION_BODY_LINES = 40  # of a definition's code shown with a find_definition answer
+
+
+def find_definition(snapshot: Snapshot, name: str, *, limit: int = 10, bodies: int = 0) -> str:
+    """Each definition of ``name``: where, what kind, its line range and first line; then the code (its first
+    DEFINITION_BODY_LINES lines, numbered) of the first ``bodies`` that have a body, so that a question about what a
+    function does is answered without another read."""
     name = name.strip()
     if not name or len(name) > MAX_PATTERN:
         return "refused: name a function, method, class or type"
@@ -158,7 +163,12 @@ def find_definition(snapshot: Snapshot, name: str, *, limit: int = 10) -> str:
         for h in hits[:limit]
     ]
     more = [f"[{len(hits) - limit} more definitions not shown]"] if len(hits) > limit else []
-    return "\n".join([f"{len(hits)} definitions of {name!r}", *rows, *more])
+    code = []
+    for h in [h for h in hits[:limit] if h.tag.end > h.tag.line][: max(0, bodies)]:
+        text = read_file(snapshot, h.path, h.tag.line, min(h.tag.end, h.tag.line + DEFINITION_BODY_LINES - 1))
+        if text is not None:
+            code.append(f"\n{text}")
+    return "\n".join([f"{len(hits)} definitions of {name!r}", *rows, *more, *code])
 
 
 def find_references(snapshot: Snapshot, name: str, *, limit: int = 50) -> str:

@@ -128,10 +128,10 @@ class Snapshot:
 
         return search_code(self, pattern, regex=regex, path_glob=path_glob, limit=limit)
 
-    def find_definition(self, name: str, *, limit: int = 10) -> str:
+    def find_definition(self, name: str, *, limit: int = 10, bodies: int = 0) -> str:
         from reviewer_app.codebase.search import find_definition
 
-        return find_definition(self, name, limit=limit)
+        return find_definition(self, name, limit=limit, bodies=bodies)
 
     def find_references(self, name: str, *, limit: int = 50) -> str:
         from reviewer_app.codebase.search import find_references

@@ -12,10 +12,12 @@ import html
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
 
 from reviewer_app.codebase import Codebase
+from reviewer_app.codebase.search import DEFINITION_BODY_LINES
 from reviewer_app.core.errors import JobError, RateLimited
 from reviewer_app.core.file_text import decode
 from reviewer_app.github.client import GitHubClient
@@ -62,6 +64,7 @@ TOOL_NAMES = frozenset(t["name"] for t in TOOLS)
 SEARCH_CODE = "search_code"
 FIND_DEFINITION = "find_definition"
 FIND_REFERENCES = "find_references"
+DEFINITION_BODIES = 2  # definitions whose code a find_definition answer shows (the model read them next, mostly)
 _NAME = {"type": "string", "description": "A function, method, class or type name, e.g. parse_config or Store.load."}
 CODEBASE_TOOLS: list[dict[str, Any]] = [
     {
@@ -86,7 +89,8 @@ CODEBASE_TOOLS: list[dict[str, Any]] = [
     {
         "name": FIND_DEFINITION,
         "description": "Where a function, method, class or type is defined at the head commit (Python, JavaScript, "
-        "TypeScript, Go), with each definition's line range and first line. Read-only.",
+        "TypeScript, Go, Java, Rust), with each definition's line range and first line, and the code of the first "
+        f"{DEFINITION_BODIES} (up to {DEFINITION_BODY_LINES} lines each). Read-only.",
         "input_schema": {
             "type": "object",
             "properties": {"name": _NAME},
@@ -258,7 +262,7 @@ class RepositoryTools:
                 limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else 50,
             )
         elif name == FIND_DEFINITION:
-            body = await asyncio.to_thread(codebase.find_definition, what)
+            body = await asyncio.to_thread(partial(codebase.find_definition, what, bodies=DEFINITION_BODIES))
         else:
             body = await asyncio.to_thread(codebase.find_references, what)
         body = _cut(body, room - 200)

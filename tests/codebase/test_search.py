@@ -167,3 +167,19 @@ def test_anchors_match_at_the_start_of_any_line_not_only_the_files(tmp_path: Pat
     assert snap.search_code(r"^\s*POST\s*=", regex=True).startswith("1 matching lines")
     assert "consts.go:4:" in snap.search_code(r"^\s*POST\s*=", regex=True)
     assert snap.search_code(r"^const \($", regex=True).startswith("1 matching lines")
+
+
+def test_find_definition_shows_the_code_of_the_first_definitions_with_a_body_when_asked(tmp_path: Path) -> None:
+    long_body = "\n".join(f"    step_{i} = {i}" for i in range(60))
+    files = {
+        "api.ts": "export interface Store {\n  load(key: string): string;\n}\n",
+        "store.py": f"class Store:\n    def load(self, key):\n        return self.data[key]\n\n\ndef load(path):\n{long_body}\n",
+    }
+    snapshot = make_snapshot(tmp_path, files)
+    plain = snapshot.find_definition("load")
+    assert "|" not in plain  # the listing alone: where, what, the first line
+    shown = snapshot.find_definition("load", bodies=2)
+    assert shown.startswith(plain)  # the same listing, then the code
+    assert "return self.data[key]" in shown and "step_0 = 0" in shown
+    assert "step_38 = 38" in shown and "step_39 = 39" not in shown  # at most DEFINITION_BODY_LINES lines each
+    assert shown.count(": lines ") == 2  # the interface's one-line declaration has no body to show
