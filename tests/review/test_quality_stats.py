@@ -27,3 +27,13 @@ def test_only_cases_both_configurations_ran_count_and_a_replay_prints_the_same_i
     first, again = paired_difference(BASE, other), paired_difference(BASE, other)
     assert first == again
     assert round(first.recall, 1) == 50.0 and round(first.precision, 1) == round(100 / 3 - 50, 1)
+
+
+def test_a_replicate_directory_names_its_configuration() -> None:
+    from pathlib import Path
+
+    from bench.quality_replicate import config_of
+
+    assert config_of(Path("diff-only-r8")) == "diff only"
+    assert config_of(Path("codebase-plus-tools-r9")) == "codebase + tools"
+    assert config_of(Path("codebase-for-the-verifier-r10")) == "codebase for the verifier"
