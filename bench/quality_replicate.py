@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.quality_stats import paired_difference  # noqa: E402
-from bench.review_quality import CONFIGS, CORPUS, RECORDINGS, load_cases, run, score, shown  # noqa: E402
+from bench.quality_stats import Counts, paired_difference  # noqa: E402
+from bench.review_quality import CONFIGS, CORPUS, RECORDINGS, load_cases, published_score, run  # noqa: E402
 
 REPLICATES = ROOT / "bench" / "quality_replicates"
 COMPARED = ("diff only", "codebase + tools")
@@ -30,18 +30,14 @@ def config_of(directory: Path) -> str:
     return next(c for c in CONFIGS if c == name)
 
 
-async def rounds() -> dict[str, dict[str, tuple[int, int, int, int]]]:
+async def rounds() -> dict[str, dict[str, Counts]]:
     cases = load_cases(CORPUS)
-    out: dict[str, dict[str, tuple[int, int, int, int]]] = {}
+    out: dict[str, dict[str, Counts]] = {}
     sources = [(f"{c} (main recordings)", c, RECORDINGS) for c in COMPARED]
     sources += [(f"{config_of(d)} ({d.name})", config_of(d), d) for d in sorted(REPLICATES.glob("*-r*")) if d.is_dir()]
     for label, config, recordings in sources:
-        counts = {}
-        for r in await run(cases, recordings=recordings, configs=[config]):
-            if r.complete:
-                s = score(r, shown(r.candidates, evidence=True, verify=True, cap=True))
-                counts[r.case["id"]] = (s.findings, s.hits, s.issues, s.found)
-        out[label] = counts
+        runs = await run(cases, recordings=recordings, configs=[config])
+        out[label] = {r.case["id"]: published_score(r).counts for r in runs if r.complete}
     return out
 
 

@@ -51,7 +51,7 @@ if str(ROOT) not in sys.path:
 from aiohttp import web  # noqa: E402
 
 from bench.quality_model import JUDGE_TOOL, ModelSide  # noqa: E402
-from bench.quality_stats import paired_difference  # noqa: E402
+from bench.quality_stats import Counts, paired_difference  # noqa: E402
 from reviewer_app.core.job_records import StoredAnswer  # noqa: E402
 from reviewer_app.core.precision import (  # noqa: E402
     DEFAULT_MAX_COMMENTS,
@@ -383,6 +383,11 @@ class Score:
         p, r = self.precision, self.recall
         return 2 * p * r / (p + r) if p + r else 0.0
 
+    @property
+    def counts(self) -> Counts:
+        """(shown, matching, known issues, found): what bench/quality_stats.py resamples."""
+        return self.findings, self.hits, self.issues, self.found
+
     def row(self) -> dict[str, Any]:
         return {
             "findings": self.findings,
@@ -571,31 +576,27 @@ def compare(runs: Sequence[CaseRun], configs: Sequence[str]) -> dict[str, Any]:
     for config in configs:
         complete &= {r.case["id"] for r in runs if r.config == config and r.complete}
     out: dict[str, Any] = {"cases": sorted(complete), "configs": {}}
+    counts: dict[str, dict[str, Counts]] = {}
     for config in configs:
         chosen = [r for r in runs if r.config == config and r.case["id"] in complete]
         by: dict[str, Score] = {}
         for r in chosen:
-            s = score(r, shown(r.candidates, evidence=True, verify=True, cap=True))
+            s = published_score(r)
             by.setdefault(r.case["language"], Score()).add(s)
             by.setdefault("overall", Score()).add(s)
+            counts.setdefault(config, {})[r.case["id"]] = s.counts
         rows = {k: v.row() for k, v in sorted(by.items(), key=lambda kv: (kv[0] == "overall", kv[0]))}
         out["configs"][config] = {"scores": rows, "cost": costs(chosen)}
     # Each configuration against the first, paired by case: how sure the difference is (bench/quality_stats.py).
-    counts = {config: _counts(runs, config, complete) for config in configs}
     out["against_first"] = {
-        config: asdict(paired_difference(counts[configs[0]], counts[config])) for config in configs[1:]
+        config: asdict(paired_difference(counts.get(configs[0], {}), counts.get(config, {}))) for config in configs[1:]
     }
     return out
 
 
-def _counts(runs: Sequence[CaseRun], config: str, cases: set[str]) -> dict[str, tuple[int, int, int, int]]:
-    """Per case: shown, matching, known issues, found (the production variant)."""
-    out = {}
-    for r in runs:
-        if r.config == config and r.case["id"] in cases:
-            s = score(r, shown(r.candidates, evidence=True, verify=True, cap=True))
-            out[r.case["id"]] = (s.findings, s.hits, s.issues, s.found)
-    return out
+def published_score(run: CaseRun) -> Score:
+    """The case's score as the app published it (the production variant: every filter on)."""
+    return score(run, shown(run.candidates, evidence=True, verify=True, cap=True))
 
 
 def render_comparison(result: dict[str, Any]) -> str:

@@ -123,14 +123,15 @@ VERIFY_TOOL: dict[str, Any] = {
 # it is shown, and "uncertain" stays what it means).
 _NEED_RULE = VERIFY_SYSTEM_PROMPT[VERIFY_SYSTEM_PROMPT.index('- "need":') : VERIFY_SYSTEM_PROMPT.index('- "learning":')]
 VERIFY_SYSTEM_PROMPT_NO_LOOKUP = VERIFY_SYSTEM_PROMPT.replace(_NEED_RULE, "")
-_ITEM = VERIFY_TOOL["input_schema"]["properties"]["verdicts"]["items"]
-VERIFY_TOOL_NO_LOOKUP: dict[str, Any] = {
+_VERDICTS = VERIFY_TOOL["input_schema"]["properties"]["verdicts"]
+_ITEM = _VERDICTS["items"]
+VERIFY_TOOL_NO_LOOKUP: dict[str, Any] = {  # VERIFY_TOOL without the verdict's "need", all else as it is
     **VERIFY_TOOL,
     "input_schema": {
         **VERIFY_TOOL["input_schema"],
         "properties": {
             "verdicts": {
-                "type": "array",
+                **_VERDICTS,
                 "items": {**_ITEM, "properties": {k: v for k, v in _ITEM["properties"].items() if k != "need"}},
             }
         },

@@ -31,6 +31,8 @@ async def test_closing_during_the_build_waits_for_it_and_closes_what_it_built() 
     assert await asyncio.to_thread(started.wait, 10)  # the build is running in its thread, held
     closing = asyncio.ensure_future(lazy.close())
     try:
+        # One turn of the loop lets close() start before the build is released (the held event, not time, keeps the
+        # build running): without the fix it would finish on that turn with nothing closed.
         await asyncio.sleep(0)
         assert not closing.done()  # the close waits on the build
     finally:
