@@ -27,6 +27,28 @@ class Difference:
     recall_high: float
 
 
+def pool(rounds: Sequence[Mapping[str, Counts]]) -> dict[str, Counts]:
+    """Several rounds of one configuration as one: per case, the counts summed over the rounds, over the cases every
+    round has (a case's known issues count once per round, so recall stays the share of issue-rounds found)."""
+    if not rounds:
+        return {}
+    cases = set.intersection(*(set(r) for r in rounds))
+    return {
+        case: (
+            sum(r[case][0] for r in rounds),
+            sum(r[case][1] for r in rounds),
+            sum(r[case][2] for r in rounds),
+            sum(r[case][3] for r in rounds),
+        )
+        for case in sorted(cases)
+    }
+
+
+def totals(counts: Mapping[str, Counts]) -> tuple[float, float]:
+    """Pooled precision and recall, in %, of every case's counts."""
+    return _pooled(list(counts.values()))
+
+
 def _pooled(rows: Sequence[Counts]) -> tuple[float, float]:
     shown = sum(r[0] for r in rows)
     issues = sum(r[2] for r in rows)

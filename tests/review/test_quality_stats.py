@@ -37,3 +37,32 @@ def test_a_replicate_directory_names_its_configuration() -> None:
     assert config_of(Path("diff-only-r8")) == "diff only"
     assert config_of(Path("codebase-plus-tools-r9")) == "codebase + tools"
     assert config_of(Path("codebase-for-the-verifier-r10")) == "codebase for the verifier"
+
+
+def test_rounds_pool_case_by_case_over_the_cases_every_round_has() -> None:
+    from bench.quality_stats import pool, totals
+
+    first = {"a": (2, 1, 1, 1), "b": (4, 1, 2, 0), "only-first": (9, 9, 9, 9)}
+    second = {"a": (1, 1, 1, 1), "b": (2, 2, 2, 2)}
+    pooled = pool([first, second])
+    assert pooled == {"a": (3, 2, 2, 2), "b": (6, 3, 4, 2)}
+    precision, recall = totals(pooled)  # every finding and issue of both rounds counted once
+    assert round(precision, 6) == round(100 * 5 / 9, 6) and round(recall, 6) == round(100 * 4 / 6, 6)
+    assert pool([]) == {}
+
+
+def test_the_clause_needs_both_ten_points_of_recall_and_no_loss_of_precision() -> None:
+    from bench.quality_replicate import clause_met
+    from bench.quality_stats import Difference
+
+    assert clause_met(Difference(0.0, -5, 5, 10.0, 2, 18))
+    assert not clause_met(Difference(-0.1, -5, 5, 14.0, 2, 18))  # precision below the diff's
+    assert not clause_met(Difference(3.0, -5, 5, 9.9, 2, 18))  # recall short of ten points
+
+
+def test_an_earlier_products_counts_file_names_its_configuration() -> None:
+    from pathlib import Path
+
+    from bench.quality_replicate import config_of
+
+    assert config_of(Path("codebase-plus-tools-r4.counts.json")) == "codebase + tools"
