@@ -74,7 +74,8 @@ class Codebase(Protocol):
         ...
 
     def read_file(self, path: str, start: int = 1, end: int | None = None) -> str | None:
-        """Lines ``start``..``end`` of a text file at the head, numbered; None when there is no such file."""
+        """Lines ``start``..``end`` of a text file at the head, numbered, under a first line "path: lines A-B of N";
+        None when there is no such file."""
         ...
 
     def list_directory(self, path: str) -> list[str]:

@@ -218,7 +218,13 @@ class Ask:
                 lookups={
                     j: (
                         needs[i],
-                        await asyncio.to_thread(look_up, codebase, needs[i], _pointers(verified, request.findings, i)),
+                        await asyncio.to_thread(
+                            look_up,
+                            codebase,
+                            needs[i],
+                            _pointers(verified, request.findings, i),
+                            at=(request.findings[i].path, request.findings[i].line),
+                        ),
                     )
                     for j, i in enumerate(asked)
                 },

@@ -21,10 +21,24 @@ LOOKUP_LINES = 200  # of a file or a definition, shown for a lookup (within MAX_
 LOOKUP_DEFINITIONS = 2  # definitions of a symbol whose code is shown
 LOOKUP_CANDIDATES = 10  # definitions listed, of which the LOOKUP_DEFINITIONS the finding points at are shown
 MAX_LOOKUP_CHARS = 9_000
+WINDOW_LEAD = 40  # lines shown before the line a file lookup opens at
+EXCERPT_BEFORE, EXCERPT_AFTER = 8, 16  # lines around each place a long file names the finding's names
+EXCERPTS_PER_NAME = 6
+TELLING_NAMES = 6  # names of the finding searched for in a long file, to open its lookup where they are
+# A file need: "path", "path:120" or "path:120-140" (the end is read as the window's, LOOKUP_LINES long).
+_PATH_NEED = re.compile(r"(\S+?)(?::(\d+)(?:-\d+)?)?")
+_MORE = re.compile(r"\n\[\d+ more lines: ask for start_line \d+\]$")  # read_file's tail: an excerpt is no read
+_LINES_OF = re.compile(r"\S+: lines \d+-\d+ of (\d+)")  # the first line of the codebase's read_file
 # "path:line" or "path:start-end" at a line's start (the codebase's find_definition answer), then, when the answer
 # names it, the kind and the qualified name ("method IoRead.ignore_str").
 _LOCATION = re.compile(r"^\s*(?:[-*]\s*)?([^\s:]+):(\d+)(?:-(\d+))?(?::\s+\w+\s+([\w.$]+))?", re.MULTILINE)
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
+# Words a language spells, not names of this code: searching for them finds everything.
+_KEYWORDS = frozenset(
+    "true false null nil none undefined self this return if elif else for while def func function const let var "
+    "async await new class struct impl fn pub err error string int bool module exports require import from "
+    "package not and".split()
+)
 
 
 def finding_context(
@@ -58,16 +72,25 @@ def finding_context(
     return out
 
 
-def look_up(codebase: Codebase, need: str, pointers: Sequence[str] = ()) -> str:
-    """The answer to a verifier's "need": a repository path's first lines, or a symbol's definitions (``Class.method``
+def look_up(codebase: Codebase, need: str, pointers: Sequence[str] = (), *, at: tuple[str, int] | None = None) -> str:
+    """The answer to a verifier's "need": a repository path's lines (a long file's from the line it names, or the
+    parts that name what the finding is about: see ``_long_file``), or a symbol's definitions (``Class.method``
     narrows to the class) with the code of LOOKUP_DEFINITIONS of them, those the finding points at first (see
     ``_pointed``); bounded text that says when nothing was found. ``pointers`` are the texts that say which one is
-    meant, most telling first: the verifier's reason, then the finding itself."""
+    meant, most telling first: the verifier's reason, then the finding itself; ``at`` is the finding's place (path,
+    line)."""
     need = need.strip().strip("`").strip()
     try:
-        if "/" in need or re.search(r"\.\w{1,5}$", need):
-            text = codebase.read_file(need.lstrip("./"), 1, LOOKUP_LINES)
+        place = _PATH_NEED.fullmatch(need)
+        if place is not None and ("/" in place.group(1) or re.search(r"\.\w{1,5}$", place.group(1))):
+            path = place.group(1).removeprefix("./").lstrip("/")  # ".github/..." keeps its dot
+            text = codebase.read_file(path, 1, LOOKUP_LINES)
             if text is not None:
+                total = _LINES_OF.match(text)  # "path: lines 1-200 of 638": a file longer than the window is moved
+                if total is not None and int(total.group(1)) > LOOKUP_LINES:
+                    text = (
+                        _long_file(codebase, path, int(total.group(1)), int(place.group(2) or 0), pointers, at) or text
+                    )
                 return _bounded(text)
         name = re.split(r"[\s(]", need, maxsplit=1)[0]
         found = codebase.find_definition(name, limit=LOOKUP_CANDIDATES)
@@ -82,6 +105,74 @@ def look_up(codebase: Codebase, need: str, pointers: Sequence[str] = ()) -> str:
     except Exception as exc:  # the verdict is given without it
         log.warning("codebase lookup of %r failed: %s", need, exc)
         return "(the lookup failed: judge from what is shown)"
+
+
+def _long_file(
+    codebase: Codebase, path: str, total: int, line: int, pointers: Sequence[str], at: tuple[str, int] | None
+) -> str | None:
+    """What a lookup shows of a file longer than LOOKUP_LINES; None for its first lines. The need names a line
+    ("path:120"): a window from WINDOW_LEAD lines before it. Else the parts of the file that matter, within
+    LOOKUP_LINES in all: the finding's own lines and what follows them, when the need is the finding's own file (what
+    it asks for is the rest of what it was shown), then each place that names what the finding is about (the names in
+    its verifier's reason, then in its own words: a variable set in one place and reset, or not, in another far off),
+    EXCERPT_BEFORE lines before and EXCERPT_AFTER after; None when there is none, or all of it is in the first lines."""
+    if line:
+        start = max(1, min(line - WINDOW_LEAD, total - LOOKUP_LINES + 1))
+        return codebase.read_file(path, start, start + LOOKUP_LINES - 1)
+    spans: list[tuple[int, int]] = []
+    if at is not None and at[0] == path:
+        spans.append((max(1, at[1] - 2 * EXCERPT_BEFORE), min(total, at[1] + 3 * EXCERPT_AFTER)))
+    names: list[str] = []
+    for name in _telling_names(pointers, exclude=path.rsplit("/", 1)[-1].split(".", 1)[0]):
+        found = _search(codebase, name, path)
+        for hit in (int(m.group(1)) for m in re.finditer(rf"^{re.escape(path)}:(\d+):", found, re.M)):
+            span = (max(1, hit - EXCERPT_BEFORE), min(total, hit + EXCERPT_AFTER))
+            if sum(b - a + 1 for a, b in _merged([*spans, span])) > LOOKUP_LINES:
+                break
+            spans.append(span)
+            names += [name] if name not in names else []
+    if not spans or max(b for _, b in spans) <= LOOKUP_LINES:
+        return None  # nothing to point at, or all of it in the first lines: those are shown
+    parts = [_MORE.sub("", codebase.read_file(path, a, b) or "") for a, b in _merged(spans)]
+    what = " and ".join(
+        x for x in ("the finding's lines" if at is not None and at[0] == path else "", ", ".join(names)) if x
+    )
+    return f"{path}: {total} lines; the parts that show {what}:\n" + "\n".join(parts)
+
+
+def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _search(codebase: Codebase, name: str, path: str) -> str:
+    search = getattr(codebase, "search_code", None)  # part of the interface; a partial stand-in may lack it
+    return search(name, path_glob=path, limit=EXCERPTS_PER_NAME) if search is not None else ""
+
+
+def _telling_names(pointers: Sequence[str], *, exclude: str) -> list[str]:
+    """Code names in the pointers, most telling first: those in backticks, then those only code spells (with an
+    underscore, an inner capital or a call's parenthesis), the earlier pointer first; at most TELLING_NAMES."""
+    quoted: list[str] = []
+    spelled: list[str] = []
+    for text in pointers:
+        for span in re.findall(r"`([^`]+)`", text):
+            quoted += [w for w in _WORD.findall(span) if len(w) > 2]
+        spelled += [
+            m.group(1)
+            for m in re.finditer(r"([A-Za-z_$][\w$]*)(\()?", text)
+            if "_" in m.group(1) or re.search(r"[a-z][A-Z]", m.group(1)) or m.group(2)
+        ]
+    out: list[str] = []
+    for name in quoted + spelled:
+        if name not in out and name != exclude and name.lower() not in _KEYWORDS and len(out) < TELLING_NAMES:
+            out.append(name)
+    return out
 
 
 def _pointed(locations: list[re.Match[str]], pointers: Sequence[str]) -> list[re.Match[str]]:

@@ -127,3 +127,30 @@ async def test_without_the_repository_the_verifier_is_offered_no_lookup_and_a_ne
         assert '"need"' not in system and "need" not in str(verify.body["tools"])
         assert "uncertain" in system  # the rest of the instructions are the usual ones
         assert job.answer is not None and [w.reason for w in job.answer.withheld] == ["low confidence"]
+
+
+async def test_a_lookup_of_the_findings_own_long_file_opens_at_the_finding(tmp_path) -> None:
+    constants = "".join(f"X_{i} = {i}\n" for i in range(240))
+    after = "".join(f"Y_{i} = {i}\n" for i in range(200))
+    old, new = f"{constants}{HANDLER}{after}", f"{constants}{HANDLER_HEAD}{after}"  # a change at line 245 of 446
+    line = new.splitlines().index('    token = parse_token(request.headers.get("Authorization"))') + 1
+    async with harness(tmp_path, REVIEWER_VERIFY="1") as h:
+        h.anthropic.script_tool_answer({"summary": "A crash.", "comments": [{**FINDING, "line": line}]})
+        h.anthropic.script_verify_answer(
+            [{"id": "F1", "verdict": "uncertain", "confidence": 30, "reason": "Unseen.", "need": "handler.py"}]
+        )
+        h.anthropic.script_verify_answer([{"id": "F1", "verdict": "confirmed", "confidence": 90, "reason": "Seen."}])
+        h.github.set_file(REPO, "tokens.py", TOKENS)
+        h.github.set_file(REPO, "handler.py", old)
+        pull = h.github.add_pull(REPO, 1, files=[modified("handler.py", old, new)])
+        h.github.set_file(REPO, "handler.py", new, ref=pull.head_sha)
+        answer = await h.deliver("pull_request", h.pr_payload(pull))
+        await h.wait_state(answer["job_id"], JobState.SUCCEEDED)
+        _, second = h.anthropic.verify_requests
+        looked_up = user_text(second)
+        # Not the file's first 200 lines (constants the verifier had no use for): the finding's lines and what follows
+        # them (the places that name what the finding quotes, parse_token, are among them).
+        lookup = looked_up.split('<lookup need="handler.py">')[1].split("</lookup>")[0]
+        assert lookup.startswith("\nhandler.py: 446 lines; the parts that show the finding's lines and ")
+        assert "from tokens import parse_token" in lookup and f"{line + 40:>6} | Y_" in lookup
+        assert "X_100 = 100" not in lookup

@@ -175,3 +175,39 @@ def test_a_lookup_shows_first_the_definition_of_the_class_the_finding_names(tmp_
     # Named by nothing: those with a body before the trait's one-line declaration, in the index's order.
     plain = look_up(snapshot, "ignore_str")
     assert "io_body()" in plain and "slice_body()" in plain and "str_body()" not in plain
+
+
+def test_a_long_files_lookup_shows_the_parts_that_name_what_the_finding_is_about(tmp_path) -> None:
+    from tests.codebase.test_search import make_snapshot
+
+    start = "__start() {\n    local has_completion_function\n}\n"
+    filler = "".join(f"helper_{i}() {{ :; }}\n" for i in range(500))
+    reply = "__handle_reply() {\n    if [[ -n ${has_completion_function} ]]; then\n        defer\n    fi\n}\n"
+    long_file = "\n".join(f"line {i}" for i in range(1, 601)) + "\n"
+    files = {
+        "bash_completions.go": start + filler + reply + filler,
+        "lib/long.txt": long_file,
+        ".github/ci.yml": "on: push\n",
+        "s.py": "x = 1\n",
+    }
+    snapshot = make_snapshot(tmp_path, files)
+    reason = "Whether `has_completion_function` is ever reset depends on the rest of the script."
+    # Where the name the reason puts in backticks is declared (line 2) and where it is read (line 505), far apart.
+    found = look_up(snapshot, "bash_completions.go", (reason, "the variable is never cleared"))
+    assert found.startswith("bash_completions.go: 1008 lines; the parts that show has_completion_function:\n")
+    assert "     2 |     local has_completion_function" in found
+    assert "   505 |     if [[ -n ${has_completion_function} ]]; then" in found
+    assert "helper_200()" not in found and "more lines" not in found  # not the lines in between
+    # A language's own words are no names to look for (every line has them).
+    worded = look_up(snapshot, "bash_completions.go", ("It is `false`, `not` reset: `has_completion_function`.",))
+    assert worded.startswith("bash_completions.go: 1008 lines; the parts that show has_completion_function:\n")
+    # Without a pointer to a name in it, the file's first lines, as before.
+    assert look_up(snapshot, "bash_completions.go").startswith("bash_completions.go: lines 1-200 of 1008")
+    # A line named in the need opens a window there; so does the finding's own line when the need is its file.
+    assert look_up(snapshot, "lib/long.txt:300").startswith("lib/long.txt: lines 260-459 of 600")
+    assert "   390 | line 390" in look_up(snapshot, "lib/long.txt", at=("lib/long.txt", 390))
+    assert look_up(snapshot, "lib/long.txt", at=("other.py", 390)).startswith("lib/long.txt: lines 1-200")
+    # The window stays full at a file's end, and a file that fits is shown whole whatever the finding's line.
+    assert look_up(snapshot, "lib/long.txt:590").startswith("lib/long.txt: lines 401-600 of 600")
+    assert look_up(snapshot, "s.py", at=("s.py", 1)).startswith("s.py: lines 1-1 of 1")
+    assert "on: push" in look_up(snapshot, ".github/ci.yml")  # a leading dot is part of the path
