@@ -21,6 +21,9 @@ from aiohttp import web
 
 from tests.fakes.anthropic import prompt_cache_split
 
+REVIEW_MODEL = "claude-sonnet-4-5"  # the models the bench's app is configured with, and the judge's
+VERIFY_MODEL = "claude-haiku-4-5"
+JUDGE_MODEL = "claude-sonnet-4-5"
 REVIEW_TOOL = "submit_review"
 VERIFY_TOOL = "submit_verdicts"
 JUDGE_TOOL = "submit_matches"

@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.quality_score import published_score  # noqa: E402
 from bench.quality_stats import Counts, Difference, paired_difference, pool, totals  # noqa: E402
-from bench.review_quality import CONFIGS, CORPUS, RECORDINGS, load_cases, published_score, run  # noqa: E402
+from bench.review_quality import CONFIGS, CORPUS, RECORDINGS, load_cases, run  # noqa: E402
 
 REPLICATES = ROOT / "bench" / "quality_replicates"
 COMPARED = ("diff only", "codebase + tools")

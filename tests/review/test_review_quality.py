@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from bench.quality_model import ModelSide, request_hash
-from bench.review_quality import CORPUS, check, load_cases, report, run, shown
+from bench.quality_score import check, report, shown
+from bench.review_quality import CORPUS, load_cases, run
 
 BASE = "def total(xs):\n    return sum(xs)\n"
 HEAD = "def total(xs):\n    return sum(xs)\n\n\ndef average(xs):\n    return total(xs) / len(xs)\n"
