@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.quality_score import published_score  # noqa: E402
-from bench.quality_stats import Counts, Difference, paired_difference, pool, totals  # noqa: E402
+from bench.quality_stats import Counts, Difference, describe, paired_difference, pool, totals  # noqa: E402
 from bench.review_quality import CONFIGS, CORPUS, RECORDINGS, load_cases, run  # noqa: E402
 
 REPLICATES = ROOT / "bench" / "quality_replicates"
@@ -64,13 +64,6 @@ def clause_met(d: Difference) -> bool:
     return d.recall >= RECALL_GAIN and d.precision >= 0.0
 
 
-def _interval(d: Difference) -> str:
-    return (
-        f"precision {d.precision:+.1f} ({d.precision_low:+.1f} to {d.precision_high:+.1f}), "
-        f"recall {d.recall:+.1f} ({d.recall_low:+.1f} to {d.recall_high:+.1f})"
-    )
-
-
 def render(found: list[Round]) -> str:
     lines = []
     first = found[0]
@@ -78,7 +71,7 @@ def render(found: list[Round]) -> str:
         p, rc = totals(r.counts)
         lines.append(f"{r.label:60} cases {len(r.counts):2}  P {p:4.1f}  R {rc:4.1f}")
         if r is not first:
-            lines.append(f"{'':60} against {first.label}: {_interval(paired_difference(first.counts, r.counts))}")
+            lines.append(f"{'':60} against {first.label}: {describe(paired_difference(first.counts, r.counts))}")
     base, other = COMPARED
     for title, chosen in (
         ("rounds of the current product", [r for r in found if r.current]),
@@ -92,7 +85,7 @@ def render(found: list[Round]) -> str:
             lines.append(f"  {c:20} {n[c]} rounds  P {p:4.1f}  R {rc:4.1f}")
         d = paired_difference(pooled[base], pooled[other])
         verdict = "met" if clause_met(d) else "not met"
-        lines.append(f"  {other} against {base}: {_interval(d)}; issue 40's clause: {verdict}")
+        lines.append(f"  {other} against {base}: {describe(d)}; issue 40's clause: {verdict}")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.quality_model import REVIEW_MODEL, VERIFY_MODEL
-from bench.quality_stats import Counts, paired_difference
+from bench.quality_stats import Counts, Difference, describe, paired_difference
 from reviewer_app.core.precision import DEFAULT_MAX_COMMENTS, DEFAULT_MIN_CONFIDENCE, INVENTED, rank_and_cap
 from reviewer_app.core.pricing import DEFAULT_PRICES, cost
 from reviewer_app.core.review_model import ModelComment
@@ -286,9 +286,8 @@ def render_comparison(result: dict[str, Any]) -> str:
     first = next(iter(result["configs"]), "")
     for config, d in result.get("against_first", {}).items():
         lines.append(
-            f"{config} against {first}, paired by case (95 % bootstrap interval): precision {d['precision']:+.1f} "
-            f"points ({d['precision_low']:+.1f} to {d['precision_high']:+.1f}), recall {d['recall']:+.1f} "
-            f"({d['recall_low']:+.1f} to {d['recall_high']:+.1f})"
+            f"{config} against {first}, paired by case (95 % bootstrap interval): "
+            f"{describe(Difference(**d), ' points')}"
         )
     return "\n".join(lines)
 

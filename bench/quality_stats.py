@@ -34,12 +34,7 @@ def pool(rounds: Sequence[Mapping[str, Counts]]) -> dict[str, Counts]:
         return {}
     cases = set.intersection(*(set(r) for r in rounds))
     return {
-        case: (
-            sum(r[case][0] for r in rounds),
-            sum(r[case][1] for r in rounds),
-            sum(r[case][2] for r in rounds),
-            sum(r[case][3] for r in rounds),
-        )
+        case: tuple(sum(column) for column in zip(*(r[case] for r in rounds), strict=True))  # type: ignore[misc]
         for case in sorted(cases)
     }
 
@@ -55,6 +50,14 @@ def _pooled(rows: Sequence[Counts]) -> tuple[float, float]:
     precision = sum(r[1] for r in rows) / shown if shown else 0.0
     recall = sum(r[3] for r in rows) / issues if issues else 0.0
     return 100 * precision, 100 * recall
+
+
+def describe(d: Difference, unit: str = "") -> str:
+    """``d`` as one line: "precision -3.2{unit} (-13.5 to +5.3), recall +8.5 (-2.3 to +20.0)"."""
+    return (
+        f"precision {d.precision:+.1f}{unit} ({d.precision_low:+.1f} to {d.precision_high:+.1f}), "
+        f"recall {d.recall:+.1f} ({d.recall_low:+.1f} to {d.recall_high:+.1f})"
+    )
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

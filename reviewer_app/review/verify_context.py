@@ -119,12 +119,13 @@ def _long_file(
     if line:
         start = max(1, min(line - WINDOW_LEAD, total - LOOKUP_LINES + 1))
         return codebase.read_file(path, start, start + LOOKUP_LINES - 1)
+    own = at is not None and at[0] == path
     spans: list[tuple[int, int]] = []
-    if at is not None and at[0] == path:
+    if own:
         spans.append((max(1, at[1] - 2 * EXCERPT_BEFORE), min(total, at[1] + 3 * EXCERPT_AFTER)))
     names: list[str] = []
     for name in _telling_names(pointers, exclude=path.rsplit("/", 1)[-1].split(".", 1)[0]):
-        found = _search(codebase, name, path)
+        found = codebase.search_code(name, path_glob=path, limit=EXCERPTS_PER_NAME)
         for hit in (int(m.group(1)) for m in re.finditer(rf"^{re.escape(path)}:(\d+):", found, re.M)):
             span = (max(1, hit - EXCERPT_BEFORE), min(total, hit + EXCERPT_AFTER))
             if sum(b - a + 1 for a, b in _merged([*spans, span])) > LOOKUP_LINES:
@@ -134,9 +135,7 @@ def _long_file(
     if not spans or max(b for _, b in spans) <= LOOKUP_LINES:
         return None  # nothing to point at, or all of it in the first lines: those are shown
     parts = [_MORE.sub("", codebase.read_file(path, a, b) or "") for a, b in _merged(spans)]
-    what = " and ".join(
-        x for x in ("the finding's lines" if at is not None and at[0] == path else "", ", ".join(names)) if x
-    )
+    what = " and ".join(x for x in ("the finding's lines" if own else "", ", ".join(names)) if x)
     return f"{path}: {total} lines; the parts that show {what}:\n" + "\n".join(parts)
 
 
@@ -148,11 +147,6 @@ def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((a, b))
     return out
-
-
-def _search(codebase: Codebase, name: str, path: str) -> str:
-    search = getattr(codebase, "search_code", None)  # part of the interface; a partial stand-in may lack it
-    return search(name, path_glob=path, limit=EXCERPTS_PER_NAME) if search is not None else ""
 
 
 def _telling_names(pointers: Sequence[str], *, exclude: str) -> list[str]:
