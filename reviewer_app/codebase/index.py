@@ -23,7 +23,8 @@ BATCH = 500  # files parsed per transaction
 PARALLEL_FROM = 300  # files to parse: from this many on, worker processes share the parsing (one per core)
 CHUNK = 100  # files per task of a worker process
 
-SCHEMA_VERSION = 3  # 2: references carry their receiver; 3: module-level constants are definitions
+SCHEMA_VERSION = 4  # 2: references carry their receiver; 3: module-level constants are definitions; 4: JavaScript's
+# functions bound to a member or an object's key (``self.reset = function ...``) are definitions
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS contents (blob TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (blob TEXT PRIMARY KEY, tags INTEGER NOT NULL);

@@ -4,12 +4,12 @@ ripgrep: binary and huge files skipped, output cut at a limit, and the answer sa
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import time
 from typing import TYPE_CHECKING
 
 from reviewer_app.codebase.index import Located
+from reviewer_app.core.globs import check_glob, path_matches
 
 if TYPE_CHECKING:
     from reviewer_app.codebase.snapshot import Snapshot
@@ -52,15 +52,13 @@ def _compile(pattern: str, regex: bool):  # type: ignore[no-untyped-def]
         ) from None
 
 
-def _glob_matches(path: str, glob: str | None) -> bool:
-    if not glob:
+def _under_glob(glob: str, path: str) -> bool:
+    """Whether ``path`` or a folder it is in matches ``glob``, as ripgrep's ``-g`` and .gitignore read a glob:
+    ``src/*`` covers every file under src, ``*.ts`` every TypeScript file, ``**/`` zero or more folders."""
+    if path_matches(glob, path):
         return True
-    if fnmatch.fnmatchcase(path, glob):
-        return True
-    # "*.py" matches in any folder; "src/" every file under src.
-    return ("/" not in glob and fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], glob)) or (
-        glob.endswith("/") and path.startswith(glob)
-    )
+    parts = path.split("/")
+    return any(path_matches(glob, "/".join(parts[:i])) for i in range(1, len(parts)))
 
 
 def _clip(line: str) -> str:
@@ -75,7 +73,8 @@ def search_code(
     limit = max(1, min(limit, MAX_LIMIT))
     try:
         compiled = _compile(pattern, regex)
-    except BadPattern as exc:
+        glob = check_glob(path_glob)  # the repository's one glob syntax (core/globs.py), matched in linear time
+    except ValueError as exc:  # BadPattern included
         return f"refused: {exc}"
     shown: list[str] = []
     size = matches = files_matched = 0
@@ -87,7 +86,7 @@ def search_code(
             stopped = True
             break
         entry = snapshot.files[path]
-        if not _glob_matches(path, path_glob):
+        if glob is not None and not _under_glob(glob, path):
             continue
         if not entry.text or entry.size > MAX_SEARCHED_BYTES:
             skipped += entry.text

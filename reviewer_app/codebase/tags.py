@@ -43,6 +43,9 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(method_definition name: (property_identifier) @def.method)",
         "(class_declaration name: (identifier) @def.class)",
         "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
+        # ``self.reset = function reset () {...}``, ``Foo.prototype.bar = () => ...``, ``{ go: function () {...} }``
+        "(assignment_expression left: (member_expression property: (property_identifier) @def.function) right: [(function_expression) (arrow_function)])",
+        "(pair key: (property_identifier) @def.function value: [(function_expression) (arrow_function)])",
         "(program (lexical_declaration (variable_declarator name: (identifier) @def.constant)))",
         "(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @def.constant))))",
         "(call_expression function: (identifier) @ref.call)",
@@ -63,6 +66,9 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(type_alias_declaration name: (type_identifier) @def.type)",
         "(enum_declaration name: (identifier) @def.type)",
         "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
+        # ``self.reset = function reset () {...}``, ``Foo.prototype.bar = () => ...``, ``{ go: function () {...} }``
+        "(assignment_expression left: (member_expression property: (property_identifier) @def.function) right: [(function_expression) (arrow_function)])",
+        "(pair key: (property_identifier) @def.function value: [(function_expression) (arrow_function)])",
         "(program (lexical_declaration (variable_declarator name: (identifier) @def.constant)))",
         "(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @def.constant))))",
         "(call_expression function: (identifier) @ref.call)",
@@ -230,6 +236,8 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
                 tags.append(Tag(name, kind, first, last))
                 continue
             if capture.startswith("def."):
+                if name == "exports" and _assigned_function(node) is not None:
+                    continue  # ``module.exports = function ...`` names the module, not a function
                 span = _definition(node)
                 first, last = _rows(span)
                 owner = _owner(span)
@@ -294,6 +302,10 @@ def _rows(node: Any) -> tuple[int, int]:
 
 def _definition(name: Any) -> Any:
     """The node a definition spans, wrappers (decorators, export, const declaration) included."""
+    assigned = _assigned_function(name)
+    if assigned is not None:  # the statement or the object's entry that binds the function, not what it sits in
+        holder = assigned.parent
+        return holder if holder is not None and holder.type in ("expression_statement", "pair") else assigned
     node = name.parent
     while node is not None and node.type not in _DEFINITIONS:
         node = node.parent
@@ -337,7 +349,45 @@ def _enclosing_name(node: Any) -> str:
     while current is not None:
         if current.type in _DEFINITIONS:
             return _name_of(current)
+        if current.type in _FUNCTION_VALUES and current.parent is not None:
+            bound = _bound_name(current)
+            if bound:
+                return bound
         current = current.parent
+    return ""
+
+
+_FUNCTION_VALUES = ("function_expression", "arrow_function")
+
+
+def _assigned_function(name: Any) -> Any | None:
+    """JavaScript's function bound to a member or an object's key: the function value itself, when ``name`` is the
+    property of ``x.name = function ...`` or the key of ``{name: () => ...}``; else None."""
+    parent = name.parent
+    if parent is None:
+        return None
+    if parent.type == "pair" and parent.child_by_field_name("key") == name:
+        value = parent.child_by_field_name("value")
+    elif parent.type == "member_expression" and parent.parent is not None:
+        statement = parent.parent
+        if statement.type != "assignment_expression" or statement.child_by_field_name("left") != parent:
+            return None
+        value = statement.child_by_field_name("right")
+    else:
+        return None
+    return value if value is not None and value.type in _FUNCTION_VALUES else None
+
+
+def _bound_name(function: Any) -> str:
+    """The name a function value is bound to by an assignment to a member or an object's key ('' for neither)."""
+    parent = function.parent
+    if parent.type == "pair" and parent.child_by_field_name("value") == function:
+        key = parent.child_by_field_name("key")
+        return _text(key) if key is not None and key.type == "property_identifier" else ""
+    if parent.type == "assignment_expression" and parent.child_by_field_name("right") == function:
+        left = parent.child_by_field_name("left")
+        named = left.child_by_field_name("property") if left is not None and left.type == "member_expression" else None
+        return _text(named) if named is not None and _text(named) != "exports" else ""
     return ""
 
 

@@ -77,6 +77,7 @@ def match_steps(glob: str, path: str) -> tuple[bool, int]:
 
 def _run(atoms: tuple[Atom, ...], path: str) -> tuple[bool, int]:
     end = len(atoms)
+    inside = end + 1  # state ``inside + i``: within a folder's name that the ``**/`` at ``i`` is reading
     steps = 0
     live = _closure(atoms, {0})
     for ch in path:
@@ -84,6 +85,9 @@ def _run(atoms: tuple[Atom, ...], path: str) -> tuple[bool, int]:
         for i in live:
             steps += 1
             if i == end:
+                continue
+            if i > end:  # a ``**/`` reads a folder's name to its "/", then may end or read another
+                following.add(i - inside if ch == "/" else i)
                 continue
             a = atoms[i]
             if a.kind == LIT:
@@ -100,10 +104,8 @@ def _run(atoms: tuple[Atom, ...], path: str) -> tuple[bool, int]:
                     following.add(i)
             elif a.kind == ANY:
                 following.add(i)
-            else:  # DIRS: any characters up to and including a "/", repeatedly
-                following.add(i)
-                if ch == "/":
-                    following.add(i + 1)
+            elif ch != "/":  # DIRS, at a folder's start: whole folders only, so "**/a.py" is not "xa.py"
+                following.add(inside + i)
         if not following:
             return False, steps
         live = _closure(atoms, following)
@@ -116,6 +118,7 @@ def _closure(atoms: tuple[Atom, ...], states: set[int]) -> frozenset[int]:
     todo = list(states)
     while todo:
         i = todo.pop()
+        # (a state within a folder's name, numbered past the end, never skips)
         if i < len(atoms) and atoms[i].kind in (STAR, ANY, DIRS) and i + 1 not in out:
             out.add(i + 1)
             todo.append(i + 1)

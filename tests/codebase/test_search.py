@@ -84,6 +84,39 @@ def test_a_path_filter_narrows_the_search(snapshot: Snapshot) -> None:
     )
 
 
+def test_a_path_filter_reads_globs_as_the_rest_of_the_app_does(tmp_path: Path) -> None:
+    # ``**/`` is zero or more folders (fnmatch read it as one or more: the top-level pom.xml and source/index.ts were
+    # never searched); ``*`` stays within a folder, and a folder the glob matches covers what it holds, as ripgrep's
+    # and .gitignore's globs read (core/globs.py).
+    snap = make_snapshot(
+        tmp_path,
+        {"pom.xml": "needle\n", "sub/pom.xml": "needle\n", "source/index.ts": "needle\n", "source/a/b.ts": "needle\n"},
+    )
+    assert snap.search_code("needle", path_glob="**/pom.xml").split("\n")[1:] == [
+        "pom.xml:1: needle",
+        "sub/pom.xml:1: needle",
+    ]
+    assert snap.search_code("needle", path_glob="source/**/*.ts").split("\n")[1:] == [
+        "source/a/b.ts:1: needle",
+        "source/index.ts:1: needle",
+    ]
+    assert snap.search_code("needle", path_glob="source/*.ts").split("\n")[1:] == ["source/index.ts:1: needle"]
+    assert snap.search_code("needle", path_glob="source/*").split("\n")[1:] == [
+        "source/a/b.ts:1: needle",
+        "source/index.ts:1: needle",
+    ]
+    assert snap.search_code("needle", path_glob="/pom.xml").split("\n")[1:] == ["pom.xml:1: needle"]
+
+
+def test_a_path_filter_that_is_not_a_glob_is_refused(tmp_path: Path) -> None:
+    snap = make_snapshot(tmp_path, {f"d{i}/" + "a" * 60 + ".py": "needle\n" for i in range(200)})
+    assert snap.search_code("needle", path_glob="../etc/*").startswith(
+        "refused: the path is not a repository path glob"
+    )
+    assert snap.search_code("needle", path_glob="src dir/*").startswith("refused")
+    assert snap.search_code("needle", path_glob="**a*a*a*a*a*a*a*a*b").startswith("no match")  # core/globs.py: linear
+
+
 def test_a_catastrophic_regex_answers_at_once_and_an_unsupported_one_is_refused(tmp_path: Path) -> None:
     snap = make_snapshot(tmp_path, {"slow.py": "x = '" + "a" * 30_000 + "!'\n"})
     started = time.monotonic()
@@ -183,3 +216,34 @@ def test_find_definition_shows_the_code_of_the_first_definitions_with_a_body_whe
     assert "return self.data[key]" in shown and "step_0 = 0" in shown
     assert "step_38 = 38" in shown and "step_39 = 39" not in shown  # at most DEFINITION_BODY_LINES lines each
     assert shown.count(": lines ") == 2  # the interface's one-line declaration has no body to show
+
+
+YARGS = """function Yargs (processArgs) {
+  const self = {}
+  self.reset = function reset (aliases) {
+    options = resetOptions(aliases)
+    return self
+  }
+  Yargs.prototype.parse = (args) => { runParser(args) }
+  return self
+}
+module.exports = function () { return Yargs() }
+const commands = { add: function (cmd) { register(cmd) } }
+"""
+
+
+def test_a_javascript_function_bound_to_a_member_or_a_key_is_a_definition(tmp_path: Path) -> None:
+    # ``self.reset = function reset () {...}`` is how much JavaScript defines its methods: a lookup of ``reset`` found
+    # only a test helper, and calls inside it were the outer function's.
+    snap = make_snapshot(tmp_path, {"yargs.js": YARGS, "test/helpers.js": "function reset () { clear() }\n"})
+    definitions = snap.find_definition("reset")
+    assert definitions.split("\n")[:3] == [
+        "2 definitions of 'reset'",
+        "test/helpers.js:1-1: function reset: function reset () { clear() }",
+        "yargs.js:3-6: function reset: self.reset = function reset (aliases) {",
+    ]
+    assert snap.find_definition("parse").split("\n")[1].startswith("yargs.js:7-7: function parse")
+    assert snap.find_definition("add").split("\n")[1].startswith("yargs.js:11-11: function add")
+    assert snap.find_definition("exports").startswith("no definition")  # module.exports names no function
+    assert "yargs.js:4 in reset (call): options = resetOptions(aliases)" in snap.find_references("resetOptions")
+    assert "yargs.js:11 in add (call):" in snap.find_references("register")

@@ -62,3 +62,24 @@ def test_an_exact_glob_matches_that_file_only() -> None:
     assert path_matches(odd, "src/[id]/*weird?.py") and not path_matches(odd, "src/i/xweirdy.py")
     assert check_glob(top) == top and check_glob(odd) == odd
     assert path_matches("/src/*.py", "src/a.py") and not path_matches("/src/*.py", "lib/src/a.py")
+
+
+@pytest.mark.parametrize(
+    ("glob", "path", "expected"),
+    [
+        ("config.py", "config.py", True),
+        ("config.py", "app/config.py", True),
+        ("config.py", "myconfig.py", False),  # a name in any folder is that whole name, not its end
+        ("config.py", "app/myconfig.py", False),
+        ("**/pom.xml", "pom.xml", True),  # zero folders
+        ("**/pom.xml", "a/b/pom.xml", True),
+        ("**/pom.xml", "xpom.xml", False),
+        ("src/**/b.py", "src/b.py", True),
+        ("src/**/b.py", "src/x/y/b.py", True),
+        ("src/**/b.py", "src/xb.py", False),
+        ("src/**/b.py", "src/x/ab.py", False),
+    ],
+)
+def test_double_star_slash_is_whole_folders(glob: str, path: str, expected: bool) -> None:
+    # ``**/`` used to read as ``**`` (any characters), so a learning for config.py also covered myconfig.py.
+    assert path_matches(glob, path) is expected
