@@ -45,12 +45,19 @@ def config_of(directory: Path) -> str:
     return next(c for c in CONFIGS if c == name)
 
 
+def sources() -> list[tuple[str, str, Path]]:
+    """Every recorded round of the compared configurations on the product as it is: (label, configuration, the
+    recordings it replays from)."""
+    found = [(f"{c} (main recordings)", c, RECORDINGS) for c in COMPARED]
+    return found + [
+        (f"{config_of(d)} ({d.name})", config_of(d), d) for d in sorted(REPLICATES.glob("*-r*")) if d.is_dir()
+    ]
+
+
 async def rounds() -> list[Round]:
     cases = load_cases(CORPUS)
     out: list[Round] = []
-    sources = [(f"{c} (main recordings)", c, RECORDINGS) for c in COMPARED]
-    sources += [(f"{config_of(d)} ({d.name})", config_of(d), d) for d in sorted(REPLICATES.glob("*-r*")) if d.is_dir()]
-    for label, config, recordings in sources:
+    for label, config, recordings in sources():
         runs = await run(cases, recordings=recordings, configs=[config])
         out.append(Round(label, config, {r.case["id"]: published_score(r).counts for r in runs if r.complete}, True))
     for file in sorted(REPLICATES.glob("*-r*.counts.json")):

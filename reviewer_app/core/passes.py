@@ -40,6 +40,7 @@ class Merged:
     comments: tuple[ModelComment, ...]
     votes: tuple[int, ...]  # by index of ``comments``
     found: int  # findings before merging
+    groups: tuple[tuple[ModelComment, ...], ...] = ()  # by index of ``comments``: the findings merged into it
 
 
 def merge_passes(passes: Sequence[Sequence[ModelComment]]) -> Merged:
@@ -61,7 +62,9 @@ def merge_passes(passes: Sequence[Sequence[ModelComment]]) -> Merged:
                 groups.append([comment])
                 passes_of.append({index})
     merged = tuple(_strongest(group) for group in groups)
-    return Merged(merged, tuple(len(s) for s in passes_of), sum(len(c) for c in passes))
+    return Merged(
+        merged, tuple(len(s) for s in passes_of), sum(len(c) for c in passes), tuple(tuple(g) for g in groups)
+    )
 
 
 def same_finding(a: ModelComment, b: ModelComment) -> bool:

@@ -84,6 +84,8 @@ def test_passes_merge_into_their_union_first_pass_first_with_votes_and_the_highe
     )
     assert merged.votes == (2, 2, 1, 1)
     assert merged.found == 6
+    # Each merged finding keeps the findings it stands for, so what they were judged is not lost.
+    assert merged.groups == ((first[0], third[0]), (first[1], second[0]), (second[1],), (third[1],))
 
 
 def test_a_pass_joins_each_earlier_finding_at_most_once() -> None:

@@ -66,3 +66,25 @@ def test_an_earlier_products_counts_file_names_its_configuration() -> None:
     from bench.quality_replicate import config_of
 
     assert config_of(Path("codebase-plus-tools-r4.counts.json")) == "codebase + tools"
+
+
+def test_passes_estimated_from_rounds_merge_vote_and_count_a_match_of_any_merged_finding() -> None:
+    from bench.quality_votes import RULES, passes_counts
+    from bench.review_quality import CaseRun
+    from reviewer_app.core.review_model import ModelComment
+
+    def finding(line: int, body: str, confidence: int = 70) -> ModelComment:
+        return ModelComment(
+            "a.py", line, body, severity="warning", quote=f"x{line}", verdict="confirmed", confidence=confidence
+        )
+
+    case = {"id": "c", "known_issues": [{}, {}]}
+    shared = "The loop bound is off by one and skips the last element."
+    # Round 1 matched its copy of the shared finding only; round 2's copy was judged "none"; a lone finding each.
+    one = CaseRun(case, "succeeded", None, 2, [(finding(10, shared), None), (finding(40, "Leaks the socket."), None)])
+    one.matches = {0: 0}
+    two = CaseRun(case, "succeeded", None, 2, [(finding(11, shared), None), (finding(70, "Races.", 85), None)])
+    union, majority, confident = (passes_counts([one, two], rule) for rule in RULES.values())
+    assert union == (3, 1, 2, 1)  # shown, matching, known issues, found: the shared finding once
+    assert majority == (1, 1, 2, 1)  # only what both passes found
+    assert confident == (2, 1, 2, 1)  # and the lone finding the verifier is sure of
