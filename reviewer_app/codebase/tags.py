@@ -43,8 +43,9 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(method_definition name: (property_identifier) @def.method)",
         "(class_declaration name: (identifier) @def.class)",
         "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
-        # ``self.reset = function reset () {...}``, ``Foo.prototype.bar = () => ...``, ``{ go: function () {...} }``
-        "(assignment_expression left: (member_expression property: (property_identifier) @def.function) right: [(function_expression) (arrow_function)])",
+        # ``self.reset = function reset () {...}``, ``Foo.prototype.bar = () => ...``, ``{ go: function () {...} }``,
+        # and each name of ``self.resetOptions = self.reset = function ...``
+        "(assignment_expression left: (member_expression property: (property_identifier) @def.function) right: [(function_expression) (arrow_function) (assignment_expression)])",
         "(pair key: (property_identifier) @def.function value: [(function_expression) (arrow_function)])",
         "(program (lexical_declaration (variable_declarator name: (identifier) @def.constant)))",
         "(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @def.constant))))",
@@ -66,8 +67,9 @@ _PATTERNS: dict[str, tuple[str, ...]] = {
         "(type_alias_declaration name: (type_identifier) @def.type)",
         "(enum_declaration name: (identifier) @def.type)",
         "(variable_declarator name: (identifier) @def.function value: [(arrow_function) (function_expression)])",
-        # ``self.reset = function reset () {...}``, ``Foo.prototype.bar = () => ...``, ``{ go: function () {...} }``
-        "(assignment_expression left: (member_expression property: (property_identifier) @def.function) right: [(function_expression) (arrow_function)])",
+        # ``self.reset = function reset () {...}``, ``Foo.prototype.bar = () => ...``, ``{ go: function () {...} }``,
+        # and each name of ``self.resetOptions = self.reset = function ...``
+        "(assignment_expression left: (member_expression property: (property_identifier) @def.function) right: [(function_expression) (arrow_function) (assignment_expression)])",
         "(pair key: (property_identifier) @def.function value: [(function_expression) (arrow_function)])",
         "(program (lexical_declaration (variable_declarator name: (identifier) @def.constant)))",
         "(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @def.constant))))",
@@ -236,8 +238,9 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
                 tags.append(Tag(name, kind, first, last))
                 continue
             if capture.startswith("def."):
-                if name == "exports" and _assigned_function(node) is not None:
-                    continue  # ``module.exports = function ...`` names the module, not a function
+                if node.parent is not None and node.parent.type in ("member_expression", "pair"):
+                    if name == "exports" or _assigned_function(node) is None:
+                        continue  # ``module.exports = function ...`` names the module; ``a.x = a.y = 1`` no function
                 span = _definition(node)
                 first, last = _rows(span)
                 owner = _owner(span)
@@ -302,10 +305,11 @@ def _rows(node: Any) -> tuple[int, int]:
 
 def _definition(name: Any) -> Any:
     """The node a definition spans, wrappers (decorators, export, const declaration) included."""
-    assigned = _assigned_function(name)
-    if assigned is not None:  # the statement or the object's entry that binds the function, not what it sits in
-        holder = assigned.parent
-        return holder if holder is not None and holder.type in ("expression_statement", "pair") else assigned
+    if _assigned_function(name) is not None:  # the statement or the object's entry that binds it, not what it is in
+        node = name.parent
+        while node.parent is not None and node.parent.type in ("assignment_expression", "expression_statement"):
+            node = node.parent
+        return node
     node = name.parent
     while node is not None and node.type not in _DEFINITIONS:
         node = node.parent
@@ -373,6 +377,8 @@ def _assigned_function(name: Any) -> Any | None:
         if statement.type != "assignment_expression" or statement.child_by_field_name("left") != parent:
             return None
         value = statement.child_by_field_name("right")
+        while value is not None and value.type == "assignment_expression":  # ``a.x = a.y = function ...``
+            value = value.child_by_field_name("right")
     else:
         return None
     return value if value is not None and value.type in _FUNCTION_VALUES else None

@@ -220,8 +220,8 @@ def test_find_definition_shows_the_code_of_the_first_definitions_with_a_body_whe
 
 YARGS = """function Yargs (processArgs) {
   const self = {}
-  self.reset = function reset (aliases) {
-    options = resetOptions(aliases)
+  self.resetOptions = self.reset = function resetOptions (aliases) {
+    options = freshOptions(aliases)
     return self
   }
   Yargs.prototype.parse = (args) => { runParser(args) }
@@ -233,17 +233,19 @@ const commands = { add: function (cmd) { register(cmd) } }
 
 
 def test_a_javascript_function_bound_to_a_member_or_a_key_is_a_definition(tmp_path: Path) -> None:
-    # ``self.reset = function reset () {...}`` is how much JavaScript defines its methods: a lookup of ``reset`` found
-    # only a test helper, and calls inside it were the outer function's.
+    # ``self.reset = function reset () {...}`` is how much JavaScript defines its methods (yargs names most twice:
+    # ``self.resetOptions = self.reset = ...``): a lookup of ``reset`` found only a test helper, and calls inside it
+    # were the outer function's.
     snap = make_snapshot(tmp_path, {"yargs.js": YARGS, "test/helpers.js": "function reset () { clear() }\n"})
     definitions = snap.find_definition("reset")
     assert definitions.split("\n")[:3] == [
         "2 definitions of 'reset'",
         "test/helpers.js:1-1: function reset: function reset () { clear() }",
-        "yargs.js:3-6: function reset: self.reset = function reset (aliases) {",
+        "yargs.js:3-6: function reset: self.resetOptions = self.reset = function resetOptions (aliases) {",
     ]
+    assert snap.find_definition("resetOptions").split("\n")[1].startswith("yargs.js:3-6: function resetOptions")
     assert snap.find_definition("parse").split("\n")[1].startswith("yargs.js:7-7: function parse")
     assert snap.find_definition("add").split("\n")[1].startswith("yargs.js:11-11: function add")
     assert snap.find_definition("exports").startswith("no definition")  # module.exports names no function
-    assert "yargs.js:4 in reset (call): options = resetOptions(aliases)" in snap.find_references("resetOptions")
+    assert "yargs.js:4 in reset (call): options = freshOptions(aliases)" in snap.find_references("freshOptions")
     assert "yargs.js:11 in add (call):" in snap.find_references("register")
