@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from bench.quality_model import REVIEW_MODEL, VERIFY_MODEL
 from bench.quality_stats import Counts, Difference, describe, paired_difference
-from reviewer_app.core.precision import DEFAULT_MAX_COMMENTS, DEFAULT_MIN_CONFIDENCE, INVENTED, rank_and_cap
+from reviewer_app.core.passes import outvoted
+from reviewer_app.core.precision import DEFAULT_MAX_COMMENTS, DEFAULT_MIN_CONFIDENCE, INVENTED, OUTVOTED, rank_and_cap
 from reviewer_app.core.pricing import DEFAULT_PRICES, cost
 from reviewer_app.core.review_model import ModelComment
 
@@ -38,15 +39,19 @@ def shown(
     cap: bool,
     min_confidence: int = DEFAULT_MIN_CONFIDENCE,
     max_comments: int = DEFAULT_MAX_COMMENTS,
+    passes: int = 1,
 ) -> list[int]:
     """The indexes of the candidates a variant shows. Without the evidence check an invented finding is kept (it was
     never verified: it stays unverified); verification withholds the refuted and those under ``min_confidence``; the
-    cap shows the first ``max_comments`` critical and warning findings, ranked, and folds the rest."""
+    cap shows the first ``max_comments`` critical and warning findings, ranked, and folds the rest. With verification,
+    a review of several ``passes`` also holds its vote (core/passes.outvoted)."""
     kept = []
     for i, (c, reason) in enumerate(candidates):
         if evidence and reason == INVENTED:
             continue
         if verify and (c.verdict == "refuted" or (c.confidence is not None and c.confidence < min_confidence)):
+            continue
+        if verify and passes > 1 and reason in (None, OUTVOTED) and outvoted([c], passes)[1]:
             continue
         kept.append(i)
     if not cap:
@@ -54,6 +59,16 @@ def shown(
     chosen = rank_and_cap([candidates[i][0] for i in kept], max_comments=max_comments).shown
     ids = {id(c) for c in chosen}
     return [i for i in kept if id(candidates[i][0]) in ids]
+
+
+def passes_of(run: CaseRun) -> int:
+    """How many review passes vote on the case's findings: those it made when its configuration turns the vote on
+    (``passes_vote: true``), else 1 (every finding of every pass kept)."""
+    from bench.review_quality import CONFIGS
+
+    if run.answer is None or "passes_vote: true" not in CONFIGS.get(run.config, ""):
+        return 1
+    return max(1, len(run.answer.passes))
 
 
 @dataclass
@@ -114,7 +129,10 @@ def table(runs: Sequence[CaseRun], **thresholds: Any) -> dict[str, dict[str, dic
     for name, evidence, verify, cap in VARIANTS:
         by: dict[str, Score] = {}
         for run in runs:
-            s = score(run, shown(run.candidates, evidence=evidence, verify=verify, cap=cap, **thresholds))
+            s = score(
+                run,
+                shown(run.candidates, evidence=evidence, verify=verify, cap=cap, passes=passes_of(run), **thresholds),
+            )
             by.setdefault(run.case["language"], Score()).add(s)
             by.setdefault("overall", Score()).add(s)
         out[name] = {lang: s.row() for lang, s in sorted(by.items(), key=lambda kv: (kv[0] == "overall", kv[0]))}
@@ -128,14 +146,34 @@ def sweep(runs: Sequence[CaseRun]) -> dict[str, dict[str, Any]]:
         total = Score()
         for run in runs:
             total.add(
-                score(run, shown(run.candidates, evidence=True, verify=True, cap=True, min_confidence=min_confidence))
+                score(
+                    run,
+                    shown(
+                        run.candidates,
+                        evidence=True,
+                        verify=True,
+                        cap=True,
+                        min_confidence=min_confidence,
+                        passes=passes_of(run),
+                    ),
+                )
             )
         out[f"min_confidence {min_confidence}"] = total.row()
     for max_comments in (1, 2, 3, 5, 8, 50):
         total = Score()
         for run in runs:
             total.add(
-                score(run, shown(run.candidates, evidence=True, verify=True, cap=True, max_comments=max_comments))
+                score(
+                    run,
+                    shown(
+                        run.candidates,
+                        evidence=True,
+                        verify=True,
+                        cap=True,
+                        max_comments=max_comments,
+                        passes=passes_of(run),
+                    ),
+                )
             )
         out[f"max_comments {max_comments}"] = total.row()
     return out
@@ -195,7 +233,7 @@ def check(runs: Sequence[CaseRun]) -> list[str]:
     """Where the app's publication differs from the scoring's production variant (it must not)."""
     problems = []
     for r in runs:
-        expected = len(shown(r.candidates, evidence=True, verify=True, cap=True))
+        expected = len(shown(r.candidates, evidence=True, verify=True, cap=True, passes=passes_of(r)))
         if r.complete and expected != r.published:
             problems.append(f"{r.case['id']}: the app showed {r.published} findings, the scoring {expected}")
     return problems
@@ -224,7 +262,7 @@ def report(runs: Sequence[CaseRun]) -> dict[str, Any]:
                 "findings": len(r.candidates),
                 "shown": r.published,
                 "known_issues": len(r.case["known_issues"]),
-                "found": score(r, shown(r.candidates, evidence=True, verify=True, cap=True)).found,
+                "found": score(r, shown(r.candidates, evidence=True, verify=True, cap=True, passes=passes_of(r))).found,
                 "found_unfiltered": score(r, shown(r.candidates, evidence=False, verify=False, cap=False)).found,
             }
             for r in complete
@@ -259,7 +297,7 @@ def compare(runs: Sequence[CaseRun], configs: Sequence[str]) -> dict[str, Any]:
 
 def published_score(run: CaseRun) -> Score:
     """The case's score as the app published it (the production variant: every filter on)."""
-    return score(run, shown(run.candidates, evidence=True, verify=True, cap=True))
+    return score(run, shown(run.candidates, evidence=True, verify=True, cap=True, passes=passes_of(run)))
 
 
 def render_comparison(result: dict[str, Any]) -> str:

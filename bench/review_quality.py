@@ -21,7 +21,8 @@ a language (micro averages). Model cost per review comes from the recordings' us
 
 Configurations (``--configs``, default: the first two): each reviews every case with one `.github/reviewer.yml`:
 "diff only" (no codebase), "codebase" (the repository at the head: cross-file context in the prompt and for the
-verifier), "codebase + tools" (and the model's search tools), "diff only (3 passes)" and "codebase (3 passes)". A case
+verifier), "codebase + tools" (and the model's search tools), "diff only (3 passes)" and "codebase (3 passes)" (each also with
+``passes_vote: true``: "... (3 passes voting)"). A case
 built with ``build.py --tree`` has its whole repository at the base commit served as the fake GitHub's archive; a case
 without a tree gets only its changed files there.
 """
@@ -97,6 +98,8 @@ CONFIGS: dict[str, str] = {
     "codebase + tools": "codebase: true\nrepository_tools: true\n",
     "diff only (3 passes)": "codebase: false\npasses: 3\n",
     "codebase (3 passes)": "codebase: true\npasses: 3\n",
+    "diff only (3 passes voting)": "codebase: false\npasses: 3\npasses_vote: true\n",
+    "codebase (3 passes voting)": "codebase: true\npasses: 3\npasses_vote: true\n",
     "codebase for the verifier": "codebase: true\n",
 }
 # Server settings a configuration needs besides its .github/reviewer.yml: "codebase for the verifier" puts no related

@@ -62,6 +62,7 @@ def _comment(value: Any) -> ModelComment | None:
         verdict=value["verdict"] if value.get("verdict") in VERDICTS else None,
         confidence=_int(value.get("confidence")),
         verdict_reason=_str(value.get("verdict_reason")),
+        votes=_int(value.get("votes")),
     )
 
 

@@ -12,6 +12,8 @@ from reviewer_app.core.review_model import SEVERITIES, ModelComment
 
 MAX_PASSES = 5  # `passes:` in .github/reviewer.yml is at most this
 NEAR_LINES = 3  # two findings this close (or overlapping) are at the same place
+# With the vote on, a finding fewer than half the passes found is published only when its verifier is this sure of it.
+VOTE_CONFIDENCE = 80
 SAME_PROBLEM = 0.3  # the share of their significant words two findings' claims must have in common
 
 _WORD = re.compile(r"[a-z_][a-z0-9_]{2,}")
@@ -65,6 +67,20 @@ def merge_passes(passes: Sequence[Sequence[ModelComment]]) -> Merged:
     return Merged(
         merged, tuple(len(s) for s in passes_of), sum(len(c) for c in passes), tuple(tuple(g) for g in groups)
     )
+
+
+def outvoted(comments: Sequence[ModelComment], passes: int) -> tuple[list[ModelComment], list[ModelComment]]:
+    """The vote between ``passes`` passes: (kept, outvoted). A finding is kept when more than half the passes found it
+    (``votes``), or when its verifier confirmed it at VOTE_CONFIDENCE or more; a finding of a single-pass review (no
+    votes) is always kept. What one pass alone noticed is more often a reader's distraction than what several agree on
+    (bench/quality_votes.py estimates both)."""
+    kept: list[ModelComment] = []
+    out: list[ModelComment] = []
+    for c in comments:
+        agreed = c.votes is None or passes < 2 or 2 * c.votes > passes
+        sure = c.verdict == "confirmed" and (c.confidence or 0) >= VOTE_CONFIDENCE
+        (kept if agreed or sure else out).append(c)
+    return kept, out
 
 
 def same_finding(a: ModelComment, b: ModelComment) -> bool:

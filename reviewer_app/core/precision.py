@@ -24,7 +24,8 @@ REFUTED = "refuted"
 LOW_CONFIDENCE = "low confidence"
 PAST_CAP = "past the cap"
 TEAM_LEARNING = "team learning"  # a do-not-flag learning of the repository covers it (core/learnings.py)
-REASONS = (INVENTED, TEAM_LEARNING, REFUTED, LOW_CONFIDENCE, PAST_CAP)
+OUTVOTED = "outvoted"  # found by too few of a review's passes (core/passes.outvoted)
+REASONS = (INVENTED, TEAM_LEARNING, REFUTED, LOW_CONFIDENCE, OUTVOTED, PAST_CAP)
 # Folded in the review body rather than withheld: past the cap, and suggestion-level findings (and nits).
 FOLDED_SEVERITIES = frozenset({"suggestion", "nit"})
 

@@ -39,6 +39,8 @@ class ModelComment:
     verdict: str | None = None
     confidence: int | None = None
     verdict_reason: str | None = None
+    # In a review of several passes (core/passes.py): how many of them found it; None in a review of one pass.
+    votes: int | None = None
 
     @property
     def rank(self) -> str:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from reviewer_app.core.anchoring import resolve_path
 from reviewer_app.core.evidence import FileText, added_lines, base_lines, check_evidence
 from reviewer_app.core.job_records import ModelProgress, PartAnswer, StoredAnswer, VerifyAnswer
-from reviewer_app.core.passes import merge_passes
-from reviewer_app.core.precision import INVENTED, Withheld, apply_verdicts, withhold_covered
+from reviewer_app.core.passes import merge_passes, outvoted
+from reviewer_app.core.precision import INVENTED, OUTVOTED, Withheld, apply_verdicts, withhold_covered
 from reviewer_app.core.review_model import ModelAnswer, ModelComment
 from reviewer_app.dispatch.context import JobContext
 from reviewer_app.github.client import GitHubClient
@@ -96,7 +96,14 @@ class Ask:
         if route is not None:
             await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
         checked = await self._checked(ctx, question, _joined(question, answers), route, still_wanted)
-        return _with_learnings(checked, question)
+        voted = _voted(checked, question)
+        if len(voted.withheld) > len(checked.withheld):
+            log.info(
+                "job %s: %d finding(s) found by too few passes withheld",
+                ctx.job.id,
+                len(checked.comments) - len(voted.comments),
+            )
+        return _with_learnings(voted, question)
 
     async def thread_answer(
         self, ctx: JobContext, system: str, user: str, tool: dict[str, Any], parse: Callable[[Any], T]
@@ -361,11 +368,16 @@ def _joined(question: Question, answers: Sequence[PartAnswer]) -> StoredAnswer:
         by_pass.setdefault(part.review_pass, []).append(answer)
     first = by_pass.get(1, [])
     summaries = [a.summary.strip() for a in first] if question.parts else [NOTHING_REVIEWED]
-    merged = merge_passes([[c for a in done for c in a.comments] for _, done in sorted(by_pass.items())]).comments
+    merged = merge_passes([[c for a in done for c in a.comments] for _, done in sorted(by_pass.items())])
     several = len(by_pass) > 1
+    comments = (
+        tuple(replace(c, votes=v) for c, v in zip(merged.comments, merged.votes, strict=True))
+        if several
+        else merged.comments
+    )
     return StoredAnswer(
         summary=" ".join(dict.fromkeys(s for s in summaries if s)),
-        comments=merged,
+        comments=comments,
         not_covered=question.not_covered,
         files_reviewed=question.files_reviewed,
         model=answers[-1].model if answers else "",
@@ -373,6 +385,17 @@ def _joined(question: Question, answers: Sequence[PartAnswer]) -> StoredAnswer:
         incremental_note=question.incremental_note,
         passes=tuple(_pass_cost(done) for _, done in sorted(by_pass.items())) if several else (),
     )
+
+
+def _voted(answer: StoredAnswer, question: Question) -> StoredAnswer:
+    """A review of several passes after the vote (core/passes.outvoted): what too few passes found, and the verifier
+    is not sure of, is withheld."""
+    if not question.vote or len(answer.passes) < 2:
+        return answer
+    kept, out = outvoted(answer.comments, len(answer.passes))
+    if not out:
+        return answer
+    return replace(answer, comments=tuple(kept), withheld=(*answer.withheld, *(Withheld(c, OUTVOTED) for c in out)))
 
 
 def _pass_cost(answers: Sequence[PartAnswer]) -> tuple[int, int, int]:

@@ -110,6 +110,7 @@ class Question:
     learnings: tuple[Learning, ...] = ()
     in_prompt: tuple[int, ...] = ()
     passes: int = 1  # independent review passes; ``parts`` holds every pass's parts, the first pass's first
+    vote: bool = False  # several passes: publish only what most found or the verifier is sure of (core/passes.py)
     # The repository at the head (codebase/), when it could be had: the tools search it, the verifier reads it (what
     # each finding depends on, and the code a verdict asks for).
     codebase: Codebase | None = field(default=None, compare=False, repr=False)
@@ -244,6 +245,7 @@ class Gather:
             not_covered=tuple((s.path, s.reason) for s in [*prepared.skipped, *plan.not_covered]),
             files_reviewed=sum(len(p) for p in plan.parts),
             passes=passes,
+            vote=rc.passes_vote,
             incremental_note=scope.note,
             tools=tools,
             batch=rc.batch,

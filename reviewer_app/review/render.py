@@ -12,9 +12,11 @@ from urllib.parse import quote
 from reviewer_app.core.learnings import Learning
 from reviewer_app.core.markdown import inline_text, publishable
 from reviewer_app.core.markers import safe_for_github, strip_markers
+from reviewer_app.core.passes import VOTE_CONFIDENCE
 from reviewer_app.core.precision import (
     INVENTED,
     LOW_CONFIDENCE,
+    OUTVOTED,
     PAST_CAP,
     REFUTED,
     TEAM_LEARNING,
@@ -167,6 +169,7 @@ def withheld_lines(
         TEAM_LEARNING: "withheld by team learnings",
         REFUTED: "refuted by the verification pass",
         LOW_CONFIDENCE: f"below the confidence threshold ({min_confidence} of 100)",
+        OUTVOTED: f"found by fewer than half of the review passes (and verified under {VOTE_CONFIDENCE})",
         PAST_CAP: f"past the cap of {max_comments} comments (listed folded in the review)",
     }
     lines = [f"- {n} {labels[reason]}" for reason, n in withheld_counts(withheld, past_cap)]

@@ -41,6 +41,7 @@ KNOWN_KEYS = frozenset(
         "max_comments",
         "experiment",
         "passes",
+        "passes_vote",
     }
 )
 MAX_COMMENTS_LIMIT = 50
@@ -84,6 +85,9 @@ class RepoConfig:
     # Independent review passes over the same context (files in different orders), their findings merged and verified
     # once (core/passes.py); each pass is paid for.
     passes: int = 1
+    # With several passes, publish only what most of them found or the verifier is sure of (core/passes.outvoted);
+    # off, every finding of every pass is kept (more found, and more that is not wanted).
+    passes_vote: bool = False
     errors: tuple[str, ...] = field(default=())  # what was wrong with the file; defaults applied for those keys
     # The `experiment:` block (core/experiments.py), and the variant this pull request is in once assigned.
     experiment: Experiment | None = None
@@ -156,6 +160,7 @@ def _from_mapping(data: Mapping[str, Any], *, max_input_tokens: int, max_parts: 
         "batch",
         "dry_run",
         "verify",
+        "passes_vote",
     )
     for key in bools:
         if key in data:

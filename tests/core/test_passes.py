@@ -119,3 +119,19 @@ def test_the_check_runs_line_counts_each_pass() -> None:
     assert pass_line([(12000, 800, 5), (11950, 760, 4), (12100, 910, 5)], 9) == (
         "3 review passes (input/output tokens 12,000/800, 11,950/760, 12,100/910): 14 findings, 9 after merging"
     )
+
+
+def test_the_vote_keeps_what_most_passes_found_or_the_verifier_is_sure_of() -> None:
+    from dataclasses import replace
+
+    from reviewer_app.core.passes import VOTE_CONFIDENCE, outvoted
+
+    base = f(10, "Off by one.")
+    two = replace(base, votes=2, verdict="confirmed", confidence=55)
+    one = replace(base, votes=1, verdict="confirmed", confidence=VOTE_CONFIDENCE - 1)
+    sure = replace(base, votes=1, verdict="confirmed", confidence=VOTE_CONFIDENCE)
+    unverified = replace(base, votes=1)
+    assert outvoted([two, one, sure, unverified], 3) == ([two, sure], [one, unverified])
+    # Of two passes, one is not a majority; a review of one pass (no votes) keeps everything.
+    assert outvoted([one], 2) == ([], [one])
+    assert outvoted([base], 1) == ([base], [])

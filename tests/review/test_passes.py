@@ -1,6 +1,7 @@
 """`passes: N` end to end against the fakes: N independent review requests over the same context (its files in other
 orders), their findings merged into one union that is verified once, each pass's cost on record and in the check run,
-a retry that pays no finished pass again, and a batched review sending each pass as a request of its own."""
+a retry that pays no finished pass again, a batched review sending each pass as a request of its own, and the vote
+between the passes."""
 
 from __future__ import annotations
 
@@ -122,3 +123,31 @@ async def test_a_batched_review_sends_each_pass_as_a_request_of_its_own(tmp_path
         assert sorted(k.endswith("-p2") for k in keys) == [False, True]  # pass two's request is named for its pass
         assert job.answer is not None and len(job.answer.passes) == 2
         assert [c.path for c in job.answer.comments] == ["src/alpha.py", "src/beta.py", "src/gamma.py"]
+
+
+async def test_the_vote_withholds_what_one_pass_of_three_found_unless_the_verifier_is_sure(tmp_path) -> None:
+    for vote, published in (
+        (True, ["src/alpha.py", "src/beta.py"]),
+        (False, ["src/alpha.py", "src/beta.py", "src/gamma.py"]),
+    ):
+        (tmp_path / str(vote)).mkdir()
+        async with harness(tmp_path / str(vote), REVIEWER_VERIFY="1", REVIEWER_VERIFY_MODEL="claude-haiku-4-5") as h:
+            h.github.set_file(REPO, ".github/reviewer.yml", f"passes: 3\npasses_vote: {str(vote).lower()}\n")
+            for n, answer in enumerate(PASS_ANSWERS):
+                h.anthropic.script_tool_answer(answer, usage=usage(n))
+            # alpha1's and beta2's findings were found by two passes of three, gamma3's by one; all confirmed at 70.
+            h.anthropic.script_verify_answer(
+                [{"id": f"F{i}", "verdict": "confirmed", "confidence": 70, "reason": "Traced."} for i in (1, 2, 3)]
+            )
+            pull, job_id = await h.open_pr(files=FILES)
+            job = await h.wait_check_synced(job_id)
+            assert job.answer is not None
+            assert [c.path for c in job.answer.comments] == published
+            assert [c.votes for c in job.answer.comments] == [2, 2, 1][: len(published)]
+            [run] = h.check_runs(pull.head_sha)
+            held = (
+                "- 1 found by fewer than half of the review passes (and verified under 80)" in run["output"]["summary"]
+            )
+            assert held is vote
+            if vote:
+                assert [(w.comment.path, w.reason) for w in job.answer.withheld] == [("src/gamma.py", "outvoted")]

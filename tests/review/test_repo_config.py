@@ -303,3 +303,10 @@ def test_passes_default_to_one_and_are_bounded() -> None:
     for bad in ("passes: 0\n", "passes: 6\n", "passes: two\n", "passes: true\n"):
         cfg = parse(bad)
         assert (cfg.passes, cfg.errors) == (1, ("passes must be a whole number from 1 to 5",))
+
+
+def test_the_vote_between_passes_is_off_unless_turned_on() -> None:
+    assert parse(None).passes_vote is False
+    assert (parse("passes: 3\npasses_vote: true\n").passes_vote, parse("passes_vote: true\n").errors) == (True, ())
+    cfg = parse("passes_vote: majority\n")
+    assert (cfg.passes_vote, cfg.errors) == (False, ("passes_vote must be true or false",))
