@@ -142,41 +142,19 @@ def table(runs: Sequence[CaseRun], **thresholds: Any) -> dict[str, dict[str, dic
 def sweep(runs: Sequence[CaseRun]) -> dict[str, dict[str, Any]]:
     """All three filters at other thresholds and caps: what the defaults trade."""
     out: dict[str, dict[str, Any]] = {}
-    for min_confidence in (0, 40, 50, 60, 70, 80, 90):
+    settings = [("min_confidence", v) for v in (0, 40, 50, 60, 70, 80, 90)]
+    settings += [("max_comments", v) for v in (1, 2, 3, 5, 8, 50)]
+    for key, value in settings:
         total = Score()
         for run in runs:
-            total.add(
-                score(
-                    run,
-                    shown(
-                        run.candidates,
-                        evidence=True,
-                        verify=True,
-                        cap=True,
-                        min_confidence=min_confidence,
-                        passes=passes_of(run),
-                    ),
-                )
-            )
-        out[f"min_confidence {min_confidence}"] = total.row()
-    for max_comments in (1, 2, 3, 5, 8, 50):
-        total = Score()
-        for run in runs:
-            total.add(
-                score(
-                    run,
-                    shown(
-                        run.candidates,
-                        evidence=True,
-                        verify=True,
-                        cap=True,
-                        max_comments=max_comments,
-                        passes=passes_of(run),
-                    ),
-                )
-            )
-        out[f"max_comments {max_comments}"] = total.row()
+            total.add(score(run, published(run, **{key: value})))
+        out[f"{key} {value}"] = total.row()
     return out
+
+
+def published(run: CaseRun, **thresholds: Any) -> list[int]:
+    """The candidates the app publishes (every filter on), at the default thresholds unless others are given."""
+    return shown(run.candidates, evidence=True, verify=True, cap=True, passes=passes_of(run), **thresholds)
 
 
 CACHED = ("cache_creation_input_tokens", "cache_read_input_tokens")
@@ -233,7 +211,7 @@ def check(runs: Sequence[CaseRun]) -> list[str]:
     """Where the app's publication differs from the scoring's production variant (it must not)."""
     problems = []
     for r in runs:
-        expected = len(shown(r.candidates, evidence=True, verify=True, cap=True, passes=passes_of(r)))
+        expected = len(published(r))
         if r.complete and expected != r.published:
             problems.append(f"{r.case['id']}: the app showed {r.published} findings, the scoring {expected}")
     return problems
@@ -262,7 +240,7 @@ def report(runs: Sequence[CaseRun]) -> dict[str, Any]:
                 "findings": len(r.candidates),
                 "shown": r.published,
                 "known_issues": len(r.case["known_issues"]),
-                "found": score(r, shown(r.candidates, evidence=True, verify=True, cap=True, passes=passes_of(r))).found,
+                "found": score(r, published(r)).found,
                 "found_unfiltered": score(r, shown(r.candidates, evidence=False, verify=False, cap=False)).found,
             }
             for r in complete
@@ -297,7 +275,7 @@ def compare(runs: Sequence[CaseRun], configs: Sequence[str]) -> dict[str, Any]:
 
 def published_score(run: CaseRun) -> Score:
     """The case's score as the app published it (the production variant: every filter on)."""
-    return score(run, shown(run.candidates, evidence=True, verify=True, cap=True, passes=passes_of(run)))
+    return score(run, published(run))
 
 
 def render_comparison(result: dict[str, Any]) -> str:
