@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from reviewer_app.codebase.index import Located
+from reviewer_app.codebase.related import is_test
 from reviewer_app.core.globs import check_glob, path_matches
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ def find_definition(snapshot: Snapshot, name: str, *, limit: int = 10, bodies: i
     bare = name.rsplit(".", 1)[-1]  # "Store.load" is looked up as "load" in class Store
     owner = name.rsplit(".", 1)[0] if "." in name else None
     hits = [h for h in snapshot.index.definitions(bare) if owner is None or h.tag.scope == owner]
+    hits.sort(key=lambda h: is_test(h.path))  # the code's own definitions before a test's helper of the same name
     if not hits:
         return f"no definition of {name!r} found in the indexed files (Python, JavaScript, TypeScript, Go, Java, Rust)"
     limit = max(1, min(limit, MAX_LIMIT))

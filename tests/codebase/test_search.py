@@ -235,13 +235,14 @@ const commands = { add: function (cmd) { register(cmd) } }
 def test_a_javascript_function_bound_to_a_member_or_a_key_is_a_definition(tmp_path: Path) -> None:
     # ``self.reset = function reset () {...}`` is how much JavaScript defines its methods (yargs names most twice:
     # ``self.resetOptions = self.reset = ...``): a lookup of ``reset`` found only a test helper, and calls inside it
-    # were the outer function's.
+    # were the outer function's. A test's helper of the same name now comes after the code's own definition.
     snap = make_snapshot(tmp_path, {"yargs.js": YARGS, "test/helpers.js": "function reset () { clear() }\n"})
     definitions = snap.find_definition("reset")
     assert definitions.split("\n")[:3] == [
         "2 definitions of 'reset'",
-        "test/helpers.js:1-1: function reset: function reset () { clear() }",
+        # the code's own definition before the test helper of the same name (which sorts first by path)
         "yargs.js:3-6: function reset: self.resetOptions = self.reset = function resetOptions (aliases) {",
+        "test/helpers.js:1-1: function reset: function reset () { clear() }",
     ]
     assert snap.find_definition("resetOptions").split("\n")[1].startswith("yargs.js:3-6: function resetOptions")
     assert snap.find_definition("parse").split("\n")[1].startswith("yargs.js:7-7: function parse")
