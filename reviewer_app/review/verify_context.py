@@ -95,7 +95,7 @@ def look_up(codebase: Codebase, need: str, pointers: Sequence[str] = (), *, at: 
         name = re.split(r"[\s(]", need, maxsplit=1)[0]
         found = codebase.find_definition(name, limit=LOOKUP_CANDIDATES)
         parts = [found]
-        for location in _pointed(list(_LOCATION.finditer(found)), pointers)[:LOOKUP_DEFINITIONS]:
+        for location in _pointed(list(_LOCATION.finditer(found)), pointers, at[0] if at else None)[:LOOKUP_DEFINITIONS]:
             path, start = location.group(1), int(location.group(2))
             end = min(int(location.group(3) or start + LOOKUP_LINES - 1), start + LOOKUP_LINES - 1)
             body = codebase.read_file(path, start, end)
@@ -169,20 +169,26 @@ def _telling_names(pointers: Sequence[str], *, exclude: str) -> list[str]:
     return out
 
 
-def _pointed(locations: list[re.Match[str]], pointers: Sequence[str]) -> list[re.Match[str]]:
+def _pointed(locations: list[re.Match[str]], pointers: Sequence[str], own: str | None = None) -> list[re.Match[str]]:
     """The definitions in the order the finding points at them: one whose owner (the class, type or trait before the
-    name) a pointer names first, the earlier pointer first; then those with a body before one-line declarations (an
-    interface's or trait's method: its signature is listed already); then as listed. Several classes often define the
-    same method (serde's readers each have ``ignore_str``): the finding says which one it is about."""
+    name) a pointer names first, the earlier pointer first; then one in the finding's own file (``own``) or in a file
+    a pointer names (``yargs.js's own reset``); then those with a body before one-line declarations (an interface's or
+    trait's method: its signature is listed already); then as listed. Several classes often define the same method
+    (serde's readers each have ``ignore_str``; yargs' helpers each have ``reset``): the finding says which one."""
     named = [set(_WORD.findall(text)) for text in pointers]
+    said = " ".join(pointers)
 
-    def key(item: tuple[int, re.Match[str]]) -> tuple[int, int, int]:
+    def key(item: tuple[int, re.Match[str]]) -> tuple[int, int, int, int]:
         index, location = item
         qualified = location.group(4) or ""
         owner = qualified.rsplit(".", 1)[0] if "." in qualified else None
         rank = next((k for k, words in enumerate(named) if owner and owner in words), len(named))
+        path = location.group(1)
+        base = re.escape(path.rsplit("/", 1)[-1])
+        named_file = path in said or re.search(rf"(?<![\w./-]){base}(?!\w)", said) is not None
+        elsewhere = path != own and not named_file
         declaration = location.group(3) is not None and location.group(3) == location.group(2)
-        return rank, int(declaration), index
+        return rank, int(elsewhere), int(declaration), index
 
     return [location for _, location in sorted(enumerate(locations), key=key)]
 

@@ -177,6 +177,23 @@ def test_a_lookup_shows_first_the_definition_of_the_class_the_finding_names(tmp_
     assert "io_body()" in plain and "slice_body()" in plain and "str_body()" not in plain
 
 
+def test_a_lookup_of_a_name_many_files_define_shows_the_findings_own_file_or_the_one_named_first(tmp_path) -> None:
+    from tests.codebase.test_search import make_snapshot
+
+    # yargs: lib/command.js, lib/usage.js and lib/validation.js each define a ``reset``, as yargs.js does; a verifier
+    # asking for the one that matters was shown the first two by path and said the body it needed was missing.
+    files = {f"lib/{n}.js": f"self.reset = function reset () {{\n  {n}_body()\n}}\n" for n in ("command", "usage")}
+    files["yargs.js"] = "self.resetOptions = self.reset = function resetOptions () {\n  yargs_body()\n}\n"
+    snapshot = make_snapshot(tmp_path, files)
+    plain = look_up(snapshot, "reset")
+    assert "command_body()" in plain and "usage_body()" in plain and "yargs_body()" not in plain  # by path
+    own = look_up(snapshot, "reset", ("Depends on what reset clears.",), at=("yargs.js", 2))
+    assert own.index("yargs_body()") < own.index("command_body()")  # the finding's own file first
+    named = look_up(snapshot, "reset", ("Depends on whether yargs.js's own reset clears it.",), at=("lib/other.js", 1))
+    assert named.index("yargs_body()") < named.index("command_body()")  # the file the verifier's reason names
+    assert "usage_body()" not in named
+
+
 def test_a_long_files_lookup_shows_the_parts_that_name_what_the_finding_is_about(tmp_path) -> None:
     from tests.codebase.test_search import make_snapshot
 
