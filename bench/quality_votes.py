@@ -26,12 +26,12 @@ from bench.quality_replicate import COMPARED, sources  # noqa: E402
 from bench.quality_score import published_score, shown  # noqa: E402
 from bench.quality_stats import Counts, describe, paired_difference, pool, totals  # noqa: E402
 from bench.review_quality import CORPUS, CaseRun, load_cases, run  # noqa: E402
-from reviewer_app.core.passes import merge_passes  # noqa: E402
+from reviewer_app.core.passes import VOTE_CONFIDENCE, merge_passes  # noqa: E402
 from reviewer_app.core.precision import DEFAULT_MAX_COMMENTS, rank_and_cap  # noqa: E402
 from reviewer_app.core.review_model import ModelComment  # noqa: E402
 
 Rule = Callable[[int, int, Sequence[ModelComment]], bool]  # (votes, passes, the findings merged) -> kept
-CONFIDENT = 80  # "or verified at this confidence": one pass's finding the verifier is sure of
+CONFIDENT = VOTE_CONFIDENCE  # "or verified at this confidence": one pass's finding the verifier is sure of
 
 
 def _confident(group: Sequence[ModelComment]) -> bool:
@@ -48,12 +48,9 @@ RULES: dict[str, Rule] = {
 def passes_counts(runs: Sequence[CaseRun], rule: Rule) -> Counts:
     """One case reviewed in ``len(runs)`` passes, each pass one round's answer: (shown, matching, known issues,
     found)."""
-    kept = [[r.candidates[i][0] for i in shown(r.candidates, evidence=True, verify=True, cap=False)] for r in runs]
-    match = {
-        id(r.candidates[i][0]): r.matches.get(i)
-        for r in runs
-        for i in shown(r.candidates, evidence=True, verify=True, cap=False)
-    }
+    indexes = [shown(r.candidates, evidence=True, verify=True, cap=False) for r in runs]
+    kept = [[r.candidates[i][0] for i in chosen] for r, chosen in zip(runs, indexes, strict=True)]
+    match = {id(r.candidates[i][0]): r.matches.get(i) for r, chosen in zip(runs, indexes, strict=True) for i in chosen}
     merged = merge_passes(kept)
     chosen = {
         id(c): group

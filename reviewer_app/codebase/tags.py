@@ -239,7 +239,7 @@ def file_tags(path: str, text: str) -> list[Tag] | None:
                 continue
             if capture.startswith("def."):
                 if node.parent is not None and node.parent.type in ("member_expression", "pair"):
-                    if name == "exports" or _assigned_function(node) is None:
+                    if _assigned_function(node) is None:
                         continue  # ``module.exports = function ...`` names the module; ``a.x = a.y = 1`` no function
                 span = _definition(node)
                 first, last = _rows(span)
@@ -366,9 +366,10 @@ _FUNCTION_VALUES = ("function_expression", "arrow_function")
 
 def _assigned_function(name: Any) -> Any | None:
     """JavaScript's function bound to a member or an object's key: the function value itself, when ``name`` is the
-    property of ``x.name = function ...`` or the key of ``{name: () => ...}``; else None."""
+    property of ``x.name = function ...`` or the key of ``{name: () => ...}``; else None (and for ``exports``, which
+    names the module)."""
     parent = name.parent
-    if parent is None:
+    if parent is None or name.type != "property_identifier" or _text(name) == "exports":
         return None
     if parent.type == "pair" and parent.child_by_field_name("key") == name:
         value = parent.child_by_field_name("value")
@@ -385,16 +386,16 @@ def _assigned_function(name: Any) -> Any | None:
 
 
 def _bound_name(function: Any) -> str:
-    """The name a function value is bound to by an assignment to a member or an object's key ('' for neither)."""
+    """The name a function value is bound to by an assignment to a member or an object's key ('' for neither): the
+    name ``_assigned_function`` reads the other way."""
     parent = function.parent
-    if parent.type == "pair" and parent.child_by_field_name("value") == function:
-        key = parent.child_by_field_name("key")
-        return _text(key) if key is not None and key.type == "property_identifier" else ""
-    if parent.type == "assignment_expression" and parent.child_by_field_name("right") == function:
+    named = None
+    if parent.type == "pair":
+        named = parent.child_by_field_name("key")
+    elif parent.type == "assignment_expression":
         left = parent.child_by_field_name("left")
         named = left.child_by_field_name("property") if left is not None and left.type == "member_expression" else None
-        return _text(named) if named is not None and _text(named) != "exports" else ""
-    return ""
+    return _text(named) if named is not None and _assigned_function(named) == function else ""
 
 
 def _walk(node: Any) -> list[Any]:

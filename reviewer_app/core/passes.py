@@ -40,9 +40,13 @@ class Merged:
     """The union of several passes' findings: each distinct finding once, with the number of passes that found it."""
 
     comments: tuple[ModelComment, ...]
-    votes: tuple[int, ...]  # by index of ``comments``
+    groups: tuple[tuple[ModelComment, ...], ...]  # by index of ``comments``: the findings merged into it, one a pass
     found: int  # findings before merging
-    groups: tuple[tuple[ModelComment, ...], ...] = ()  # by index of ``comments``: the findings merged into it
+
+    @property
+    def votes(self) -> tuple[int, ...]:
+        """By index of ``comments``: how many passes found it (a pass joins a merged finding at most once)."""
+        return tuple(len(g) for g in self.groups)
 
 
 def merge_passes(passes: Sequence[Sequence[ModelComment]]) -> Merged:
@@ -64,9 +68,7 @@ def merge_passes(passes: Sequence[Sequence[ModelComment]]) -> Merged:
                 groups.append([comment])
                 passes_of.append({index})
     merged = tuple(_strongest(group) for group in groups)
-    return Merged(
-        merged, tuple(len(s) for s in passes_of), sum(len(c) for c in passes), tuple(tuple(g) for g in groups)
-    )
+    return Merged(merged, tuple(tuple(g) for g in groups), sum(len(c) for c in passes))
 
 
 def outvoted(comments: Sequence[ModelComment], passes: int) -> tuple[list[ModelComment], list[ModelComment]]:

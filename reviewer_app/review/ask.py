@@ -97,12 +97,8 @@ class Ask:
             await route.defer()  # [batches] sends what is to be sent; raises Deferred while a part waits on a batch
         checked = await self._checked(ctx, question, _joined(question, answers), route, still_wanted)
         voted = _voted(checked, question)
-        if len(voted.withheld) > len(checked.withheld):
-            log.info(
-                "job %s: %d finding(s) found by too few passes withheld",
-                ctx.job.id,
-                len(checked.comments) - len(voted.comments),
-            )
+        if outvoted_count := len(voted.withheld) - len(checked.withheld):
+            log.info("job %s: %d finding(s) found by too few passes withheld", ctx.job.id, outvoted_count)
         return _with_learnings(voted, question)
 
     async def thread_answer(

@@ -54,16 +54,22 @@ def file_order(request: Any) -> list[str]:
     return re.findall(r'<file path="([^"]+)"', user_text(request))
 
 
+async def three_passes(h: Any, config: str, confidence: int) -> tuple[Any, Any]:
+    """A pull request reviewed in the three passes of PASS_ANSWERS under ``config``, its three merged findings
+    confirmed at ``confidence``: the pull request and its finished job."""
+    h.github.set_file(REPO, ".github/reviewer.yml", config)
+    for n, answer in enumerate(PASS_ANSWERS):
+        h.anthropic.script_tool_answer(answer, usage=usage(n))
+    h.anthropic.script_verify_answer(
+        [{"id": f"F{i}", "verdict": "confirmed", "confidence": confidence, "reason": "Traced."} for i in (1, 2, 3)]
+    )
+    pull, job_id = await h.open_pr(files=FILES)
+    return pull, await h.wait_check_synced(job_id)
+
+
 async def test_three_passes_read_the_files_in_three_orders_and_their_union_is_verified_once(tmp_path) -> None:
     async with harness(tmp_path, REVIEWER_VERIFY="1", REVIEWER_VERIFY_MODEL="claude-haiku-4-5") as h:
-        h.github.set_file(REPO, ".github/reviewer.yml", "passes: 3\n")
-        for n, answer in enumerate(PASS_ANSWERS):
-            h.anthropic.script_tool_answer(answer, usage=usage(n))
-        h.anthropic.script_verify_answer(
-            [{"id": f"F{i}", "verdict": "confirmed", "confidence": 90, "reason": "Traced."} for i in (1, 2, 3)]
-        )
-        pull, job_id = await h.open_pr(files=FILES)
-        job = await h.wait_check_synced(job_id)
+        pull, job = await three_passes(h, "passes: 3\n", confidence=90)
 
         orders = [file_order(r) for r in h.anthropic.review_requests]
         assert len(orders) == 3 and all(sorted(o) == ["src/alpha.py", "src/beta.py", "src/gamma.py"] for o in orders)
@@ -87,7 +93,7 @@ async def test_three_passes_read_the_files_in_three_orders_and_their_union_is_ve
             "3 after merging." in run["output"]["summary"]
         )
         # Every pass's tokens are on the attempt's usage, the verification's apart.
-        [attempt] = await h.store.attempts_of(job_id)
+        [attempt] = await h.store.attempts_of(job.id)
         assert (attempt.input_tokens, attempt.output_tokens) == (6000, 60)
 
 
@@ -132,15 +138,8 @@ async def test_the_vote_withholds_what_one_pass_of_three_found_unless_the_verifi
     ):
         (tmp_path / str(vote)).mkdir()
         async with harness(tmp_path / str(vote), REVIEWER_VERIFY="1", REVIEWER_VERIFY_MODEL="claude-haiku-4-5") as h:
-            h.github.set_file(REPO, ".github/reviewer.yml", f"passes: 3\npasses_vote: {str(vote).lower()}\n")
-            for n, answer in enumerate(PASS_ANSWERS):
-                h.anthropic.script_tool_answer(answer, usage=usage(n))
             # alpha1's and beta2's findings were found by two passes of three, gamma3's by one; all confirmed at 70.
-            h.anthropic.script_verify_answer(
-                [{"id": f"F{i}", "verdict": "confirmed", "confidence": 70, "reason": "Traced."} for i in (1, 2, 3)]
-            )
-            pull, job_id = await h.open_pr(files=FILES)
-            job = await h.wait_check_synced(job_id)
+            pull, job = await three_passes(h, f"passes: 3\npasses_vote: {str(vote).lower()}\n", confidence=70)
             assert job.answer is not None
             assert [c.path for c in job.answer.comments] == published
             assert [c.votes for c in job.answer.comments] == [2, 2, 1][: len(published)]
